@@ -1,0 +1,28 @@
+/* httpc.h - a blocking HTTP client on libcurl.
+ *
+ * struct httpc wraps one reusable connection (keep-alive) and is owned by one
+ * thread at a time. httpc_do() sends one request with an optional bearer
+ * token and JSON body and collects the answer (capped at max_resp bytes).
+ * A transport failure returns ERR_UPSTREAM (or ERR_TIMEOUT) with the reason
+ * in httpc_error(); any HTTP status is a success at this level.
+ */
+#ifndef ANVIL_HTTPC_H
+#define ANVIL_HTTPC_H
+
+#include <stddef.h>
+
+#include "base/buf.h"
+
+struct httpc;
+
+/* Must be called once before any thread uses httpc (curl_global_init). */
+void httpc_global_init(void);
+
+struct httpc *httpc_new(void);
+void httpc_free(struct httpc *c);
+
+int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
+	     const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out);
+const char *httpc_error(const struct httpc *c);
+
+#endif

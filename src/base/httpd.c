@@ -1,0 +1,276 @@
+#include "base/httpd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+#define ROUTES_MAX 64
+#define NBUCKETS 12
+
+static const double bucket_le[NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+					   0.05,   0.1,   0.25,   0.5,   1,    5};
+
+struct route_stat {
+	const char *route;
+	uint64_t count;
+	uint64_t errors;
+	double sum;
+	uint64_t buckets[NBUCKETS];
+};
+
+struct httpd {
+	struct MHD_Daemon *mhd;
+	struct httpd_config cfg;
+	pthread_mutex_t mu; /* guards stats */
+	struct route_stat stats[ROUTES_MAX];
+	int nstats;
+};
+
+static void record(struct httpd *h, const char *route, int status, double secs)
+{
+	pthread_mutex_lock(&h->mu);
+	struct route_stat *s = NULL;
+	for (int i = 0; i < h->nstats; i++)
+		if (strcmp(h->stats[i].route, route) == 0)
+			s = &h->stats[i];
+	if (!s && h->nstats < ROUTES_MAX) {
+		s = &h->stats[h->nstats++];
+		s->route = route;
+	}
+	if (s) {
+		s->count++;
+		if (status >= 400)
+			s->errors++;
+		s->sum += secs;
+		for (int b = 0; b < NBUCKETS; b++)
+			if (secs <= bucket_le[b])
+				s->buckets[b]++;
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+static enum MHD_Result respond(struct httpd_req *req)
+{
+	const char *body = req->out.data ? req->out.data : "";
+	struct MHD_Response *r = MHD_create_response_from_buffer(req->out.len, (void *)body,
+								 MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type",
+				req->content_type ? req->content_type : "application/json");
+	for (int i = 0; i < req->nhdrs; i++)
+		MHD_add_response_header(r, req->hdr_name[i], req->hdr_value[i]);
+	enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version,
+				 const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct httpd *h = cls;
+	struct httpd_req *req = *con_cls;
+	if (!req) {
+		req = xcalloc(1, sizeof(*req));
+		req->method = method;
+		req->path = url;
+		req->conn = conn;
+		req->server = h;
+		req->status = 200;
+		req->start_us = now_us();
+		buf_init(&req->out);
+		*con_cls = req;
+		return MHD_YES;
+	}
+	if (req->state == 2)
+		return respond(req);
+	if (*upload_size) {
+		if (req->body_len + *upload_size > h->cfg.max_body) {
+			req->body_too_big = 1;
+		} else {
+			req->body = xrealloc(req->body, req->body_len + *upload_size + 1);
+			memcpy(req->body + req->body_len, upload_data, *upload_size);
+			req->body_len += *upload_size;
+			req->body[req->body_len] = '\0';
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (req->body_too_big) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes",
+			 h->cfg.max_body);
+		httpd_error(req, ERR_TOOBIG, msg);
+		return respond(req);
+	}
+	if (!req->body) {
+		req->body = xstrdup("");
+	}
+	int rc = h->cfg.handler(req, h->cfg.ctx);
+	if (rc == HTTPD_SUSPENDED)
+		return MHD_YES;
+	return respond(req);
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	(void)toe;
+	struct httpd *h = cls;
+	struct httpd_req *req = *con_cls;
+	if (!req)
+		return;
+	double secs = (double)(now_us() - req->start_us) / 1e6;
+	record(h, req->route ? req->route : "other", req->status, secs);
+	buf_cleanup(&req->out);
+	free(req->body);
+	free(req);
+	*con_cls = NULL;
+}
+
+int httpd_start(const struct httpd_config *cfg, struct httpd **out)
+{
+	struct httpd *h = xcalloc(1, sizeof(*h));
+	h->cfg = *cfg;
+	if (!h->cfg.bind)
+		h->cfg.bind = "127.0.0.1";
+	if (h->cfg.threads <= 0)
+		h->cfg.threads = 4;
+	if (!h->cfg.max_body)
+		h->cfg.max_body = 1 << 20;
+	pthread_mutex_init(&h->mu, NULL);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+	if (inet_pton(AF_INET, h->cfg.bind, &sa.sin_addr) != 1) {
+		log_error("bad bind address addr=%s", h->cfg.bind);
+		free(h);
+		return ERR_INVALID;
+	}
+	h->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
+		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
+	if (!h->mhd) {
+		log_error("cannot listen addr=%s port=%d", h->cfg.bind, cfg->port);
+		pthread_mutex_destroy(&h->mu);
+		free(h);
+		return -EADDRINUSE;
+	}
+	*out = h;
+	return 0;
+}
+
+int httpd_port(const struct httpd *h)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	return info ? info->port : -1;
+}
+
+void httpd_stop(struct httpd *h)
+{
+	if (!h)
+		return;
+	MHD_stop_daemon(h->mhd);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+const char *httpd_query(struct httpd_req *req, const char *key)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *httpd_header(struct httpd_req *req, const char *key)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, key);
+}
+
+void httpd_json(struct httpd_req *req, int status, const char *json)
+{
+	req->status = status;
+	buf_reset(&req->out);
+	buf_adds(&req->out, json);
+	req->content_type = "application/json";
+}
+
+void httpd_error(struct httpd_req *req, int code, const char *msg)
+{
+	json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", err_name(code), "message",
+			      msg ? msg : err_msg(code));
+	char *s = jv_dump(o);
+	httpd_json(req, err_http(code), s);
+	free(s);
+	json_decref(o);
+}
+
+void httpd_add_header(struct httpd_req *req, const char *name, const char *value)
+{
+	if (req->nhdrs >= 4)
+		return;
+	snprintf(req->hdr_name[req->nhdrs], sizeof(req->hdr_name[0]), "%s", name);
+	snprintf(req->hdr_value[req->nhdrs], sizeof(req->hdr_value[0]), "%s", value);
+	req->nhdrs++;
+}
+
+void httpd_suspend(struct httpd_req *req)
+{
+	req->state = 1;
+	MHD_suspend_connection(req->conn);
+}
+
+void httpd_resume(struct httpd_req *req)
+{
+	req->state = 2;
+	MHD_resume_connection(req->conn);
+}
+
+void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
+{
+	pthread_mutex_lock(&h->mu);
+	buf_printf(out, "# HELP %s_http_requests_total HTTP requests served, by route.\n", prefix);
+	buf_printf(out, "# TYPE %s_http_requests_total counter\n", prefix);
+	for (int i = 0; i < h->nstats; i++)
+		buf_printf(out, "%s_http_requests_total{route=\"%s\"} %llu\n", prefix,
+			   h->stats[i].route, (unsigned long long)h->stats[i].count);
+	buf_printf(out, "# HELP %s_http_request_errors_total HTTP requests answered 4xx/5xx.\n",
+		   prefix);
+	buf_printf(out, "# TYPE %s_http_request_errors_total counter\n", prefix);
+	for (int i = 0; i < h->nstats; i++)
+		buf_printf(out, "%s_http_request_errors_total{route=\"%s\"} %llu\n", prefix,
+			   h->stats[i].route, (unsigned long long)h->stats[i].errors);
+	buf_printf(out, "# HELP %s_http_request_duration_seconds HTTP request latency.\n", prefix);
+	buf_printf(out, "# TYPE %s_http_request_duration_seconds histogram\n", prefix);
+	for (int i = 0; i < h->nstats; i++) {
+		struct route_stat *s = &h->stats[i];
+		for (int b = 0; b < NBUCKETS; b++)
+			buf_printf(out,
+				   "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
+				   "%llu\n",
+				   prefix, s->route, bucket_le[b],
+				   (unsigned long long)s->buckets[b]);
+		buf_printf(out,
+			   "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+			   prefix, s->route, (unsigned long long)s->count);
+		buf_printf(out, "%s_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", prefix,
+			   s->route, s->sum);
+		buf_printf(out, "%s_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+			   prefix, s->route, (unsigned long long)s->count);
+	}
+	pthread_mutex_unlock(&h->mu);
+}

@@ -1,0 +1,84 @@
+/* httpd.h - an HTTP/1.1 server on libmicrohttpd for anvil's daemons.
+ *
+ * One handler receives every complete request (body capped at max_body;
+ * larger bodies get 413 without reaching it). The handler fills req->status,
+ * req->out and req->content_type and returns HTTPD_DONE, or calls
+ * httpd_suspend() and returns HTTPD_SUSPENDED to answer later: a long poll.
+ * Whoever holds a suspended request then fills its response and calls
+ * httpd_resume() exactly once, from any thread.
+ *
+ * Handlers run on MHD's thread pool, so they may run concurrently; the
+ * handler's owner protects its own state. httpd keeps per-route request
+ * counts and latency histograms (set req->route to a static label) and
+ * renders them with httpd_metrics().
+ */
+#ifndef ANVIL_HTTPD_H
+#define ANVIL_HTTPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+struct httpd;
+struct MHD_Connection;
+
+struct httpd_req {
+	const char *method;
+	const char *path;
+	char *body;
+	size_t body_len;
+	int body_too_big;
+	/* response */
+	int status;
+	struct buf out;
+	const char *content_type;
+	const char *route; /* static label for metrics; "other" when NULL */
+	char hdr_name[4][32];
+	char hdr_value[4][128];
+	int nhdrs;
+	/* private */
+	struct MHD_Connection *conn;
+	struct httpd *server;
+	int64_t start_us;
+	int state; /* 0 receiving, 1 suspended, 2 resumed */
+	void *user;
+};
+
+enum { HTTPD_DONE = 0, HTTPD_SUSPENDED = 1 };
+
+typedef int (*httpd_handler)(struct httpd_req *req, void *ctx);
+
+struct httpd_config {
+	const char *bind;    /* "127.0.0.1" by default */
+	int port;            /* 0: any free port */
+	int threads;         /* pool size; 4 by default */
+	size_t max_body;     /* 1 MiB by default */
+	httpd_handler handler;
+	void *ctx;
+};
+
+/* Starts listening; 0 or a negative code. */
+int httpd_start(const struct httpd_config *cfg, struct httpd **out);
+int httpd_port(const struct httpd *h);
+void httpd_stop(struct httpd *h);
+
+const char *httpd_query(struct httpd_req *req, const char *key);
+const char *httpd_header(struct httpd_req *req, const char *key);
+
+/* JSON helpers: set status and body. */
+void httpd_json(struct httpd_req *req, int status, const char *json);
+/* {"error": {"code": name, "message": msg}} with err_http(code). */
+void httpd_error(struct httpd_req *req, int code, const char *msg);
+
+/* Adds a response header (at most 4; names < 32, values < 128 bytes). */
+void httpd_add_header(struct httpd_req *req, const char *name, const char *value);
+
+void httpd_suspend(struct httpd_req *req);
+void httpd_resume(struct httpd_req *req);
+
+/* Appends Prometheus text for anvil_http_requests_total and
+ * anvil_http_request_duration_seconds to out. */
+void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out);
+
+#endif

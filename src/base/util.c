@@ -1,0 +1,207 @@
+#include "base/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/mem.h"
+
+int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t now_ms(void)
+{
+	return now_us() / 1000;
+}
+
+int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_ms(int64_t ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+void random_hex(char *out, size_t bytes)
+{
+	unsigned char raw[64];
+	static const char hex[] = "0123456789abcdef";
+	while (bytes > 0) {
+		size_t n = bytes < sizeof(raw) ? bytes : sizeof(raw);
+		size_t got = 0;
+		while (got < n) {
+			ssize_t r = getrandom(raw + got, n - got, 0);
+			if (r > 0)
+				got += (size_t)r;
+		}
+		for (size_t i = 0; i < n; i++) {
+			*out++ = hex[raw[i] >> 4];
+			*out++ = hex[raw[i] & 15];
+		}
+		bytes -= n;
+	}
+	*out = '\0';
+}
+
+int mkdir_p(const char *path, unsigned mode)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, data + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+out:
+	close(fd);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
+	return rc;
+}
+
+int read_file(const char *path, size_t cap, struct buf *out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	char chunk[8192];
+	for (;;) {
+		ssize_t r = read(fd, chunk, sizeof(chunk));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (r == 0)
+			break;
+		if (out->len + (size_t)r > cap) {
+			rc = -EFBIG;
+			break;
+		}
+		buf_add(out, chunk, (size_t)r);
+	}
+	close(fd);
+	if (rc == 0 && !out->data)
+		buf_add(out, "", 0);
+	return rc;
+}
+
+int rm_rf(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return unlink(path) < 0 ? -errno : 0;
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char *child = xasprintf("%s/%s", path, e->d_name);
+		int r = rm_rf(child);
+		if (r < 0 && rc == 0)
+			rc = r;
+		free(child);
+	}
+	closedir(d);
+	if (rmdir(path) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	if (!s || !*s)
+		return ERR_INVALID;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return ERR_INVALID;
+	*out = v;
+	return 0;
+}
+
+int parse_duration_ms(const char *s, int64_t *out)
+{
+	if (!s || !*s)
+		return ERR_INVALID;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || v > 1e9)
+		return ERR_INVALID;
+	double mult = 1000;
+	if (strcmp(end, "ms") == 0)
+		mult = 1;
+	else if (strcmp(end, "s") == 0 || *end == '\0')
+		mult = 1000;
+	else if (strcmp(end, "m") == 0)
+		mult = 60000;
+	else if (strcmp(end, "h") == 0)
+		mult = 3600000;
+	else
+		return ERR_INVALID;
+	*out = (int64_t)(v * mult);
+	return 0;
+}

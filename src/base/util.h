@@ -1,0 +1,34 @@
+/* util.h - time, random tokens and small file helpers.
+ *
+ * All functions are thread-safe. File helpers return 0 or a negative errno.
+ */
+#ifndef ANVIL_UTIL_H
+#define ANVIL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+int64_t now_ms(void);      /* monotonic milliseconds */
+int64_t now_us(void);      /* monotonic microseconds */
+int64_t wall_ms(void);     /* milliseconds since the epoch */
+void sleep_ms(int64_t ms);
+
+/* Fills out with 2*bytes hex characters from the kernel's CSPRNG. */
+void random_hex(char *out, size_t bytes);
+
+int mkdir_p(const char *path, unsigned mode);
+/* Writes data to path through a temporary file and rename, with fsync. */
+int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode);
+/* Reads at most cap bytes of path into out; -EFBIG past cap. */
+int read_file(const char *path, size_t cap, struct buf *out);
+/* Removes a directory tree (best effort); 0 or the first negative errno. */
+int rm_rf(const char *path);
+
+/* Parses a decimal integer in [min, max]; 0 or ERR_INVALID. */
+int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+/* "1.5s", "200ms", "3m", "2h" or a bare number of seconds into milliseconds. */
+int parse_duration_ms(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,27 @@
+/* main.c - anvil is one binary; the first argument picks the role.
+ *
+ *   anvil server ...   the control plane (src/server)
+ *   anvil agent ...    a node agent (src/agent)
+ *   anvil up ...       a whole local cluster: server + N agents (src/cli/up.c)
+ *   anvil VERB ...     a client command over the server's API (src/cli)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "cli/cli.h"
+#include "server/server.h"
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return cli_main(argc, argv);
+	const char *role = argv[1];
+	if (strcmp(role, "server") == 0)
+		return server_main(argc - 1, argv + 1);
+	if (strcmp(role, "agent") == 0)
+		return agent_main(argc - 1, argv + 1);
+	if (strcmp(role, "up") == 0)
+		return up_main(argc - 1, argv + 1);
+	return cli_main(argc, argv);
+}

@@ -1,0 +1,1 @@
+int store_placeholder_(void); int store_placeholder_(void) { return 0; }

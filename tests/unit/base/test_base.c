@@ -1,0 +1,120 @@
+#include <jansson.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "../test.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/util.h"
+
+TEST(buf_grows_and_formats)
+{
+	struct buf b;
+	buf_init(&b);
+	for (int i = 0; i < 1000; i++)
+		buf_printf(&b, "%d,", i);
+	CHECK(b.len > 3000);
+	CHECK(strncmp(b.data, "0,1,2,", 6) == 0);
+	buf_cleanup(&b);
+}
+
+TEST(err_table_maps_codes)
+{
+	CHECK_STR(err_name(ERR_INVALID), "invalid");
+	CHECK_INT(err_http(ERR_INVALID), 400);
+	CHECK_INT(err_http(ERR_NOTFOUND), 404);
+	CHECK_INT(err_http(ERR_UNFIT), 422);
+	CHECK_INT(err_http(-12345), 500);
+}
+
+static const struct jv_field fields[] = {
+	{"command", JV_STRINGS, 1, 1, 4},
+	{"gpus", JV_INT, 0, 0, 64},
+	{"name", JV_STRING, 0, 0, 8},
+	{"env", JV_STRING_MAP, 0, 0, 2},
+	{NULL, 0, 0, 0, 0},
+};
+
+static const char *check(const char *text)
+{
+	static char err[256];
+	json_t *o = NULL;
+	err[0] = '\0';
+	if (jv_parse_object(text, strlen(text), &o, err, sizeof(err)) == 0) {
+		int rc = jv_check(o, fields, err, sizeof(err));
+		json_decref(o);
+		if (rc == 0)
+			return NULL;
+	}
+	return err;
+}
+
+TEST(jv_accepts_valid_body)
+{
+	CHECK(check("{\"command\":[\"true\"],\"gpus\":2,\"env\":{\"A\":\"b\"}}") == NULL);
+}
+
+TEST(jv_names_field_value_and_reason)
+{
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":-3}"), "field 'gpus': -3 is below the minimum 0");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":65}"), "above the maximum 64");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":\"2\"}"), "is not an integer");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpu\":1}"), "field 'gpu': unknown field");
+	CHECK_CONTAINS(check("{\"gpus\":1}"), "field 'command': required");
+	CHECK_CONTAINS(check("{\"command\":[]}"), "at least 1");
+	CHECK_CONTAINS(check("{\"command\":[1]}"), "field 'command[0]': 1 is not a string");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"name\":\"123456789\"}"), "longer than 8");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"env\":{\"a\":1}}"), "field 'env.a'");
+	CHECK_CONTAINS(check("{\"command\":"), "malformed JSON");
+	CHECK_CONTAINS(check("[1]"), "expected a JSON object");
+	CHECK_CONTAINS(check(""), "empty");
+	CHECK_CONTAINS(check("{\"a\":1,\"a\":2}"), "malformed JSON");
+}
+
+TEST(parse_helpers)
+{
+	int64_t v = 0;
+	CHECK_INT(parse_i64("42", 0, 100, &v), 0);
+	CHECK_INT(v, 42);
+	CHECK_INT(parse_i64("101", 0, 100, &v), ERR_INVALID);
+	CHECK_INT(parse_i64("4x", 0, 100, &v), ERR_INVALID);
+	CHECK_INT(parse_duration_ms("1.5s", &v), 0);
+	CHECK_INT(v, 1500);
+	CHECK_INT(parse_duration_ms("200ms", &v), 0);
+	CHECK_INT(v, 200);
+	CHECK_INT(parse_duration_ms("2m", &v), 0);
+	CHECK_INT(v, 120000);
+	CHECK_INT(parse_duration_ms("xs", &v), ERR_INVALID);
+}
+
+TEST(files_round_trip)
+{
+	char dir[] = "/tmp/anvil-test-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/a/b/c", dir);
+	CHECK_INT(mkdir_p(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/a/f", dir);
+	CHECK_INT(write_file_atomic(path, "hello", 5, 0600), 0);
+	struct buf b;
+	buf_init(&b);
+	CHECK_INT(read_file(path, 100, &b), 0);
+	CHECK_STR(b.data, "hello");
+	buf_reset(&b);
+	CHECK_INT(read_file(path, 3, &b), -EFBIG);
+	buf_cleanup(&b);
+	CHECK_INT(rm_rf(dir), 0);
+}
+
+TEST(random_hex_is_hex_and_distinct)
+{
+	char a[65], b[65];
+	random_hex(a, 32);
+	random_hex(b, 32);
+	CHECK_INT(strlen(a), 64);
+	CHECK(strcmp(a, b) != 0);
+	CHECK(strspn(a, "0123456789abcdef") == 64);
+}
+
+TEST_MAIN()
