@@ -1,3 +1,436 @@
 #include "agent/agent.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
-int agent_main(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "agent: building\n"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "agent/exec.h"
+#include "agent/ident.h"
+#include "agent/serve.h"
+#include "agent/syncer.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/httpc.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "gpu/gpu.h"
+
+#define SHUTDOWN_GRACE_MS 5000
+
+struct agent_opts {
+	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
+	const char *listen, *address, *wait_ms, *log_level;
+	char host[256];
+	int port;
+	int64_t wait;
+	enum log_level level;
+};
+
+struct agent {
+	struct agent_opts o;
+	char *token;
+	char *node_file;
+	int sigfd;
+	struct gpu_backend *gpus;
+	struct exec *exec;
+	struct serve *serve;
+	struct serve_stats stats;
+	struct httpc *http;
+	struct syncer *sync;
+	json_t *facts;
+	struct ident id;
+};
+
+struct flag {
+	const char *name;
+	size_t off;
+	const char *help;
+};
+
+#define OPT(f) offsetof(struct agent_opts, f)
+static const struct flag flags[] = {
+	{"server", OPT(server), "URL of the anvil server (required)"},
+	{"join-token", OPT(join_token), "the cluster's join token"},
+	{"join-token-file", OPT(join_token_file), "a file holding the join token"},
+	{"name", OPT(name), "node name (default: the hostname)"},
+	{"work-dir", OPT(work_dir), "node state, rank logs and outputs (required)"},
+	{"gpus-file", OPT(gpus_file), "simulated GPUs (JSON); without it: no GPUs"},
+	{"listen", OPT(listen), "HOST:PORT of the agent's HTTP server (127.0.0.1:0)"},
+	{"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
+	{"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
+	{"log-level", OPT(log_level), "error, warn, info or debug (info)"},
+};
+#define NFLAGS (sizeof(flags) / sizeof(flags[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: anvil agent --server URL --work-dir DIR [flags]\n\n");
+	for (size_t i = 0; i < NFLAGS; i++)
+		fprintf(f, "  --%-18s %s\n", flags[i].name, flags[i].help);
+	fprintf(f, "  --%-18s %s\n", "help", "this text");
+}
+
+static int bad_flag(const char *fmt, const char *a, const char *b)
+{
+	fprintf(stderr, "anvil agent: ");
+	fprintf(stderr, fmt, a, b);
+	fprintf(stderr, "\nrun 'anvil agent --help' for the flags\n");
+	return 2;
+}
+
+/* Stores --name VALUE / --name=VALUE; 0, 1 for --help, 2 on error. */
+static int scan_flags(int argc, char **argv, struct agent_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+			return 1;
+		if (strncmp(arg, "--", 2) != 0)
+			return bad_flag("unexpected argument '%s'%s", arg, "");
+		const char *eq = strchr(arg, '=');
+		size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+		const struct flag *f = NULL;
+		for (size_t k = 0; k < NFLAGS; k++)
+			if (strlen(flags[k].name) == len && strncmp(flags[k].name, arg + 2, len) == 0)
+				f = &flags[k];
+		if (!f)
+			return bad_flag("unknown flag '%s'%s", arg, "");
+		const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+		if (!val)
+			return bad_flag("flag '--%s' needs a value%s", f->name, "");
+		*(const char **)((char *)o + f->off) = val;
+	}
+	return 0;
+}
+
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return 0;
+	for (; *s; s++)
+		if (!(('a' <= *s && *s <= 'z') || ('A' <= *s && *s <= 'Z') ||
+		      ('0' <= *s && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return 0;
+	return 1;
+}
+
+static int check_listen(struct agent_opts *o)
+{
+	const char *colon = strrchr(o->listen, ':');
+	int64_t port;
+	if (!colon || colon == o->listen || (size_t)(colon - o->listen) >= sizeof(o->host) ||
+	    parse_i64(colon + 1, 0, 65535, &port) != 0)
+		return bad_flag("--listen '%s': expected HOST:PORT, e.g. 127.0.0.1:0%s", o->listen,
+				"");
+	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - o->listen), o->listen);
+	o->port = (int)port;
+	return 0;
+}
+
+static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
+{
+	if (!o->server || strncmp(o->server, "http", 4) != 0)
+		return bad_flag("--server %s%s", o->server ? "must be an http:// URL" : "is required",
+				"");
+	if (!o->work_dir || !*o->work_dir)
+		return bad_flag("--work-dir is required%s%s", "", "");
+	if (o->join_token && o->join_token_file)
+		return bad_flag("give --join-token or --join-token-file, not both%s%s", "", "");
+	if (!o->name) {
+		if (gethostname(hostname, hostlen - 1) != 0)
+			snprintf(hostname, hostlen, "node");
+		hostname[strcspn(hostname, ".")] = '\0';
+		o->name = hostname;
+	}
+	if (!valid_name(o->name))
+		return bad_flag("--name '%s': use 1-63 letters, digits, '-', '_' or '.'%s", o->name,
+				"");
+	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
+		return bad_flag("--wait-ms '%s': expected milliseconds in [0, 600000]%s",
+				o->wait_ms, "");
+	if (log_level_parse(o->log_level, &o->level) != 0)
+		return bad_flag("--log-level '%s': expected error, warn, info or debug%s",
+				o->log_level, "");
+	return check_listen(o);
+}
+
+/* Reads the join token from its flag or file (trailing whitespace cut). */
+static int load_token(struct agent *a)
+{
+	if (a->o.join_token) {
+		a->token = xstrdup(a->o.join_token);
+		return 0;
+	}
+	if (!a->o.join_token_file)
+		return 0;
+	struct buf b;
+	buf_init(&b);
+	int rc = read_file(a->o.join_token_file, 4096, &b);
+	if (rc) {
+		log_error("cannot read the join token file=%s error=\"%s\"", a->o.join_token_file,
+			  strerror(-rc));
+		buf_cleanup(&b);
+		return rc;
+	}
+	while (b.len && strchr(" \t\r\n", b.data[b.len - 1]))
+		b.data[--b.len] = '\0';
+	a->token = buf_detach(&b);
+	return 0;
+}
+
+/* Blocks the signals the loop reads from a signalfd. Before any thread
+ * starts, so that every thread inherits the mask. */
+static int signals_setup(struct agent *a)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	a->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return a->sigfd < 0 ? -errno : 0;
+}
+
+/* Reads pending signals; 1 when one asks the agent to stop. */
+static int drain_signals(struct agent *a)
+{
+	struct signalfd_siginfo si;
+	int stop = 0;
+	while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+			log_info("stopping on signal=%s", si.ssi_signo == SIGTERM ? "TERM" : "INT");
+			stop = 1;
+		}
+	}
+	return stop;
+}
+
+/* Registers with the join token. At start it retries while the server is
+ * unreachable: 0, 1 when a signal asked to stop, or a negative code. */
+static int register_node(struct agent *a, int at_start)
+{
+	if (!a->token) {
+		log_error("cannot register: no join token (--join-token or --join-token-file) "
+			  "and no usable identity in %s", a->node_file);
+		return ERR_AUTH;
+	}
+	int64_t backoff = 50;
+	int logged = 0;
+	for (;;) {
+		char err[512];
+		struct ident id;
+		int rc = ident_register(a->http, a->o.server, a->token, a->facts, &id, err,
+					sizeof(err));
+		if (rc == 0) {
+			a->id = id;
+			rc = ident_save(a->node_file, &a->id);
+			if (rc)
+				log_warn("cannot save the identity file=%s error=\"%s\"", a->node_file,
+					 strerror(-rc));
+			log_info("registered node=%s node_id=%lld", a->o.name, (long long)id.node_id);
+			return 0;
+		}
+		if (rc == ERR_AUTH || rc == ERR_INVALID || !at_start) {
+			log_error("cannot register: %s", err);
+			return rc;
+		}
+		if (!logged++)
+			log_warn("server unreachable, retrying up to every 1 s reason=\"%s\"", err);
+		struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
+		if (poll(&p, 1, (int)backoff) > 0 && drain_signals(a))
+			return 1;
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+	}
+}
+
+static int identity(struct agent *a)
+{
+	char err[512];
+	int rc = ident_load(a->node_file, &a->id, err, sizeof(err));
+	if (rc == 0 && strcmp(a->id.name, a->o.name) == 0) {
+		log_info("identity from file=%s node_id=%lld", a->node_file,
+			 (long long)a->id.node_id);
+		return 0;
+	}
+	if (rc == 0)
+		log_warn("identity file=%s is for node=%s, registering as node=%s", a->node_file,
+			 a->id.name, a->o.name);
+	else if (rc != -ENOENT)
+		log_warn("ignoring the identity file: %s", err);
+	return register_node(a, 1);
+}
+
+static int open_gpus(struct agent *a)
+{
+	char spec[PATH_MAX + 8], err[768];
+	if (a->o.gpus_file)
+		snprintf(spec, sizeof(spec), "sim:%s", a->o.gpus_file);
+	else
+		snprintf(spec, sizeof(spec), "none");
+	int rc = gpu_open(spec, &a->gpus, err, sizeof(err));
+	if (rc) {
+		log_error("%s", err);
+		return rc;
+	}
+	atomic_store(&a->stats.gpus, gpu_count(a->gpus));
+	log_info("gpus backend=%s count=%d driver=%s", gpu_backend_name(a->gpus),
+		 gpu_count(a->gpus), gpu_driver_version(a->gpus));
+	return 0;
+}
+
+/* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
+static int setup(struct agent *a)
+{
+	static char work[PATH_MAX];
+	int rc = mkdir_p(a->o.work_dir, 0755);
+	if (rc || !realpath(a->o.work_dir, work)) {
+		log_error("cannot create the work dir=%s error=\"%s\"", a->o.work_dir,
+			  strerror(rc ? -rc : errno));
+		return rc ? rc : -errno;
+	}
+	a->o.work_dir = work;
+	a->node_file = xasprintf("%s/node.json", work);
+	if ((rc = open_gpus(a)) || (rc = load_token(a)))
+		return rc;
+	if ((rc = exec_new(work, a->o.name, &a->exec))) {
+		log_error("cannot open the executor dir=%s error=\"%s\"", work, err_msg(rc));
+		return rc;
+	}
+	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, &a->serve)))
+		return rc;
+	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
+	char url[320];
+	snprintf(url, sizeof(url), "http://%s:%d", host, serve_port(a->serve));
+	log_info("listening url=%s node=%s work_dir=%s", url, a->o.name, work);
+	a->facts = ident_facts(a->o.name, a->o.address, url, a->gpus);
+	a->http = httpc_new();
+	if ((rc = identity(a)))
+		return rc;
+	serve_set_secret(a->serve, a->id.secret);
+	struct syncer_config sc = {.server = a->o.server, .wait_ms = a->o.wait, .exec = a->exec,
+				   .stats = &a->stats};
+	a->sync = syncer_new(&sc);
+	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
+	syncer_set_facts(a->sync, json_incref(a->facts));
+	return 0;
+}
+
+static void reregister(struct agent *a)
+{
+	int rc = register_node(a, 0);
+	if (rc) {
+		syncer_register_failed(a->sync);
+		return;
+	}
+	serve_set_secret(a->serve, a->id.secret);
+	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
+	syncer_set_facts(a->sync, json_incref(a->facts));
+}
+
+static void publish(struct agent *a)
+{
+	atomic_store(&a->stats.ranks_running, exec_running(a->exec));
+	atomic_store(&a->stats.ranks_started_total, (long long)exec_started_total(a->exec));
+}
+
+static int64_t earliest(int64_t x, int64_t y)
+{
+	if (x < 0)
+		return y;
+	if (y < 0)
+		return x;
+	return x < y ? x : y;
+}
+
+/* The event loop: until SIGTERM or SIGINT. */
+static void run(struct agent *a)
+{
+	for (;;) {
+		if (syncer_needs_register(a->sync))
+			reregister(a);
+		syncer_step(a->sync);
+		publish(a);
+		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
+		int sig = 0;
+		syncer_wait(a->sync, a->sigfd, t, &sig);
+		if (sig && drain_signals(a))
+			return;
+		if (exec_poll(a->exec) > 0)
+			syncer_changed(a->sync);
+	}
+}
+
+/* Stops every rank (grace capped) and reports the outcome once. */
+static void shutdown_ranks(struct agent *a)
+{
+	int n = exec_running(a->exec);
+	if (n)
+		log_info("stopping ranks count=%d grace_cap_ms=%d", n, SHUTDOWN_GRACE_MS);
+	exec_stop_all(a->exec, SHUTDOWN_GRACE_MS);
+	int64_t end = now_ms() + SHUTDOWN_GRACE_MS + 1000;
+	while (exec_running(a->exec) > 0 && now_ms() < end) {
+		struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
+		poll(&p, 1, (int)earliest(exec_next_poll_ms(a->exec), 50));
+		drain_signals(a);
+		exec_poll(a->exec);
+	}
+	if (exec_running(a->exec) > 0)
+		log_warn("ranks still running at exit count=%d", exec_running(a->exec));
+	if (a->sync)
+		syncer_flush(a->sync, 1000);
+}
+
+static void teardown(struct agent *a)
+{
+	syncer_free(a->sync);
+	httpc_free(a->http);
+	serve_stop(a->serve);
+	exec_free(a->exec);
+	gpu_close(a->gpus);
+	json_decref(a->facts);
+	free(a->node_file);
+	free(a->token);
+	if (a->sigfd >= 0)
+		close(a->sigfd);
+}
+
+int agent_main(int argc, char **argv)
+{
+	struct agent a = {.sigfd = -1};
+	a.o = (struct agent_opts){.listen = "127.0.0.1:0", .address = "127.0.0.1",
+				  .wait_ms = "10000", .log_level = "info"};
+	char hostname[256] = "";
+	int rc = scan_flags(argc, argv, &a.o);
+	if (rc == 1) {
+		usage(stdout);
+		return 0;
+	}
+	if (rc || (rc = check_flags(&a.o, hostname, sizeof(hostname))))
+		return rc;
+	log_init("agent", a.o.level);
+	if ((rc = signals_setup(&a))) {
+		log_error("cannot set up signals error=\"%s\"", strerror(-rc));
+		return 1;
+	}
+	httpc_global_init();
+	rc = setup(&a);
+	if (rc == 0)
+		run(&a);
+	if (rc == 0 || rc == 1)
+		shutdown_ranks(&a);
+	teardown(&a);
+	log_info("exiting status=%d", rc == 0 || rc == 1 ? 0 : 1);
+	return rc == 0 || rc == 1 ? 0 : 1;
+}

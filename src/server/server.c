@@ -1,3 +1,303 @@
+/* server.c - `anvil server`: flags, tokens, the HTTP API, the housekeeping
+ * loop (long-poll deadlines, silent nodes) and orderly shutdown.
+ *
+ * Threads: MHD's pool runs the handlers; one housekeeping thread ticks every
+ * 50 ms; main waits for a signal. All cluster state is behind state.mu.
+ */
 #include "server/server.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
-int server_main(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "server: building\n"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/httpc.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+struct server_config {
+	char state_dir[PATH_MAX + 16];
+	char home[PATH_MAX];
+	char bind[64];
+	int port;
+	int64_t node_timeout_ms;
+	int full_sync;
+	int threads;
+	enum log_level level;
+};
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static const char usage[] =
+	"usage: anvil server [options]\n"
+	"\n"
+	"Runs the control plane: the API, the state database and the scheduler.\n"
+	"\n"
+	"  --state-dir DIR      database and tokens (default $ANVIL_HOME/server)\n"
+	"  --listen ADDR:PORT   where the API listens (default 127.0.0.1:7070; port 0 = any)\n"
+	"  --node-timeout DUR   a node silent this long is lost (default 30s; 1s..1h)\n"
+	"  --threads N          HTTP worker threads (default 4; 1..64)\n"
+	"  --full-sync          fsync every commit (survives power loss, slower)\n"
+	"  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
+	"  --log-level LEVEL    error, warn, info or debug (default info)\n"
+	"  --check-config       validate the options and exit\n";
+
+int server_default_home(char *out, size_t n);
+int server_default_home(char *out, size_t n)
+{
+	const char *h = getenv("ANVIL_HOME");
+	if (h && *h)
+		return snprintf(out, n, "%s", h) >= (int)n ? ERR_TOOBIG : 0;
+	const char *home = getenv("HOME");
+	return snprintf(out, n, "%s/.anvil", home && *home ? home : "/root") >= (int)n ? ERR_TOOBIG
+										       : 0;
+}
+
+static int parse_listen(const char *v, struct server_config *c)
+{
+	const char *colon = strrchr(v, ':');
+	int64_t port;
+	if (!colon || (size_t)(colon - v) >= sizeof(c->bind) || colon == v ||
+	    parse_i64(colon + 1, 0, 65535, &port))
+		return ERR_INVALID;
+	snprintf(c->bind, sizeof(c->bind), "%.*s", (int)(colon - v), v);
+	c->port = (int)port;
+	return 0;
+}
+
+static int bad(const char *flag, const char *value, const char *why)
+{
+	fprintf(stderr, "anvil server: %s: '%s' %s\n", flag, value ? value : "", why);
+	return 2;
+}
+
+static int parse_flags(int argc, char **argv, struct server_config *c, int *check_only)
+{
+	server_default_home(c->home, sizeof(c->home));
+	c->state_dir[0] = '\0';
+	snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
+	c->port = 7070;
+	c->node_timeout_ms = 30000;
+	c->threads = 4;
+	c->level = LOG_INFO;
+	for (int i = 1; i < argc; i++) {
+		const char *f = argv[i];
+		if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+			fputs(usage, stdout);
+			exit(0);
+		}
+		if (strcmp(f, "--full-sync") == 0) {
+			c->full_sync = 1;
+			continue;
+		}
+		if (strcmp(f, "--check-config") == 0) {
+			*check_only = 1;
+			continue;
+		}
+		const char *v = i + 1 < argc ? argv[++i] : NULL;
+		if (!v)
+			return bad(f, "", "needs a value");
+		int64_t n;
+		if (strcmp(f, "--state-dir") == 0)
+			snprintf(c->state_dir, sizeof(c->state_dir), "%s", v);
+		else if (strcmp(f, "--home") == 0)
+			snprintf(c->home, sizeof(c->home), "%s", v);
+		else if (strcmp(f, "--listen") == 0) {
+			if (parse_listen(v, c))
+				return bad(f, v, "is not ADDR:PORT with a port from 0 to 65535");
+		} else if (strcmp(f, "--node-timeout") == 0) {
+			if (parse_duration_ms(v, &c->node_timeout_ms) ||
+			    c->node_timeout_ms < 1000 || c->node_timeout_ms > 3600000)
+				return bad(f, v, "is not a duration from 1s to 1h");
+		} else if (strcmp(f, "--threads") == 0) {
+			if (parse_i64(v, 1, 64, &n))
+				return bad(f, v, "is not a number from 1 to 64");
+			c->threads = (int)n;
+		} else if (strcmp(f, "--log-level") == 0) {
+			if (log_level_parse(v, &c->level))
+				return bad(f, v, "is not one of error, warn, info, debug");
+		} else {
+			return bad(f, NULL, "is not an option of anvil server (see --help)");
+		}
+	}
+	if (!c->state_dir[0])
+		snprintf(c->state_dir, sizeof(c->state_dir), "%s/server", c->home);
+	return 0;
+}
+
+/* Reads the token in dir/name, creating it (0600) at first start. */
+static int load_token(const char *dir, const char *name, char out[65])
+{
+	char *path = xasprintf("%s/%s", dir, name);
+	struct buf b;
+	buf_init(&b);
+	int rc = read_file(path, 256, &b);
+	if (rc == 0 && b.len >= 64) {
+		snprintf(out, 65, "%.64s", b.data);
+	} else {
+		random_hex(out, 32);
+		char line[70];
+		snprintf(line, sizeof(line), "%s\n", out);
+		rc = write_file_atomic(path, line, strlen(line), 0600);
+	}
+	buf_cleanup(&b);
+	free(path);
+	return rc;
+}
+
+static int write_client_file(const struct server_config *c, const struct server *s)
+{
+	if (mkdir_p(c->home, 0700))
+		return -errno;
+	json_t *o = json_pack("{s:s,s:s}", "server", s->url, "token", s->admin_token);
+	char *text = jv_dump(o);
+	char *path = xasprintf("%s/client.json", c->home);
+	int rc = write_file_atomic(path, text, strlen(text), 0600);
+	if (rc)
+		log_error("cannot write client file path=%s err=%s", path, err_msg(rc));
+	free(path);
+	free(text);
+	json_decref(o);
+	return rc;
+}
+
+static void *housekeeping(void *arg)
+{
+	struct server *s = arg;
+	while (!s->stopping) {
+		state_lock(&s->state);
+		int64_t now = now_ms();
+		agentproto_expire(s, now);
+		state_check_nodes(&s->state, now);
+		state_flush(&s->state);
+		state_unlock(&s->state);
+		sleep_ms(50);
+	}
+	return NULL;
+}
+
+static int open_all(struct server *s, const struct server_config *c)
+{
+	int rc = mkdir_p(c->state_dir, 0700);
+	if (rc) {
+		log_error("cannot create state dir path=%s err=%s", c->state_dir, err_msg(rc));
+		return rc;
+	}
+	if ((rc = load_token(c->state_dir, "admin.token", s->admin_token)) ||
+	    (rc = load_token(c->state_dir, "join.token", s->join_token))) {
+		log_error("cannot write tokens dir=%s err=%s", c->state_dir, err_msg(rc));
+		return rc;
+	}
+	char *db = xasprintf("%s/anvil.db", c->state_dir);
+	rc = state_open(&s->state, db, c->full_sync, c->node_timeout_ms);
+	free(db);
+	if (rc)
+		return rc;
+	s->state.wake = agentproto_wake;
+	s->max_wait_ms = c->node_timeout_ms / 2;
+	struct httpd_config hc = {.bind = c->bind, .port = c->port, .threads = c->threads,
+				  .handler = server_handle, .ctx = s};
+	rc = httpd_start(&hc, &s->http);
+	if (rc)
+		return rc;
+	snprintf(s->url, sizeof(s->url), "http://%s:%d", c->bind, httpd_port(s->http));
+	return write_client_file(c, s);
+}
+
+int server_main(int argc, char **argv)
+{
+	struct server_config c;
+	int check_only = 0;
+	int rc = parse_flags(argc, argv, &c, &check_only);
+	if (rc)
+		return rc;
+	if (check_only) {
+		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms\n",
+		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms);
+		return 0;
+	}
+	log_init("server", c.level);
+	httpc_global_init();
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	struct server *s = xcalloc(1, sizeof(*s));
+	rc = open_all(s, &c);
+	if (rc) {
+		fprintf(stderr, "anvil server: cannot start: %s\n", err_msg(rc));
+		return 1;
+	}
+	log_info("listening url=%s state_dir=%s", s->url, c.state_dir);
+	pthread_t hk;
+	pthread_create(&hk, NULL, housekeeping, s);
+	while (!got_signal)
+		pause();
+	log_info("stopping signal=%d", (int)got_signal);
+	agentproto_release_all(s);
+	pthread_join(hk, NULL);
+	httpd_stop(s->http);
+	state_close(&s->state);
+	free(s);
+	return 0;
+}
+
+static void gauge(struct buf *out, const char *name, const char *help)
+{
+	buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+void server_metrics(struct server *s, struct buf *out);
+void server_metrics(struct server *s, struct buf *out)
+{
+	struct state *st = &s->state;
+	state_lock(st);
+	uint64_t jobs[JOB_NSTATES] = {0}, nodes[NODE_NSTATES] = {0};
+	int64_t gtotal = 0, gused = 0;
+	for (int64_t i = 0; i < st->njobs; i++)
+		if (st->jobs[i])
+			jobs[st->jobs[i]->state]++;
+	for (int i = 0; i < st->nnodes; i++) {
+		nodes[st->nodes[i]->state]++;
+		gtotal += st->nodes[i]->ngpus;
+		gused += __builtin_popcountll(st->nodes[i]->gpus_used);
+	}
+	gauge(out, "anvil_jobs", "Jobs by state.");
+	for (int i = 0; i < JOB_NSTATES; i++)
+		buf_printf(out, "anvil_jobs{state=\"%s\"} %llu\n", job_state_name(i),
+			   (unsigned long long)jobs[i]);
+	gauge(out, "anvil_nodes", "Nodes by state.");
+	for (int i = 0; i < NODE_NSTATES; i++)
+		buf_printf(out, "anvil_nodes{state=\"%s\"} %llu\n", node_state_name(i),
+			   (unsigned long long)nodes[i]);
+	gauge(out, "anvil_gpus_total", "GPUs registered in the cluster.");
+	buf_printf(out, "anvil_gpus_total %lld\n", (long long)gtotal);
+	gauge(out, "anvil_gpus_allocated", "GPUs held by running attempts.");
+	buf_printf(out, "anvil_gpus_allocated %lld\n", (long long)gused);
+	buf_printf(out, "# HELP anvil_jobs_submitted_total Jobs accepted.\n"
+			"# TYPE anvil_jobs_submitted_total counter\n"
+			"anvil_jobs_submitted_total %llu\n",
+		   (unsigned long long)st->submitted_total);
+	buf_printf(out, "# HELP anvil_sched_passes_total Scheduling passes.\n"
+			"# TYPE anvil_sched_passes_total counter\n"
+			"anvil_sched_passes_total %llu\n"
+			"# HELP anvil_sched_seconds_total Time spent scheduling.\n"
+			"# TYPE anvil_sched_seconds_total counter\n"
+			"anvil_sched_seconds_total %.6f\n",
+		   (unsigned long long)st->sched_passes, st->sched_seconds);
+	state_unlock(st);
+	httpd_metrics(s->http, "anvil", out);
+}

@@ -1,7 +1,34 @@
-/* server.h - the control plane: `anvil server`. */
+/* server.h - the control plane: `anvil server`.
+ *
+ * server_main parses flags, opens the state (state.h), starts the HTTP API
+ * (api.c, agentproto.c) and the housekeeping thread, and serves until
+ * SIGTERM/SIGINT. struct server ties those together; handlers get it as ctx.
+ */
 #ifndef ANVIL_SERVER_H
 #define ANVIL_SERVER_H
 
+#include "base/httpd.h"
+#include "server/state.h"
+
+struct server {
+	struct state state;
+	struct httpd *http;
+	char admin_token[65];
+	char join_token[65];
+	char url[128];
+	int64_t max_wait_ms;
+	volatile int stopping;
+};
+
 int server_main(int argc, char **argv);
+
+/* The single entry for every HTTP request (api.c). */
+int server_handle(struct httpd_req *req, void *ctx);
+/* Agent protocol handlers (agentproto.c). */
+int agentproto_register(struct server *s, struct httpd_req *req);
+int agentproto_sync(struct server *s, struct httpd_req *req);
+void agentproto_wake(struct state *st, struct node *n);
+void agentproto_expire(struct server *s, int64_t now);
+void agentproto_release_all(struct server *s);
 
 #endif

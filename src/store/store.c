@@ -1,1 +1,325 @@
-int store_placeholder_(void); int store_placeholder_(void) { return 0; }
+#include "store/store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+
+#define SCHEMA_VERSION 1
+
+enum {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_META_GET,
+	ST_META_SET,
+	ST_QUEUE_PUT,
+	ST_NODE_PUT,
+	ST_JOB_PUT,
+	ST_ATTEMPT_PUT,
+	ST_EVENT_ADD,
+	ST_N
+};
+
+static const char *sql_text[ST_N] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2) "
+			"ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_QUEUE_PUT] = "INSERT INTO queues(name, priority) VALUES (?1, ?2) "
+			 "ON CONFLICT(name) DO UPDATE SET priority = excluded.priority",
+	[ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
+		       "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
+		       "exit_code, cancel_requested, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+		       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+	[ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
+			   "master_addr, master_port, start_ms, end_ms, ranks) VALUES "
+			   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
+			 "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
+};
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, priority INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS nodes(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+	" secret TEXT NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL,"
+	" facts TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+	" queue TEXT NOT NULL, priority INTEGER NOT NULL, gpus INTEGER NOT NULL,"
+	" nodes INTEGER NOT NULL, command TEXT NOT NULL, env TEXT NOT NULL, cwd TEXT,"
+	" grace_ms INTEGER NOT NULL, state TEXT NOT NULL, submit_ms INTEGER NOT NULL,"
+	" start_ms INTEGER, end_ms INTEGER, exit_code INTEGER,"
+	" cancel_requested INTEGER NOT NULL, reason TEXT NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
+	"CREATE TABLE IF NOT EXISTS attempts(id INTEGER PRIMARY KEY,"
+	" job_id INTEGER NOT NULL REFERENCES jobs(id), number INTEGER NOT NULL,"
+	" state TEXT NOT NULL, ending INTEGER NOT NULL, master_addr TEXT NOT NULL,"
+	" master_port INTEGER NOT NULL, start_ms INTEGER, end_ms INTEGER, ranks TEXT NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS attempts_job ON attempts(job_id);"
+	"CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" time_ms INTEGER NOT NULL, kind TEXT NOT NULL, job_id INTEGER, node_id INTEGER,"
+	" message TEXT NOT NULL);";
+
+struct store {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST_N];
+};
+
+const char *store_error(struct store *st)
+{
+	return sqlite3_errmsg(st->db);
+}
+
+static int fail(struct store *st, const char *what)
+{
+	log_error("sqlite %s failed: %s", what, sqlite3_errmsg(st->db));
+	return -EIO;
+}
+
+static int exec_sql(struct store *st, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		log_error("sqlite exec failed: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return -EIO;
+	}
+	return 0;
+}
+
+int store_open(const char *path, int full_sync, struct store **out)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+	int rc = 0;
+	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+						   SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		rc = fail(st, "open");
+		goto out;
+	}
+	sqlite3_busy_timeout(st->db, 5000);
+	if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL")) ||
+	    (rc = exec_sql(st, full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")) ||
+	    (rc = exec_sql(st, "PRAGMA foreign_keys=ON")) || (rc = exec_sql(st, schema)))
+		goto out;
+	for (int i = 0; i < ST_N; i++) {
+		if (sqlite3_prepare_v3(st->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+				       &st->st[i], NULL) != SQLITE_OK) {
+			rc = fail(st, "prepare");
+			goto out;
+		}
+	}
+	char version[16];
+	snprintf(version, sizeof(version), "%d", SCHEMA_VERSION);
+	rc = store_meta_set(st, "schema_version", version);
+out:
+	if (rc) {
+		store_close(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < ST_N; i++)
+		sqlite3_finalize(st->st[i]);
+	sqlite3_close(st->db);
+	free(st);
+}
+
+static int step_done(struct store *st, sqlite3_stmt *s, const char *what)
+{
+	int r = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return r == SQLITE_DONE ? 0 : fail(st, what);
+}
+
+int store_begin(struct store *st)
+{
+	return step_done(st, st->st[ST_BEGIN], "begin");
+}
+
+int store_commit(struct store *st)
+{
+	return step_done(st, st->st[ST_COMMIT], "commit");
+}
+
+void store_rollback(struct store *st)
+{
+	step_done(st, st->st[ST_ROLLBACK], "rollback");
+}
+
+int store_meta_get(struct store *st, const char *key, char **out)
+{
+	sqlite3_stmt *s = st->st[ST_META_GET];
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	int r = sqlite3_step(s);
+	int rc = 0;
+	if (r == SQLITE_ROW)
+		*out = xstrdup((const char *)sqlite3_column_text(s, 0));
+	else if (r == SQLITE_DONE)
+		rc = ERR_NOTFOUND;
+	else
+		rc = fail(st, "meta get");
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc;
+}
+
+int store_meta_set(struct store *st, const char *key, const char *value)
+{
+	sqlite3_stmt *s = st->st[ST_META_SET];
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
+	return step_done(st, s, "meta set");
+}
+
+int store_put_queue(struct store *st, const char *name, int priority)
+{
+	sqlite3_stmt *s = st->st[ST_QUEUE_PUT];
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 2, priority);
+	return step_done(st, s, "queue put");
+}
+
+static json_t *node_facts(const struct node *n)
+{
+	json_t *gpus = json_array();
+	for (int i = 0; i < n->ngpus; i++)
+		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I}", "index", n->gpus[i].index,
+						      "uuid", n->gpus[i].uuid, "model",
+						      n->gpus[i].model, "memory_bytes",
+						      (json_int_t)n->gpus[i].memory_bytes));
+	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:o}", "hostname", n->hostname, "address",
+			 n->address, "agent_url", n->agent_url, "backend", n->backend, "cpus",
+			 n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "gpus", gpus);
+}
+
+int store_put_node(struct store *st, const struct node *n)
+{
+	sqlite3_stmt *s = st->st[ST_NODE_PUT];
+	json_t *facts = node_facts(n);
+	char *text = jv_dump(facts);
+	json_decref(facts);
+	sqlite3_bind_int64(s, 1, n->id);
+	sqlite3_bind_text(s, 2, n->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, n->secret, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, node_state_name(n->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, n->generation);
+	sqlite3_bind_text(s, 6, text, -1, SQLITE_TRANSIENT);
+	free(text);
+	return step_done(st, s, "node put");
+}
+
+static void bind_opt_ms(sqlite3_stmt *s, int i, int64_t v)
+{
+	if (v > 0)
+		sqlite3_bind_int64(s, i, v);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+static char *ranks_text(const struct attempt *a)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < a->nranks; i++) {
+		const struct rank *r = &a->ranks[i];
+		json_array_append_new(arr, json_pack("{s:i,s:I,s:I,s:s,s:i,s:i,s:i,s:s}", "rank",
+						     r->rank, "node_id", (json_int_t)r->node_id,
+						     "gpus", (json_int_t)r->gpus, "state",
+						     rank_state_name(r->state), "pid", r->pid,
+						     "exit_code", r->exit_code, "signal", r->signal,
+						     "error", r->error));
+	}
+	char *text = jv_dump(arr);
+	json_decref(arr);
+	return text;
+}
+
+static int put_attempt(struct store *st, const struct attempt *a)
+{
+	sqlite3_stmt *s = st->st[ST_ATTEMPT_PUT];
+	char *ranks = ranks_text(a);
+	sqlite3_bind_int64(s, 1, a->id);
+	sqlite3_bind_int64(s, 2, a->job_id);
+	sqlite3_bind_int(s, 3, a->number);
+	sqlite3_bind_text(s, 4, job_state_name(a->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 5, a->ending);
+	sqlite3_bind_text(s, 6, a->master_addr, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 7, a->master_port);
+	bind_opt_ms(s, 8, a->start_ms);
+	bind_opt_ms(s, 9, a->end_ms);
+	sqlite3_bind_text(s, 10, ranks, -1, SQLITE_TRANSIENT);
+	free(ranks);
+	return step_done(st, s, "attempt put");
+}
+
+int store_put_job(struct store *st, const struct job *j)
+{
+	sqlite3_stmt *s = st->st[ST_JOB_PUT];
+	char *command = jv_dump(j->command);
+	char *env = jv_dump(j->env);
+	sqlite3_bind_int64(s, 1, j->id);
+	sqlite3_bind_text(s, 2, j->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, j->queue, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 4, j->priority);
+	sqlite3_bind_int(s, 5, j->gpus);
+	sqlite3_bind_int(s, 6, j->nodes);
+	sqlite3_bind_text(s, 7, command, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 8, env, -1, SQLITE_TRANSIENT);
+	if (j->cwd)
+		sqlite3_bind_text(s, 9, j->cwd, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 9);
+	sqlite3_bind_int64(s, 10, j->grace_ms);
+	sqlite3_bind_text(s, 11, job_state_name(j->state), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 12, j->submit_ms);
+	bind_opt_ms(s, 13, j->start_ms);
+	bind_opt_ms(s, 14, j->end_ms);
+	if (j->has_exit)
+		sqlite3_bind_int(s, 15, j->exit_code);
+	else
+		sqlite3_bind_null(s, 15);
+	sqlite3_bind_int(s, 16, j->cancel_requested);
+	sqlite3_bind_text(s, 17, j->reason, -1, SQLITE_STATIC);
+	free(command);
+	free(env);
+	int rc = step_done(st, s, "job put");
+	for (int i = 0; rc == 0 && i < j->nattempts; i++)
+		rc = put_attempt(st, j->attempts[i]);
+	return rc;
+}
+
+int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
+		    const char *message)
+{
+	sqlite3_stmt *s = st->st[ST_EVENT_ADD];
+	sqlite3_bind_text(s, 1, kind, -1, SQLITE_STATIC);
+	if (job_id > 0)
+		sqlite3_bind_int64(s, 2, job_id);
+	if (node_id > 0)
+		sqlite3_bind_int64(s, 3, node_id);
+	sqlite3_bind_text(s, 4, message, -1, SQLITE_STATIC);
+	return step_done(st, s, "event add");
+}
+
+sqlite3 *store_db(struct store *st);
+sqlite3 *store_db(struct store *st)
+{
+	return st->db;
+}

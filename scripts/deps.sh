@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages anvil needs to build and test, if missing.
+# Idempotent and quiet when everything is there. Run as root (or via sudo).
+set -euo pipefail
+
+packages=(
+  gcc make cmake ninja-build pkg-config   # toolchain
+  libmicrohttpd-dev    # HTTP server of every daemon
+  libcurl4-openssl-dev # HTTP client (CLI, agent, server-to-agent)
+  libjansson-dev       # JSON
+  libsqlite3-dev       # the server's state database
+  libssl-dev           # libcrypto: hashing
+  python3              # Debian's python3 runs the integration tests
+  procps               # ps/pgrep, used by tests
+)
+extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
+
+missing=()
+for p in "${packages[@]}" "${extra[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

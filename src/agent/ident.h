@@ -1,0 +1,38 @@
+/* ident.h - the node's identity and facts.
+ *
+ * The identity (node id and node secret) comes from registering with the
+ * cluster's join token and lives in WORK_DIR/node.json (mode 0600), so a
+ * restarted agent keeps its node. The facts are what the server schedules
+ * by: hostname, address, agent URL, CPUs, memory and GPUs. Used by the
+ * agent's main thread only.
+ */
+#ifndef ANVIL_AGENT_IDENT_H
+#define ANVIL_AGENT_IDENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gpu_backend;
+struct httpc;
+
+struct ident {
+	int64_t node_id;
+	char secret[256];
+	char name[128]; /* the node name it was registered under */
+};
+
+/* 0, -ENOENT when there is no file, ERR_INVALID (reason in err). */
+int ident_load(const char *path, struct ident *out, char *err, size_t errlen);
+int ident_save(const char *path, const struct ident *id);
+
+/* The facts object of docs/api.md (register body, sync "facts"). */
+json_t *ident_facts(const char *name, const char *address, const char *agent_url,
+		    const struct gpu_backend *gpus);
+
+/* POST /v1/agent/register. 0; ERR_AUTH (bad join token), ERR_UPSTREAM or
+ * ERR_TIMEOUT (server unreachable or answered badly): reason in err. */
+int ident_register(struct httpc *c, const char *server, const char *join_token,
+		   const json_t *facts, struct ident *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,196 @@
+#include "agent/serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/exec.h"
+#include "base/err.h"
+#include "base/httpd.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+struct serve {
+	struct httpd *httpd;
+	const char *work_dir;
+	struct serve_stats *stats;
+	pthread_mutex_t mu; /* guards secret */
+	char secret[256];
+};
+
+static void metric(struct buf *out, const char *name, const char *type, const char *help,
+		   long long v)
+{
+	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
+}
+
+static void get_metrics(struct serve *s, struct httpd_req *req)
+{
+	struct serve_stats *st = s->stats;
+	struct buf *o = &req->out;
+	metric(o, "anvil_agent_ranks_running", "gauge", "Ranks running on this node.",
+	       atomic_load(&st->ranks_running));
+	metric(o, "anvil_agent_ranks_started_total", "counter", "Ranks started.",
+	       atomic_load(&st->ranks_started_total));
+	metric(o, "anvil_agent_sync_total", "counter", "Sync requests completed.",
+	       atomic_load(&st->sync_total));
+	metric(o, "anvil_agent_sync_errors_total", "counter",
+	       "Sync requests that failed or were refused.", atomic_load(&st->sync_errors_total));
+	metric(o, "anvil_agent_gpus", "gauge", "GPUs the backend reports.",
+	       atomic_load(&st->gpus));
+	httpd_metrics(s->httpd, "anvil_agent", o);
+	req->content_type = "text/plain; version=0.0.4";
+}
+
+static int authorized(struct serve *s, struct httpd_req *req)
+{
+	const char *h = httpd_header(req, "Authorization");
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	size_t n = strlen(s->secret), m = strlen(h + 7);
+	unsigned diff = n != m || n == 0;
+	for (size_t i = 0; i < n && i < m; i++)
+		diff |= (unsigned)(s->secret[i] ^ h[7 + i]);
+	pthread_mutex_unlock(&s->mu);
+	return diff == 0;
+}
+
+/* Query parameter name as an integer in [min, max]; 400 on error. */
+static int query_int(struct httpd_req *req, const char *name, int64_t dflt, int64_t min,
+		     int64_t max, int64_t *out)
+{
+	const char *v = httpd_query(req, name);
+	char msg[200];
+	if (!v && dflt < min) {
+		snprintf(msg, sizeof(msg), "field '%s': required", name);
+		httpd_error(req, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	if (!v) {
+		*out = dflt;
+		return 0;
+	}
+	if (parse_i64(v, min, max, out) != 0) {
+		snprintf(msg, sizeof(msg), "field '%s': \"%.40s\" is not an integer in [%" PRId64
+			 ", %" PRId64 "]", name, v, min, max);
+		httpd_error(req, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	return 0;
+}
+
+/* Reads [offset, offset+limit) of the log into the response. */
+static void send_log(struct httpd_req *req, const char *path, int64_t offset, int64_t limit)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		httpd_error(req, errno == ENOENT ? ERR_NOTFOUND : -errno,
+			    errno == ENOENT ? "no such rank log on this node" : NULL);
+		goto out;
+	}
+	int64_t n = sb.st_size > offset ? sb.st_size - offset : 0;
+	if (n > limit)
+		n = limit;
+	buf_reserve(&req->out, (size_t)n + 1);
+	ssize_t r = n > 0 ? pread(fd, req->out.data, (size_t)n, offset) : 0;
+	if (r < 0) {
+		httpd_error(req, -errno, NULL);
+		goto out;
+	}
+	req->out.len = (size_t)r;
+	req->out.data[r] = '\0';
+	req->status = 200;
+	req->content_type = "text/plain";
+	char next[32];
+	snprintf(next, sizeof(next), "%lld", (long long)(offset + r));
+	httpd_add_header(req, "X-Anvil-Next-Offset", next);
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
+static void get_logs(struct serve *s, struct httpd_req *req)
+{
+	int64_t attempt, rank, offset, limit;
+	if (!authorized(s, req)) {
+		httpd_error(req, ERR_AUTH, "missing or wrong node secret");
+		return;
+	}
+	if (query_int(req, "attempt", -1, 1, INT64_MAX, &attempt) ||
+	    query_int(req, "rank", 0, 0, 1 << 20, &rank) ||
+	    query_int(req, "offset", 0, 0, INT64_MAX, &offset) ||
+	    query_int(req, "limit", SERVE_LOG_LIMIT, 1, INT64_MAX, &limit))
+		return;
+	if (limit > SERVE_LOG_LIMIT)
+		limit = SERVE_LOG_LIMIT;
+	char *path = exec_log_path(s->work_dir, attempt, (int)rank);
+	send_log(req, path, offset, limit);
+	free(path);
+}
+
+static int handle(struct httpd_req *req, void *ctx)
+{
+	struct serve *s = ctx;
+	int get = strcmp(req->method, "GET") == 0;
+	if (get && strcmp(req->path, "/healthz") == 0) {
+		req->route = "/healthz";
+		httpd_json(req, 200, "{\"status\":\"ok\"}");
+	} else if (get && strcmp(req->path, "/metrics") == 0) {
+		req->route = "/metrics";
+		get_metrics(s, req);
+	} else if (get && strcmp(req->path, "/v1/logs") == 0) {
+		req->route = "/v1/logs";
+		get_logs(s, req);
+	} else {
+		httpd_error(req, ERR_NOTFOUND, "no such route");
+	}
+	return HTTPD_DONE;
+}
+
+int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
+		struct serve **out)
+{
+	struct serve *s = xcalloc(1, sizeof(*s));
+	s->work_dir = work_dir;
+	s->stats = stats;
+	pthread_mutex_init(&s->mu, NULL);
+	struct httpd_config cfg = {.bind = host, .port = port, .threads = 2,
+				   .handler = handle, .ctx = s};
+	int rc = httpd_start(&cfg, &s->httpd);
+	if (rc) {
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int serve_port(const struct serve *s)
+{
+	return httpd_port(s->httpd);
+}
+
+void serve_set_secret(struct serve *s, const char *secret)
+{
+	pthread_mutex_lock(&s->mu);
+	snprintf(s->secret, sizeof(s->secret), "%s", secret);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void serve_stop(struct serve *s)
+{
+	if (!s)
+		return;
+	httpd_stop(s->httpd);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

@@ -1,0 +1,40 @@
+/* serve.h - the agent's own HTTP endpoints.
+ *
+ *   GET /healthz   {"status":"ok"}
+ *   GET /metrics   Prometheus text: the counters in struct serve_stats and
+ *                  the HTTP server's own (anvil_agent_http_*)
+ *   GET /v1/logs?attempt=A&rank=R&offset=O&limit=L
+ *                  raw bytes of a rank's log (bearer: the node secret),
+ *                  header X-Anvil-Next-Offset; limit defaults to and is
+ *                  capped at 1 MiB; 404 when the node has no such log
+ *
+ * Handlers run on the HTTP server's threads. They read only the log files,
+ * the atomic counters that the agent's main thread publishes, and the
+ * secret (under a mutex: serve_set_secret may run at any time).
+ */
+#ifndef ANVIL_AGENT_SERVE_H
+#define ANVIL_AGENT_SERVE_H
+
+#include <stdatomic.h>
+
+#define SERVE_LOG_LIMIT (1 << 20)
+
+struct serve_stats {
+	atomic_llong ranks_running;
+	atomic_llong ranks_started_total;
+	atomic_llong sync_total;
+	atomic_llong sync_errors_total;
+	atomic_llong gpus;
+};
+
+struct serve;
+
+/* Listens on host:port (0: any); stats and work_dir are borrowed and must
+ * outlive the server. */
+int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
+		struct serve **out);
+int serve_port(const struct serve *s);
+void serve_set_secret(struct serve *s, const char *secret);
+void serve_stop(struct serve *s);
+
+#endif

@@ -1,0 +1,494 @@
+#include "agent/syncer.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec.h"
+#include "agent/serve.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+#define CALLS 2
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+#define ANSWER_MAX (16u << 20)
+
+struct ack {
+	int64_t attempt_id;
+	int rank;
+};
+
+/* One request slot; each keeps its own keep-alive connection. */
+struct call {
+	CURL *easy;
+	int active;
+	uint64_t seq;
+	uint64_t facts_version; /* of the facts it carried; 0: none */
+	char *body;
+	struct curl_slist *hdrs;
+	struct buf answer;
+	struct ack *acks;
+	size_t nacks;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+struct syncer {
+	struct syncer_config cfg;
+	CURLM *multi;
+	struct call calls[CALLS];
+	char *url;
+	int64_t node_id;
+	char secret[256];
+	json_t *facts;
+	uint64_t facts_version;
+	int64_t generation;
+	uint64_t sent;    /* seq of the latest request sent */
+	uint64_t applied; /* seq of the latest answer applied */
+	int dirty;        /* local state changed since the latest request */
+	int closing;      /* syncer_flush: apply nothing */
+	int64_t next_try; /* monotonic ms */
+	int64_t backoff;
+	int failing;      /* an outage is being reported */
+	int64_t failing_since;
+	int auth_failed, auth_tries;
+};
+
+struct syncer *syncer_new(const struct syncer_config *cfg)
+{
+	struct syncer *s = xcalloc(1, sizeof(*s));
+	s->cfg = *cfg;
+	s->multi = curl_multi_init();
+	if (!s->multi) {
+		fprintf(stderr, "anvil: curl_multi_init failed\n");
+		abort();
+	}
+	for (int i = 0; i < CALLS; i++) {
+		s->calls[i].easy = curl_easy_init();
+		if (!s->calls[i].easy)
+			abort();
+		buf_init(&s->calls[i].answer);
+	}
+	s->url = xasprintf("%s/v1/agent/sync", cfg->server);
+	s->backoff = BACKOFF_MIN_MS;
+	return s;
+}
+
+static void call_reset(struct syncer *s, struct call *c)
+{
+	if (c->active)
+		curl_multi_remove_handle(s->multi, c->easy);
+	c->active = 0;
+	free(c->body);
+	c->body = NULL;
+	curl_slist_free_all(c->hdrs);
+	c->hdrs = NULL;
+	free(c->acks);
+	c->acks = NULL;
+	c->nacks = 0;
+	buf_reset(&c->answer);
+}
+
+void syncer_free(struct syncer *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < CALLS; i++) {
+		call_reset(s, &s->calls[i]);
+		buf_cleanup(&s->calls[i].answer);
+		curl_easy_cleanup(s->calls[i].easy);
+	}
+	curl_multi_cleanup(s->multi);
+	json_decref(s->facts);
+	free(s->url);
+	free(s);
+}
+
+void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
+{
+	s->node_id = node_id;
+	snprintf(s->secret, sizeof(s->secret), "%s", secret);
+	s->auth_failed = 0;
+}
+
+void syncer_set_facts(struct syncer *s, json_t *facts)
+{
+	json_decref(s->facts);
+	s->facts = facts;
+	s->facts_version++;
+	s->dirty = 1;
+}
+
+void syncer_changed(struct syncer *s)
+{
+	s->dirty = 1;
+}
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct call *c = ud;
+	size_t n = size * nmemb;
+	if (c->answer.len + n > ANSWER_MAX)
+		return 0; /* curl fails the transfer: an answer this big is wrong */
+	buf_add(&c->answer, ptr, n);
+	return n;
+}
+
+/* One entry of "ranks"; final reports are remembered for the ack. */
+static json_t *report(struct call *c, const struct exec_status *st)
+{
+	json_t *o = json_pack("{s:I,s:i}", "attempt_id", (json_int_t)st->attempt_id, "rank",
+			      st->rank);
+	if (st->state == EXEC_RUNNING) {
+		json_object_set_new(o, "state", json_string(st->pid ? "running" : "starting"));
+		if (st->pid)
+			json_object_set_new(o, "pid", json_integer(st->pid));
+		return o;
+	}
+	if (st->state == EXEC_EXITED) {
+		json_object_set_new(o, "state", json_string("exited"));
+		json_object_set_new(o, "exit_code", json_integer(st->exit_code));
+		json_object_set_new(o, "signal", json_integer(st->signal));
+	} else {
+		json_object_set_new(o, "state", json_string("failed_to_start"));
+		json_object_set_new(o, "error", json_string(st->error ? st->error : "unknown"));
+	}
+	c->acks[c->nacks++] = (struct ack){st->attempt_id, st->rank};
+	return o;
+}
+
+static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
+{
+	struct exec *ex = s->cfg.exec;
+	json_t *ranks = json_array();
+	c->acks = xcalloc(exec_count(ex) + 1, sizeof(*c->acks));
+	for (size_t i = 0; i < exec_count(ex); i++) {
+		struct exec_status st;
+		exec_get(ex, i, &st);
+		if (st.state == EXEC_RUNNING || !st.acked)
+			json_array_append_new(ranks, report(c, &st));
+	}
+	json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "node_id", (json_int_t)s->node_id,
+			      "generation", (json_int_t)s->generation, "wait_ms",
+			      (json_int_t)wait_ms, "ranks", ranks);
+	c->facts_version = 0;
+	if (s->facts) {
+		json_object_set(o, "facts", s->facts);
+		c->facts_version = s->facts_version;
+	}
+	char *body = jv_dump(o);
+	json_decref(o);
+	return body;
+}
+
+static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
+{
+	c->body = build_request(s, c, wait_ms);
+	char auth[300];
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->secret);
+	c->hdrs = curl_slist_append(NULL, auth);
+	c->hdrs = curl_slist_append(c->hdrs, "Content-Type: application/json");
+	c->hdrs = curl_slist_append(c->hdrs, "Expect:");
+	CURL *h = c->easy;
+	curl_easy_reset(h);
+	c->errbuf[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_URL, s->url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->hdrs);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->body));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, c);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	/* The server holds a poll at most wait_ms (capped lower): some slack. */
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(wait_ms + 10000));
+	c->seq = ++s->sent;
+	c->active = 1;
+	s->dirty = 0;
+	curl_multi_add_handle(s->multi, h);
+}
+
+static void failure(struct syncer *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void failure(struct syncer *s, const char *fmt, ...)
+{
+	atomic_fetch_add(&s->cfg.stats->sync_errors_total, 1);
+	if (!s->failing) {
+		char why[512];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		log_warn("sync failing, ranks keep running; retrying with backoff up to %d ms "
+			 "server=%s reason=\"%s\"",
+			 BACKOFF_MAX_MS, s->cfg.server, why);
+		s->failing = 1;
+		s->failing_since = now_ms();
+	}
+	s->next_try = now_ms() + s->backoff;
+	s->backoff = s->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff * 2;
+}
+
+static void recovered(struct syncer *s)
+{
+	if (s->failing)
+		log_info("sync works again server=%s down_ms=%lld", s->cfg.server,
+			 (long long)(now_ms() - s->failing_since));
+	s->failing = 0;
+	s->backoff = BACKOFF_MIN_MS;
+	s->next_try = 0;
+	s->auth_tries = 0;
+}
+
+static const struct jv_field desired_fields[] = {
+	{"attempt_id", JV_INT, 1, 1, INT64_MAX},
+	{"job_id", JV_INT, 0, 0, INT64_MAX},
+	{"rank", JV_INT, 1, 0, 1 << 20},
+	{"command", JV_STRINGS, 1, 1, 1024},
+	{"cwd", JV_STRING, 0, 0, 4096},
+	{"gpus", JV_ARRAY, 0, 0, 1024},
+	{"grace_ms", JV_INT, 0, 0, 600000},
+	{"env", JV_STRING_MAP, 0, 0, 4096},
+	{NULL, 0, 0, 0, 0},
+};
+
+/* The fields we know of d: a newer server may send more. */
+static json_t *pick_known(const json_t *d, const struct jv_field *fields)
+{
+	json_t *o = json_object();
+	for (const struct jv_field *f = fields; json_is_object(d) && f->name; f++) {
+		json_t *v = json_object_get(d, f->name);
+		if (v)
+			json_object_set(o, f->name, v);
+	}
+	return o;
+}
+
+static void start_desired(struct syncer *s, const json_t *d)
+{
+	char why[256];
+	json_t *o = pick_known(d, desired_fields);
+	if (jv_check(o, desired_fields, why, sizeof(why)) != 0) {
+		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
+		goto out;
+	}
+	int64_t attempt_id = jv_int(o, "attempt_id", 0);
+	int rank = (int)jv_int(o, "rank", 0);
+	struct exec_status st;
+	if (exec_find(s->cfg.exec, attempt_id, rank, &st) == 0)
+		goto out;
+	json_t *cmd = json_object_get(o, "command"), *env = json_object_get(o, "env"), *v;
+	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
+	char **envv = xcalloc(json_object_size(env) + 1, sizeof(char *));
+	size_t i = 0;
+	json_array_foreach(cmd, i, v) argv[i] = json_string_value(v);
+	const char *k;
+	i = 0;
+	json_object_foreach(env, k, v) envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	struct exec_spec spec = {
+		.attempt_id = attempt_id, .rank = rank, .job_id = jv_int(o, "job_id", 0),
+		.argv = argv, .cwd = jv_str(o, "cwd", NULL), .env = (const char *const *)envv,
+		.grace_ms = jv_int(o, "grace_ms", 10000),
+	};
+	exec_start(s->cfg.exec, &spec);
+	s->dirty = 1;
+	for (i = 0; envv[i]; i++)
+		free(envv[i]);
+	free(envv);
+	free(argv);
+out:
+	json_decref(o);
+}
+
+static int listed(const json_t *ranks, int64_t attempt_id, int rank)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(ranks, i, d) {
+		if (jv_int(d, "attempt_id", -1) == attempt_id && jv_int(d, "rank", -1) == rank)
+			return 1;
+	}
+	return 0;
+}
+
+/* Makes the node match the desired set. */
+static void reconcile(struct syncer *s, const json_t *ranks)
+{
+	struct exec *ex = s->cfg.exec;
+	size_t i;
+	json_t *d;
+	json_array_foreach(ranks, i, d) start_desired(s, d);
+	/* Backwards: exec_forget moves the last rank into the freed slot. */
+	for (size_t k = exec_count(ex); k-- > 0;) {
+		struct exec_status st;
+		exec_get(ex, k, &st);
+		if (listed(ranks, st.attempt_id, st.rank))
+			continue;
+		if (st.state == EXEC_RUNNING && !st.stopping)
+			exec_stop(ex, st.attempt_id, st.rank, -1);
+		else if (st.state != EXEC_RUNNING && st.acked)
+			exec_forget(ex, st.attempt_id, st.rank);
+	}
+}
+
+static void answered(struct syncer *s, struct call *c)
+{
+	static const struct jv_field fields[] = {
+		{"generation", JV_INT, 1, INT64_MIN, INT64_MAX},
+		{"node_timeout_ms", JV_INT, 0, 0, INT64_MAX},
+		{"ranks", JV_ARRAY, 1, 0, 0},
+		{NULL, 0, 0, 0, 0},
+	};
+	char why[256];
+	json_t *o = NULL;
+	int rc = jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why));
+	if (rc == 0) {
+		json_t *known = pick_known(o, fields);
+		rc = jv_check(known, fields, why, sizeof(why));
+		json_decref(known);
+	}
+	if (rc) {
+		failure(s, "sync answer: %s", why);
+		goto out;
+	}
+	for (size_t i = 0; i < c->nacks; i++)
+		exec_ack(s->cfg.exec, c->acks[i].attempt_id, c->acks[i].rank);
+	if (c->facts_version && c->facts_version == s->facts_version) {
+		json_decref(s->facts);
+		s->facts = NULL;
+	}
+	recovered(s);
+	if (c->seq > s->applied && !s->closing) {
+		s->applied = c->seq;
+		s->generation = jv_int(o, "generation", 0);
+		reconcile(s, json_object_get(o, "ranks"));
+	}
+out:
+	json_decref(o);
+}
+
+static void call_done(struct syncer *s, struct call *c, CURLcode cc)
+{
+	long status = 0;
+	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+	/* An older request answered by a newer one is no failure. */
+	int latest = c->seq == s->sent;
+	atomic_fetch_add(&s->cfg.stats->sync_total, 1);
+	if (cc != CURLE_OK) {
+		if (latest)
+			failure(s, "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
+	} else if (status == 200) {
+		answered(s, c);
+	} else if (status == 401) {
+		atomic_fetch_add(&s->cfg.stats->sync_errors_total, 1);
+		if (!s->auth_failed)
+			log_warn("sync refused the node secret (401): registering again");
+		s->auth_failed = 1;
+		if (s->auth_tries++ > 0)
+			failure(s, "the node secret was refused again after registering");
+	} else if (latest) {
+		failure(s, "HTTP %ld: %.300s", status, c->answer.data ? c->answer.data : "");
+	}
+	call_reset(s, c);
+}
+
+static void collect(struct syncer *s)
+{
+	int running, left;
+	curl_multi_perform(s->multi, &running);
+	CURLMsg *m;
+	while ((m = curl_multi_info_read(s->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		struct call *c = NULL;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+		if (c)
+			call_done(s, c, m->data.result);
+	}
+}
+
+static int active_calls(const struct syncer *s)
+{
+	int n = 0;
+	for (int i = 0; i < CALLS; i++)
+		n += s->calls[i].active;
+	return n;
+}
+
+void syncer_step(struct syncer *s)
+{
+	collect(s);
+	if (s->auth_failed || !s->secret[0] || now_ms() < s->next_try)
+		return;
+	int active = active_calls(s);
+	if (active == CALLS || (active == 1 && !s->dirty))
+		return;
+	for (int i = 0; i < CALLS; i++)
+		if (!s->calls[i].active) {
+			send_call(s, &s->calls[i], s->cfg.wait_ms);
+			break;
+		}
+	int running;
+	curl_multi_perform(s->multi, &running); /* put the request on the wire now */
+}
+
+void syncer_wait(struct syncer *s, int fd, int64_t timeout_ms, int *fd_ready)
+{
+	struct curl_waitfd w = {.fd = fd, .events = CURL_WAIT_POLLIN};
+	int n = 0;
+	if (timeout_ms < 0 || timeout_ms > 1000)
+		timeout_ms = 1000;
+	curl_multi_poll(s->multi, fd >= 0 ? &w : NULL, fd >= 0 ? 1 : 0, (int)timeout_ms, &n);
+	*fd_ready = fd >= 0 && (w.revents & CURL_WAIT_POLLIN);
+}
+
+int64_t syncer_next_ms(const struct syncer *s)
+{
+	int64_t now = now_ms();
+	if (!s->secret[0])
+		return -1;
+	if (s->next_try > now)
+		return s->next_try - now;
+	if (s->auth_failed)
+		return 0;
+	int active = active_calls(s);
+	return active == 0 || (active == 1 && s->dirty) ? 0 : -1;
+}
+
+int syncer_needs_register(const struct syncer *s)
+{
+	return s->auth_failed && now_ms() >= s->next_try;
+}
+
+void syncer_register_failed(struct syncer *s)
+{
+	failure(s, "registering again failed");
+}
+
+void syncer_flush(struct syncer *s, int64_t timeout_ms)
+{
+	for (int i = 0; i < CALLS; i++)
+		call_reset(s, &s->calls[i]);
+	if (!s->secret[0] || s->auth_failed)
+		return;
+	s->closing = 1;
+	send_call(s, &s->calls[0], 0);
+	int64_t end = now_ms() + timeout_ms;
+	while (s->calls[0].active && now_ms() < end) {
+		int ready;
+		collect(s);
+		if (s->calls[0].active)
+			syncer_wait(s, -1, end - now_ms(), &ready);
+	}
+	call_reset(s, &s->calls[0]);
+}

@@ -1,0 +1,61 @@
+/* syncer.h - the agent's side of /v1/agent/sync (docs/api.md).
+ *
+ * A level-triggered long poll on curl multi: the syncer reports every rank
+ * the executor has not had acknowledged, applies the server's complete
+ * desired set (starts what is new, stops what is gone, forgets what is
+ * finished, acknowledged and no longer listed) and polls again.
+ *
+ * Latency: when local state changes while a poll is parked at the server
+ * (syncer_changed), a second request goes out at once on a second
+ * keep-alive connection; the server answers the superseded one itself. At
+ * most two requests are in flight; an answer older than one already
+ * applied only acknowledges reports. Failures back off from 50 ms to 1 s,
+ * logged once per outage; ranks keep running meanwhile.
+ *
+ * Owned by the agent's main thread; the executor and stats are borrowed.
+ */
+#ifndef ANVIL_AGENT_SYNCER_H
+#define ANVIL_AGENT_SYNCER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct exec;
+struct serve_stats;
+struct syncer;
+
+struct syncer_config {
+	const char *server; /* base URL */
+	int64_t wait_ms;
+	struct exec *exec;
+	struct serve_stats *stats;
+};
+
+struct syncer *syncer_new(const struct syncer_config *cfg);
+void syncer_free(struct syncer *s);
+
+/* New identity (after registering): clears an auth failure. */
+void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret);
+/* Facts to send with the next requests until one is answered 200 (steals). */
+void syncer_set_facts(struct syncer *s, json_t *facts);
+/* Local state changed: report it promptly. */
+void syncer_changed(struct syncer *s);
+
+/* Sends what is due, handles answers. Call after every wake-up. */
+void syncer_step(struct syncer *s);
+/* Waits up to timeout_ms for network activity or for fd to be readable
+ * (*fd_ready set). */
+void syncer_wait(struct syncer *s, int fd, int64_t timeout_ms, int *fd_ready);
+/* Milliseconds until syncer_step has something to do without I/O. */
+int64_t syncer_next_ms(const struct syncer *s);
+
+/* The server refused the secret (401) and a re-registration is due now. */
+int syncer_needs_register(const struct syncer *s);
+/* Registration failed: try again after the backoff. */
+void syncer_register_failed(struct syncer *s);
+
+/* Drops requests in flight, sends one final report with wait_ms 0 and
+ * waits for it up to timeout_ms. */
+void syncer_flush(struct syncer *s, int64_t timeout_ms);
+
+#endif

@@ -1,0 +1,70 @@
+/* cliconn.h - where the client finds the server, and how it talks to it.
+ *
+ * Resolution, for the server address and the token independently (mixed
+ * sources are fine): the --server/--token flags, else $ANVIL_SERVER and
+ * $ANVIL_TOKEN, else the client file $ANVIL_HOME/client.json (ANVIL_HOME
+ * defaults to ~/.anvil), {"server": "http://127.0.0.1:PORT", "token": "..."},
+ * which `anvil server` and `anvil up` write. The file is only read when a
+ * flag or variable leaves something unset. Each value remembers where it came
+ * from, so that an error can say how the client found the address it tried.
+ *
+ * Requests go through one keep-alive httpc connection. cliconn_call() is the
+ * usual path for a verb: it prints "anvil: <message>" itself on failure and
+ * returns the process exit status (CLI_EXIT_FAILED when the server said no,
+ * CLI_EXIT_UNREACHABLE when it could not be reached). One thread.
+ */
+#ifndef ANVIL_CLICONN_H
+#define ANVIL_CLICONN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/buf.h"
+
+struct httpc;
+
+struct cliconn {
+	char *server;      /* base URL, no trailing slash */
+	char *token;       /* NULL when none was found */
+	char *server_from; /* "--server", "$ANVIL_SERVER" or the client file's path */
+	char *token_from;
+	char *file; /* the client file's path */
+	struct httpc *http;
+	long timeout_ms;  /* per request; 30 s */
+	char error[1024]; /* the last failure, for the caller to print */
+};
+
+/* Resolves server and token without touching the network. 0, or
+ * ERR_NOTFOUND when no server address is configured anywhere, or
+ * ERR_INVALID when the client file had to be read and is malformed; the
+ * message (naming the file and the ways to configure) is in c->error.
+ * c needs cliconn_cleanup() either way. */
+int cliconn_resolve(struct cliconn *c, const char *server_flag, const char *token_flag);
+void cliconn_cleanup(struct cliconn *c);
+
+/* The client file's path: $ANVIL_HOME/client.json or ~/.anvil/client.json.
+ * The caller frees it. */
+char *cliconn_file_path(void);
+
+/* Sends one request (path like "/v1/jobs"; body NULL for none). 0 with the
+ * HTTP status in *status and the body in out; or ERR_UPSTREAM/ERR_TIMEOUT
+ * when the server could not be reached, with the message (the address and
+ * where it came from) in c->error. */
+int cliconn_do(struct cliconn *c, const char *method, const char *path, const json_t *body,
+               int *status, struct buf *out);
+
+/* Describes a non-2xx answer in c->error: the server's error message from
+ * {"error": {"code", "message"}}, or the status and the start of the body
+ * when the answer has another shape. A 401 says where the token came from. */
+void cliconn_describe(struct cliconn *c, int status, const struct buf *body);
+
+/* Request, expect 2xx and a JSON object. Returns CLI_EXIT_OK with the object
+ * in *out (json_decref it), else prints "anvil: <c->error>" to stderr and
+ * returns CLI_EXIT_FAILED or CLI_EXIT_UNREACHABLE. */
+int cliconn_call(struct cliconn *c, const char *method, const char *path, const json_t *body,
+                 json_t **out);
+
+/* Appends s percent-encoded for a URL query value. */
+void cliconn_escape(struct buf *out, const char *s);
+
+#endif

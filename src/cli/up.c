@@ -1,0 +1,335 @@
+/* up.c - `anvil up`: a whole local cluster in the foreground.
+ *
+ * Starts `anvil server` and N `anvil agent`s as child processes of this
+ * one (each with simulated GPUs described by a generated file), waits until
+ * every agent has registered, prints how to use it, and then waits. Ctrl-C
+ * (SIGINT) or SIGTERM stops the agents first (they stop their ranks), then
+ * the server. If a daemon dies on its own, up stops the rest and exits 1.
+ *
+ * Layout under $ANVIL_HOME/up: server/ (state), node-<i>/ (agent work dir
+ * and gpus.json), logs/ (each daemon's stderr). The server writes
+ * $ANVIL_HOME/client.json, so the CLI needs no flags afterwards.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/httpc.h"
+#include "base/jv.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "cli/cli.h"
+#include "gpu/sim.h"
+
+#define UP_MAX_AGENTS 64
+
+struct up {
+	char home[PATH_MAX];
+	char dir[PATH_MAX + 8];
+	int agents;
+	int gpus;
+	const char *model;
+	int port;
+	const char *node_timeout;
+	const char *log_level;
+	pid_t server;
+	pid_t agent[UP_MAX_AGENTS];
+	char url[128];
+	char token[80];
+};
+
+static volatile sig_atomic_t up_signal;
+
+static void on_signal(int sig)
+{
+	up_signal = sig;
+}
+
+static const char up_usage[] =
+	"usage: anvil up [--agents N] [--gpus-per-agent G] [--gpu-model NAME] [--port P]\n"
+	"                [--home DIR] [--node-timeout DUR] [--log-level LEVEL]\n"
+	"\n"
+	"Runs a whole local cluster in the foreground: a server and N agents with\n"
+	"simulated GPUs (backend: sim). Ctrl-C stops everything.\n"
+	"\n"
+	"  --agents N            agents (nodes) to start (default 2; 1..64)\n"
+	"  --gpus-per-agent G    simulated GPUs per node (default 4; 0..64)\n"
+	"  --gpu-model NAME      H200, A100, or any name (default H200)\n"
+	"  --port P              server port (default 7070; 0 = any free port)\n"
+	"  --home DIR            ANVIL_HOME for this cluster (default $ANVIL_HOME or ~/.anvil)\n"
+	"  --node-timeout DUR    how long a silent node stays ready (default 30s)\n"
+	"\n"
+	"Afterwards, from any terminal with the same ANVIL_HOME: anvil nodes, anvil run ...\n";
+
+static int up_bad(const char *flag, const char *value, const char *why)
+{
+	fprintf(stderr, "anvil up: %s: '%s' %s\n", flag, value ? value : "", why);
+	return 2;
+}
+
+int server_default_home(char *out, size_t n);
+
+static int up_flags(int argc, char **argv, struct up *u)
+{
+	u->agents = 2;
+	u->gpus = 4;
+	u->model = "H200";
+	u->port = 7070;
+	u->node_timeout = "30s";
+	u->log_level = "info";
+	server_default_home(u->home, sizeof(u->home));
+	for (int i = 1; i < argc; i++) {
+		const char *f = argv[i];
+		if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+			fputs(up_usage, stdout);
+			exit(0);
+		}
+		const char *v = i + 1 < argc ? argv[++i] : NULL;
+		int64_t n, ms;
+		if (!v)
+			return up_bad(f, "", "needs a value");
+		if (strcmp(f, "--agents") == 0) {
+			if (parse_i64(v, 1, UP_MAX_AGENTS, &n))
+				return up_bad(f, v, "is not a number from 1 to 64");
+			u->agents = (int)n;
+		} else if (strcmp(f, "--gpus-per-agent") == 0) {
+			if (parse_i64(v, 0, 64, &n))
+				return up_bad(f, v, "is not a number from 0 to 64");
+			u->gpus = (int)n;
+		} else if (strcmp(f, "--gpu-model") == 0) {
+			if (!*v || strlen(v) > 80)
+				return up_bad(f, v, "must be 1 to 80 characters");
+			u->model = v;
+		} else if (strcmp(f, "--port") == 0) {
+			if (parse_i64(v, 0, 65535, &n))
+				return up_bad(f, v, "is not a port from 0 to 65535");
+			u->port = (int)n;
+		} else if (strcmp(f, "--home") == 0) {
+			snprintf(u->home, sizeof(u->home), "%s", v);
+		} else if (strcmp(f, "--node-timeout") == 0) {
+			if (parse_duration_ms(v, &ms) || ms < 1000)
+				return up_bad(f, v, "is not a duration of at least 1s");
+			u->node_timeout = v;
+		} else if (strcmp(f, "--log-level") == 0) {
+			u->log_level = v;
+		} else {
+			return up_bad(f, NULL, "is not an option of anvil up (see --help)");
+		}
+	}
+	snprintf(u->dir, sizeof(u->dir), "%s/up", u->home);
+	return 0;
+}
+
+/* Forks and execs this binary with argv, stderr (and stdout) to logfile. */
+static pid_t spawn(char *const *argv, const char *logfile)
+{
+	int fd = open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fd);
+	return pid < 0 ? -errno : pid;
+}
+
+static int read_client(struct up *u)
+{
+	char *path = xasprintf("%s/client.json", u->home);
+	struct buf b;
+	buf_init(&b);
+	int rc = read_file(path, 4096, &b);
+	json_t *o = rc == 0 ? json_loads(b.data, 0, NULL) : NULL;
+	rc = ERR_NOTFOUND;
+	if (o && jv_str(o, "server", NULL) && jv_str(o, "token", NULL)) {
+		snprintf(u->url, sizeof(u->url), "%s", jv_str(o, "server", ""));
+		snprintf(u->token, sizeof(u->token), "%s", jv_str(o, "token", ""));
+		rc = 0;
+	}
+	json_decref(o);
+	buf_cleanup(&b);
+	free(path);
+	return rc;
+}
+
+static int start_server(struct up *u)
+{
+	char *client = xasprintf("%s/client.json", u->home);
+	unlink(client); /* a stale file must not be mistaken for this server's */
+	free(client);
+	char *state = xasprintf("%s/server", u->dir);
+	char *listen = xasprintf("127.0.0.1:%d", u->port);
+	char *log = xasprintf("%s/logs/server.log", u->dir);
+	char *argv[] = {"anvil", "server", "--state-dir", state, "--listen", listen,
+			"--home", u->home, "--node-timeout", (char *)u->node_timeout,
+			"--log-level", (char *)u->log_level, NULL};
+	u->server = spawn(argv, log);
+	int rc = u->server > 0 ? ERR_TIMEOUT : (int)u->server;
+	for (int i = 0; i < 200 && u->server > 0; i++) {
+		if (read_client(u) == 0) {
+			rc = 0;
+			break;
+		}
+		if (waitpid(u->server, NULL, WNOHANG) == u->server) {
+			u->server = 0;
+			rc = ERR_UPSTREAM;
+			break;
+		}
+		sleep_ms(50);
+	}
+	if (rc)
+		fprintf(stderr, "anvil up: the server did not start; see %s\n", log);
+	free(state);
+	free(listen);
+	free(log);
+	return rc;
+}
+
+static int start_agent(struct up *u, int i)
+{
+	char *work = xasprintf("%s/node-%d", u->dir, i + 1);
+	char *gpus = xasprintf("%s/gpus.json", work);
+	char *name = xasprintf("node-%d", i + 1);
+	char *join = xasprintf("%s/server/join.token", u->dir);
+	char *log = xasprintf("%s/logs/%s.log", u->dir, name);
+	int rc = mkdir_p(work, 0755);
+	if (rc == 0)
+		rc = gpu_sim_write_file(gpus, u->gpus, u->model, i);
+	if (rc == 0) {
+		char *argv[] = {"anvil", "agent", "--server", u->url, "--join-token-file", join,
+				"--name", name, "--work-dir", work, "--gpus-file", gpus,
+				"--log-level", (char *)u->log_level, NULL};
+		u->agent[i] = spawn(argv, log);
+		if (u->agent[i] < 0)
+			rc = (int)u->agent[i];
+	}
+	if (rc)
+		fprintf(stderr, "anvil up: cannot start agent %s: %s\n", name, err_msg(rc));
+	free(work);
+	free(gpus);
+	free(name);
+	free(join);
+	free(log);
+	return rc;
+}
+
+static int ready_nodes(struct up *u)
+{
+	struct httpc *c = httpc_new();
+	struct buf b;
+	buf_init(&b);
+	int status = 0, ready = -1;
+	char *url = xasprintf("%s/v1/nodes", u->url);
+	if (httpc_do(c, "GET", url, u->token, NULL, 0, 2000, &status, &b) == 0 && status == 200) {
+		json_t *o = json_loads(b.data, 0, NULL);
+		size_t i;
+		json_t *n;
+		ready = 0;
+		json_array_foreach(json_object_get(o, "nodes"), i, n)
+			ready += strcmp(jv_str(n, "state", ""), "ready") == 0;
+		json_decref(o);
+	}
+	free(url);
+	buf_cleanup(&b);
+	httpc_free(c);
+	return ready;
+}
+
+static void stop_all(struct up *u)
+{
+	for (int i = 0; i < u->agents; i++)
+		if (u->agent[i] > 0)
+			kill(u->agent[i], SIGTERM);
+	for (int i = 0; i < u->agents; i++)
+		if (u->agent[i] > 0)
+			waitpid(u->agent[i], NULL, 0);
+	if (u->server > 0) {
+		kill(u->server, SIGTERM);
+		waitpid(u->server, NULL, 0);
+	}
+}
+
+/* Waits for a signal or a daemon that dies on its own; returns the exit status. */
+static int supervise(struct up *u)
+{
+	while (!up_signal) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid > 0) {
+			if (pid == u->server)
+				u->server = 0;
+			for (int i = 0; i < u->agents; i++)
+				if (pid == u->agent[i])
+					u->agent[i] = 0;
+			fprintf(stderr, "anvil up: a daemon (pid %d) exited; stopping the cluster "
+					"(logs in %s/logs)\n", (int)pid, u->dir);
+			return 1;
+		}
+		sleep_ms(100);
+	}
+	printf("anvil up: stopping (signal %d)\n", (int)up_signal);
+	return 0;
+}
+
+static int bring_up(struct up *u)
+{
+	char *logs = xasprintf("%s/logs", u->dir);
+	int rc = mkdir_p(logs, 0755);
+	free(logs);
+	if (rc || (rc = start_server(u)))
+		return rc;
+	for (int i = 0; i < u->agents && rc == 0; i++)
+		rc = start_agent(u, i);
+	for (int t = 0; rc == 0 && t < 300 && !up_signal; t++) {
+		if (ready_nodes(u) >= u->agents)
+			return 0;
+		int st;
+		if (waitpid(-1, &st, WNOHANG) > 0)
+			return ERR_UPSTREAM; /* a daemon died while starting */
+		sleep_ms(50);
+	}
+	return rc ? rc : ERR_TIMEOUT;
+}
+
+int up_main(int argc, char **argv)
+{
+	struct up u;
+	memset(&u, 0, sizeof(u));
+	int rc = up_flags(argc, argv, &u);
+	if (rc)
+		return rc;
+	httpc_global_init();
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = bring_up(&u);
+	if (rc) {
+		fprintf(stderr, "anvil up: the cluster did not come up (%s); logs in %s/logs\n",
+			err_msg(rc), u.dir);
+		stop_all(&u);
+		return 1;
+	}
+	printf("anvil up: ready: server %s, %d node(s) x %d simulated %s GPU(s) (backend: sim)\n"
+	       "anvil up: ANVIL_HOME=%s  logs: %s/logs\n"
+	       "anvil up: try `anvil nodes` and `anvil run --gpus 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES'`"
+	       " in another terminal; Ctrl-C stops the cluster\n",
+	       u.url, u.agents, u.gpus, u.model, u.home, u.dir);
+	fflush(stdout);
+	rc = supervise(&u);
+	stop_all(&u);
+	return rc;
+}

@@ -1,0 +1,88 @@
+/* verb.h - the client verbs and what they share.
+ *
+ * Each verb is one file (verb_run.c, verb_jobs.c, ...) exporting a const
+ * struct verb: its name, its option table, how many positionals it takes,
+ * its help text and the function that does the work. cli.c keeps the table of
+ * verbs and does the common part (parse, --help, positional count) before
+ * calling verb->fn with a struct verb_ctx. Verb functions return the process
+ * exit status (CLI_EXIT_*), having printed any message themselves.
+ *
+ * The *_render functions turn the server's JSON into the human tables and
+ * are pure (the caller passes the clock), so tests can check them directly.
+ * Single-threaded; strings in a ctx borrow from argv.
+ */
+#ifndef ANVIL_VERB_H
+#define ANVIL_VERB_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "cli/cliargs.h"
+#include "cli/cliconn.h"
+
+struct verb_ctx {
+	const struct verb *verb;
+	struct cliargs args;
+	const char *server_flag; /* --server after the verb, else before it */
+	const char *token_flag;
+	struct cliconn conn; /* valid after verb_connect() */
+	int connected;
+};
+
+typedef int (*verb_fn)(struct verb_ctx *v);
+
+struct verb {
+	const char *name;
+	verb_fn fn;
+	const struct cliargs_opt *opts;
+	int flags;            /* CLIARGS_* */
+	int min_pos, max_pos; /* positionals (after the options are removed) */
+	const char *usage;    /* what follows "anvil NAME " in the usage line */
+	const char *summary;  /* one line for `anvil help` */
+	const char *help;     /* description, ends with a newline */
+};
+
+extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes;
+
+/* Resolves the server (cliconn_resolve). CLI_EXIT_OK, or prints why not and
+ * returns CLI_EXIT_UNREACHABLE. */
+int verb_connect(struct verb_ctx *v);
+void verb_cleanup(struct verb_ctx *v);
+
+/* Prints "anvil VERB: <message>" and a pointer to --help; CLI_EXIT_USAGE. */
+int verb_usage_error(const struct verb_ctx *v, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+/* Parses a JOB positional; CLI_EXIT_OK or a usage error (printed). */
+int verb_job_id(const struct verb_ctx *v, const char *s, int64_t *id);
+
+/* Pretty-prints the server's JSON to stdout. */
+void verb_print_json(const json_t *root);
+/* Appends an argv-style array as a shell would read it back ('quoted'
+ * where needed), cut to max characters with "..." (0: no cut). */
+void verb_command_line(const json_t *command, size_t max, struct buf *out);
+/* Appends s with control characters shown as '?' (terminal safety). */
+void verb_add_clean(struct buf *out, const char *s);
+/* Whether a job state is final: succeeded, failed, cancelled, lost. */
+int verb_state_final(const char *state);
+/* The integer field name of obj, or dflt when absent or null. */
+int64_t verb_int(const json_t *obj, const char *name, int64_t dflt);
+/* The string field name of obj, or "" when absent or null. */
+const char *verb_str(const json_t *obj, const char *name);
+
+/* The exit status of `anvil run --wait` for a final job: 0 succeeded, the
+ * job's exit_code (1-255) failed, 130 cancelled, 75 lost; 1 otherwise. */
+int verb_run_exit(const json_t *job);
+
+/* Streams rank's log of job to stdout from the start. follow: keep polling
+ * until the job is final and the log is drained. On return *job_out (when
+ * not NULL) holds the last job object seen, or NULL (json_decref it). */
+int verb_logs_stream(struct verb_ctx *v, int64_t job, int64_t rank, int follow, json_t **job_out);
+
+/* Human renderings of {"jobs": [...]}'s array, one JOB, and the nodes array.
+ * now_ms is the wall clock in epoch milliseconds. */
+void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out);
+void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
+void verb_nodes_render(const json_t *nodes, struct buf *out);
+
+#endif

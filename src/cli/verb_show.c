@@ -1,0 +1,187 @@
+/* verb_show.c - `anvil show JOB`: one job with its attempts and ranks
+ * (GET /v1/jobs/ID). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "cli/cli.h"
+#include "cli/clitable.h"
+#include "cli/verb.h"
+
+static void field(struct buf *out, const char *label, const char *value)
+{
+	buf_printf(out, "  %-11s", label);
+	verb_add_clean(out, *value ? value : "-");
+	buf_adds(out, "\n");
+}
+
+/* "2026-11-29 22:40:01 (5m03s ago)" or "-". */
+static void time_field(struct buf *out, const char *label, int64_t at, int64_t now_ms)
+{
+	char when[64] = "-", ago[32];
+	if (at >= 0) {
+		clitable_time(when, sizeof(when), at);
+		clitable_duration(ago, sizeof(ago), now_ms > at ? now_ms - at : 0);
+		size_t n = strlen(when);
+		snprintf(when + n, sizeof(when) - n, " (%s ago)", ago);
+	}
+	field(out, label, when);
+}
+
+static void env_line(const json_t *env, struct buf *out)
+{
+	const char *key;
+	const json_t *val;
+	json_object_foreach((json_t *)env, key, val)
+	{
+		if (out->len)
+			buf_adds(out, " ");
+		buf_printf(out, "%s=%s", key, json_is_string(val) ? json_string_value(val) : "?");
+	}
+}
+
+static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
+{
+	char s[256];
+	struct buf tmp;
+	buf_init(&tmp);
+	buf_printf(out, "job %lld%s", (long long)verb_int(job, "id", -1),
+	           *verb_str(job, "name") ? ": " : "");
+	verb_add_clean(out, verb_str(job, "name"));
+	buf_adds(out, "\n");
+	field(out, "state", verb_str(job, "state"));
+	if (*verb_str(job, "reason"))
+		field(out, "reason", verb_str(job, "reason"));
+	snprintf(s, sizeof(s), "%s (priority %lld)", verb_str(job, "queue"),
+	         (long long)verb_int(job, "priority", 0));
+	field(out, "queue", s);
+	int64_t nodes = verb_int(job, "nodes", 0), gpus = verb_int(job, "gpus", 0);
+	snprintf(s, sizeof(s), "%lld node%s x %lld GPU%s", (long long)nodes, nodes == 1 ? "" : "s",
+	         (long long)gpus, gpus == 1 ? "" : "s");
+	field(out, "size", s);
+	verb_command_line(json_object_get(job, "command"), 0, &tmp);
+	field(out, "command", tmp.len ? tmp.data : "");
+	const char *cwd = verb_str(job, "cwd");
+	field(out, "cwd", *cwd ? cwd : "(the agent's work dir)");
+	buf_reset(&tmp);
+	env_line(json_object_get(job, "env"), &tmp);
+	if (tmp.len)
+		field(out, "env", tmp.data);
+	clitable_duration(s, sizeof(s), verb_int(job, "grace_ms", -1));
+	field(out, "grace", s);
+	time_field(out, "submitted", verb_int(job, "submit_time_ms", -1), now_ms);
+	time_field(out, "started", verb_int(job, "start_time_ms", -1), now_ms);
+	time_field(out, "ended", verb_int(job, "end_time_ms", -1), now_ms);
+	int64_t code = verb_int(job, "exit_code", -1);
+	snprintf(s, sizeof(s), "%lld", (long long)code);
+	field(out, "exit code", code < 0 ? "" : s);
+	buf_cleanup(&tmp);
+}
+
+static void gpu_list(const json_t *gpus, char *out, size_t n)
+{
+	size_t i, len = 0;
+	const json_t *g;
+	out[0] = '\0';
+	json_array_foreach(gpus, i, g)
+	{
+		int w = snprintf(out + len, n - len, "%s%lld", i ? "," : "",
+		                 (long long)json_integer_value(g));
+		if (w < 0 || (size_t)w >= n - len)
+			break;
+		len += (size_t)w;
+	}
+}
+
+static void render_attempt(const json_t *a, struct buf *out)
+{
+	buf_printf(out, "\nattempt %lld (id %lld): %s", (long long)verb_int(a, "number", 0),
+	           (long long)verb_int(a, "id", -1), verb_str(a, "state"));
+	if (*verb_str(a, "master_addr"))
+		buf_printf(out, ", master %s:%lld", verb_str(a, "master_addr"),
+		           (long long)verb_int(a, "master_port", 0));
+	buf_adds(out, "\n");
+	struct clitable *t =
+	        clitable_new(7, "RANK", "NODE", "GPUS", "STATE", "PID", "EXIT", "SIGNAL");
+	clitable_indent(t, 2);
+	clitable_right(t, 0);
+	clitable_right(t, 4);
+	clitable_right(t, 5);
+	clitable_right(t, 6);
+	size_t i;
+	const json_t *r;
+	json_array_foreach(json_object_get(a, "ranks"), i, r)
+	{
+		char gpus[256];
+		gpu_list(json_object_get(r, "gpus"), gpus, sizeof(gpus));
+		clitable_add(t, "%lld", (long long)verb_int(r, "rank", -1));
+		clitable_add(t, "%s", verb_str(r, "node"));
+		clitable_add(t, "%s", gpus);
+		clitable_add(t, "%s", verb_str(r, "state"));
+		const char *keys[] = {"pid", "exit_code", "signal"};
+		for (size_t k = 0; k < 3; k++) {
+			int64_t n = verb_int(r, keys[k], -1);
+			if (n < 0)
+				clitable_add(t, "-");
+			else
+				clitable_add(t, "%lld", (long long)n);
+		}
+	}
+	clitable_render(t, out);
+	clitable_free(t);
+}
+
+void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out)
+{
+	render_job(job, now_ms, out);
+	const json_t *attempts = json_object_get(job, "attempts");
+	if (json_array_size(attempts) == 0) {
+		buf_adds(out, "\nno attempts yet\n");
+		return;
+	}
+	size_t i;
+	const json_t *a;
+	json_array_foreach(attempts, i, a) render_attempt(a, out);
+}
+
+static const struct cliargs_opt opts[] = {
+        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+static int show_fn(struct verb_ctx *v)
+{
+	int64_t id;
+	int ret = verb_job_id(v, v->args.pos[0], &id);
+	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
+		return ret;
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+	json_t *resp = NULL;
+	ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	if (cliargs_flag(&v->args, "json")) {
+		verb_print_json(resp);
+	} else {
+		struct buf out;
+		buf_init(&out);
+		verb_show_render(json_object_get(resp, "job"), wall_ms(), &out);
+		fputs(out.data, stdout);
+		buf_cleanup(&out);
+	}
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}
+
+const struct verb verb_show = {
+        .name = "show",
+        .fn = show_fn,
+        .opts = opts,
+        .min_pos = 1,
+        .max_pos = 1,
+        .usage = "[--json] JOB",
+        .summary = "show one job: its state, attempts and ranks",
+        .help = "Shows JOB: state (and why it waits), queue, size, command, times, exit code,\n"
+                "and each attempt with its ranks: node, GPUs, state, pid, exit code, signal.\n",
+};

@@ -1,0 +1,241 @@
+/* agentproto.c - /v1/agent/register and the level-triggered /v1/agent/sync
+ * long poll. A node has at most one waiting poll (node->waiter); a newer
+ * sync, a change to the node's desired set, or the deadline answers it. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "server/server.h"
+
+static const struct jv_field gpu_fields[] = {
+	{"index", JV_INT, 1, 0, 63},
+	{"uuid", JV_STRING, 1, 0, 95},
+	{"model", JV_STRING, 0, 0, 95},
+	{"name", JV_STRING, 0, 0, 95},
+	{"memory_bytes", JV_INT, 0, 0, INT64_MAX},
+	{"pci_bus_id", JV_STRING, 0, 0, 63},
+	{NULL, 0, 0, 0, 0},
+};
+
+#define FACT_FIELDS                                                                \
+	{"hostname", JV_STRING, 0, 0, 255}, {"address", JV_STRING, 0, 1, 63},      \
+		{"agent_url", JV_STRING, 0, 0, 255},                               \
+		{"backend", JV_STRING, 0, 0, 31},                                  \
+		{"cpus", JV_INT, 0, 0, 1 << 20},                                   \
+		{"memory_bytes", JV_INT, 0, 0, INT64_MAX},                         \
+		{"driver_version", JV_STRING, 0, 0, 63},                           \
+		{"cuda_version", JV_STRING, 0, 0, 63},                             \
+		{"gpus", JV_ARRAY, 0, 0, 64}
+
+static const struct jv_field register_fields[] = {
+	{"name", JV_STRING, 1, 1, 63}, FACT_FIELDS, {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field facts_fields[] = {
+	{"name", JV_STRING, 0, 1, 63}, FACT_FIELDS, {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field sync_fields[] = {
+	{"node_id", JV_INT, 1, 1, INT64_MAX}, {"generation", JV_INT, 0, 0, INT64_MAX},
+	{"wait_ms", JV_INT, 0, 0, 600000},    {"facts", JV_OBJECT, 0, 0, 0},
+	{"ranks", JV_ARRAY, 0, 0, 100000},    {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field report_fields[] = {
+	{"attempt_id", JV_INT, 1, 1, INT64_MAX}, {"rank", JV_INT, 1, 0, 1023},
+	{"state", JV_STRING, 1, 1, 31},          {"pid", JV_INT, 0, 0, INT32_MAX},
+	{"exit_code", JV_INT, 0, 0, 255},        {"signal", JV_INT, 0, 0, 128},
+	{"error", JV_STRING, 0, 0, 4096},        {NULL, 0, 0, 0, 0},
+};
+
+static int check_facts(const json_t *facts, const struct jv_field *fields, char *err,
+		       size_t errlen)
+{
+	int rc = jv_check(facts, fields, err, errlen);
+	const json_t *gpus = json_object_get(facts, "gpus");
+	size_t i;
+	json_t *g;
+	json_array_foreach(gpus, i, g) {
+		if (rc)
+			break;
+		char inner[200];
+		rc = jv_check(g, gpu_fields, inner, sizeof(inner));
+		if (rc)
+			snprintf(err, errlen, "gpus[%zu]: %s", i, inner);
+	}
+	return rc;
+}
+
+static int token_ok(struct httpd_req *req, const char *want)
+{
+	const char *h = httpd_header(req, "Authorization");
+	if (!h || strncmp(h, "Bearer ", 7) != 0 || !want)
+		return 0;
+	h += 7;
+	size_t n = strlen(want);
+	if (strlen(h) != n)
+		return 0;
+	unsigned char diff = 0;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(h[i] ^ want[i]);
+	return diff == 0;
+}
+
+int agentproto_register(struct server *s, struct httpd_req *req)
+{
+	req->route = "agent_register";
+	if (!token_ok(req, s->join_token)) {
+		httpd_error(req, ERR_AUTH, "register needs the cluster's join token");
+		return HTTPD_DONE;
+	}
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc == 0)
+		rc = check_facts(body, register_fields, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		json_decref(body);
+		return HTTPD_DONE;
+	}
+	struct state *st = &s->state;
+	state_lock(st);
+	struct node *n = state_register(st, body, jv_str(body, "name", ""));
+	if (st->need_schedule) {
+		st->need_schedule = 0;
+		state_schedule(st);
+	}
+	rc = state_flush(st);
+	if (rc) {
+		httpd_error(req, rc, "cannot persist the registration");
+	} else {
+		json_t *o = json_pack("{s:I,s:s}", "node_id", (json_int_t)n->id, "secret",
+				      n->secret);
+		char *text = jv_dump(o);
+		httpd_json(req, 200, text);
+		free(text);
+		json_decref(o);
+		log_info("node registered node=%s id=%lld", n->name, (long long)n->id);
+	}
+	state_unlock(st);
+	json_decref(body);
+	return HTTPD_DONE;
+}
+
+static void answer(struct state *st, struct node *n, struct httpd_req *req)
+{
+	json_t *o = state_desired(st, n);
+	char *text = jv_dump(o);
+	httpd_json(req, 200, text);
+	free(text);
+	json_decref(o);
+}
+
+/* Lock held. Answers the node's waiting poll, if any. */
+void agentproto_wake(struct state *st, struct node *n)
+{
+	struct httpd_req *w = n->waiter;
+	if (!w)
+		return;
+	n->waiter = NULL;
+	n->last_seen_ms = now_ms();
+	answer(st, n, w);
+	httpd_resume(w);
+}
+
+void agentproto_expire(struct server *s, int64_t now)
+{
+	struct state *st = &s->state;
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (n->waiter && (now >= n->waiter_deadline_ms || s->stopping))
+			agentproto_wake(st, n);
+	}
+}
+
+void agentproto_release_all(struct server *s)
+{
+	state_lock(&s->state);
+	s->stopping = 1;
+	agentproto_expire(s, INT64_MAX);
+	state_unlock(&s->state);
+}
+
+static int validate_sync(const json_t *body, char *err, size_t errlen)
+{
+	int rc = jv_check(body, sync_fields, err, errlen);
+	const json_t *facts = json_object_get(body, "facts");
+	if (rc == 0 && facts)
+		rc = check_facts(facts, facts_fields, err, errlen);
+	size_t i;
+	json_t *r;
+	json_array_foreach(json_object_get(body, "ranks"), i, r) {
+		if (rc)
+			break;
+		char inner[200];
+		rc = jv_check(r, report_fields, inner, sizeof(inner));
+		if (rc)
+			snprintf(err, errlen, "ranks[%zu]: %s", i, inner);
+	}
+	return rc;
+}
+
+static int sync_locked(struct server *s, struct httpd_req *req, const json_t *body)
+{
+	struct state *st = &s->state;
+	struct node *n = state_node(st, jv_int(body, "node_id", 0));
+	if (!n || !token_ok(req, n->secret)) {
+		httpd_error(req, ERR_AUTH, "unknown node or wrong node secret");
+		return HTTPD_DONE;
+	}
+	n->last_seen_ms = now_ms();
+	const json_t *facts = json_object_get(body, "facts");
+	if (facts)
+		state_node_facts(st, n, facts);
+	int64_t gen = jv_int(body, "generation", -1);
+	state_reports(st, n, json_object_get(body, "ranks"), gen);
+	int rc = state_flush(st);
+	if (rc) {
+		httpd_error(req, rc, "cannot persist the reports");
+		return HTTPD_DONE;
+	}
+	if (n->waiter)
+		agentproto_wake(st, n); /* superseded by this newer poll */
+	int64_t wait = jv_int(body, "wait_ms", 0);
+	if (wait > s->max_wait_ms)
+		wait = s->max_wait_ms;
+	if (gen != n->generation || wait <= 0 || s->stopping) {
+		answer(st, n, req);
+		return HTTPD_DONE;
+	}
+	n->waiter = req;
+	n->waiter_deadline_ms = now_ms() + wait;
+	httpd_suspend(req);
+	return HTTPD_SUSPENDED;
+}
+
+int agentproto_sync(struct server *s, struct httpd_req *req)
+{
+	req->route = "agent_sync";
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc == 0)
+		rc = validate_sync(body, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		json_decref(body);
+		return HTTPD_DONE;
+	}
+	state_lock(&s->state);
+	rc = sync_locked(s, req, body);
+	state_unlock(&s->state);
+	json_decref(body);
+	return rc;
+}

@@ -1,0 +1,371 @@
+/* api.c - the HTTP front door of the server: routing, auth, and the job,
+ * node, queue, metrics and log handlers. Agent routes go to agentproto.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/httpc.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "server/server.h"
+
+#define LOG_LIMIT_MAX (1 << 20)
+
+static void send_json(struct httpd_req *req, int status, json_t *o)
+{
+	char *text = jv_dump(o);
+	httpd_json(req, status, text);
+	free(text);
+	json_decref(o);
+}
+
+static int admin_ok(struct server *s, struct httpd_req *req)
+{
+	const char *h = httpd_header(req, "Authorization");
+	if (h && strncmp(h, "Bearer ", 7) == 0 && strlen(h + 7) == strlen(s->admin_token)) {
+		unsigned char diff = 0;
+		for (size_t i = 0; s->admin_token[i]; i++)
+			diff |= (unsigned char)(h[7 + i] ^ s->admin_token[i]);
+		if (!diff)
+			return 1;
+	}
+	httpd_error(req, ERR_AUTH,
+		    "this call needs the admin token (Authorization: Bearer ...; see "
+		    "STATE_DIR/admin.token)");
+	return 0;
+}
+
+/* Parses "/v1/jobs/17/logs" style ids; 0 when not a positive integer. */
+static int64_t path_id(const char *seg, size_t len)
+{
+	char tmp[24];
+	if (len == 0 || len >= sizeof(tmp))
+		return 0;
+	memcpy(tmp, seg, len);
+	tmp[len] = '\0';
+	int64_t v;
+	return parse_i64(tmp, 1, INT64_MAX, &v) == 0 ? v : 0;
+}
+
+static int flush_or_fail(struct state *st, struct httpd_req *req)
+{
+	int rc = state_flush(st);
+	if (rc)
+		httpd_error(req, rc, "cannot persist the change");
+	return rc;
+}
+
+static void jobs_submit(struct server *s, struct httpd_req *req)
+{
+	req->route = "jobs_submit";
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		return;
+	}
+	struct state *st = &s->state;
+	state_lock(st);
+	struct job *j = NULL;
+	rc = state_submit(st, body, &j, err, sizeof(err));
+	if (rc)
+		httpd_error(req, rc, err);
+	else if (flush_or_fail(st, req) == 0)
+		send_json(req, 201, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+	state_unlock(st);
+	json_decref(body);
+}
+
+static int state_filter(const char *f, enum job_state s)
+{
+	if (!f || !*f || strcmp(f, "all") == 0)
+		return 1;
+	if (strcmp(f, "active") == 0)
+		return !job_state_final(s);
+	if (strcmp(f, "done") == 0)
+		return job_state_final(s);
+	return strcmp(f, job_state_name(s)) == 0;
+}
+
+static void jobs_list(struct server *s, struct httpd_req *req)
+{
+	req->route = "jobs_list";
+	const char *f = httpd_query(req, "state");
+	enum job_state dummy;
+	if (f && *f && strcmp(f, "all") && strcmp(f, "active") && strcmp(f, "done") &&
+	    job_state_parse(f, &dummy)) {
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+			 "query 'state': '%.40s' is not a job state (pending, scheduled, running, "
+			 "succeeded, failed, cancelled, lost, active, done, all)", f);
+		httpd_error(req, ERR_INVALID, msg);
+		return;
+	}
+	int64_t limit = 100;
+	const char *l = httpd_query(req, "limit");
+	if (l && parse_i64(l, 1, 100000, &limit)) {
+		httpd_error(req, ERR_INVALID, "query 'limit': must be an integer from 1 to 100000");
+		return;
+	}
+	struct state *st = &s->state;
+	state_lock(st);
+	json_t *arr = json_array();
+	for (int64_t i = st->njobs - 1; i >= 0 && (int64_t)json_array_size(arr) < limit; i--) {
+		struct job *j = st->jobs[i];
+		if (j && state_filter(f, j->state))
+			json_array_append_new(arr, state_job_json(st, j, 0));
+	}
+	state_unlock(st);
+	send_json(req, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+static void job_get(struct server *s, struct httpd_req *req, int64_t id, int cancel)
+{
+	req->route = cancel ? "jobs_cancel" : "jobs_get";
+	struct state *st = &s->state;
+	state_lock(st);
+	struct job *j = state_job(st, id);
+	if (!j) {
+		char msg[64];
+		snprintf(msg, sizeof(msg), "no job %lld", (long long)id);
+		httpd_error(req, ERR_NOTFOUND, msg);
+	} else if (!cancel || (state_cancel(st, j) == 0 && flush_or_fail(st, req) == 0)) {
+		send_json(req, 200, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+	}
+	state_unlock(st);
+}
+
+struct log_source {
+	char url[512];
+	char secret[65];
+	char job_state[16];
+	int has_rank;
+};
+
+static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t offset,
+			   int64_t limit, struct log_source *src, char *err, size_t errlen)
+{
+	struct job *j = state_job(st, id);
+	if (!j) {
+		snprintf(err, errlen, "no job %lld", (long long)id);
+		return ERR_NOTFOUND;
+	}
+	snprintf(src->job_state, sizeof(src->job_state), "%s", job_state_name(j->state));
+	if (rank >= j->nodes) {
+		snprintf(err, errlen, "query 'rank': job %lld has ranks 0 to %d", (long long)id,
+			 j->nodes - 1);
+		return ERR_INVALID;
+	}
+	if (!j->nattempts)
+		return 0; /* nothing ran yet: empty log */
+	const struct attempt *a = j->attempts[j->nattempts - 1];
+	const struct rank *k = &a->ranks[rank];
+	struct node *n = state_node(st, k->node_id);
+	if (!n || !n->agent_url[0] || k->state == RANK_ASSIGNED)
+		return 0;
+	snprintf(src->url, sizeof(src->url), "%s/v1/logs?attempt=%lld&rank=%lld&offset=%lld&limit=%lld",
+		 n->agent_url, (long long)a->id, (long long)rank, (long long)offset,
+		 (long long)limit);
+	snprintf(src->secret, sizeof(src->secret), "%s", n->secret);
+	src->has_rank = 1;
+	return 0;
+}
+
+static int log_params(struct httpd_req *req, int64_t *rank, int64_t *offset, int64_t *limit)
+{
+	const char *r = httpd_query(req, "rank"), *o = httpd_query(req, "offset");
+	const char *l = httpd_query(req, "limit");
+	const char *msg = NULL;
+	if (r && parse_i64(r, 0, 1023, rank))
+		msg = "query 'rank': must be an integer from 0 to 1023";
+	else if (o && parse_i64(o, 0, INT64_MAX / 2, offset))
+		msg = "query 'offset': must be a non-negative integer";
+	else if (l && parse_i64(l, 1, LOG_LIMIT_MAX, limit))
+		msg = "query 'limit': must be an integer from 1 to 1048576";
+	if (msg)
+		httpd_error(req, ERR_INVALID, msg);
+	return msg ? ERR_INVALID : 0;
+}
+
+/* Proxies to the agent of the rank's node, outside the state lock. */
+static void job_logs(struct server *s, struct httpd_req *req, int64_t id)
+{
+	req->route = "jobs_logs";
+	int64_t rank = 0, offset = 0, limit = LOG_LIMIT_MAX;
+	if (log_params(req, &rank, &offset, &limit))
+		return;
+	struct log_source src = {0};
+	char err[160];
+	state_lock(&s->state);
+	int rc = find_log_source(&s->state, id, rank, offset, limit, &src, err, sizeof(err));
+	state_unlock(&s->state);
+	if (rc) {
+		httpd_error(req, rc, err);
+		return;
+	}
+	char next[32];
+	httpd_add_header(req, "X-Anvil-Job-State", src.job_state);
+	req->content_type = "text/plain; charset=utf-8";
+	if (!src.has_rank) {
+		snprintf(next, sizeof(next), "%lld", (long long)offset);
+		httpd_add_header(req, "X-Anvil-Next-Offset", next);
+		return;
+	}
+	struct httpc *c = httpc_new();
+	int status = 0;
+	rc = httpc_do(c, "GET", src.url, src.secret, NULL, 0, 10000, &status, &req->out);
+	if (rc || status != 200) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the node's agent did not serve the log: %s",
+			 rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
+		httpd_error(req, status == 404 ? ERR_NOTFOUND : ERR_UPSTREAM, msg);
+	} else {
+		snprintf(next, sizeof(next), "%lld", (long long)(offset + (int64_t)req->out.len));
+		httpd_add_header(req, "X-Anvil-Next-Offset", next);
+	}
+	httpc_free(c);
+}
+
+static void nodes_list(struct server *s, struct httpd_req *req)
+{
+	req->route = "nodes_list";
+	struct state *st = &s->state;
+	state_lock(st);
+	json_t *arr = json_array();
+	for (int i = 0; i < st->nnodes; i++)
+		json_array_append_new(arr, state_node_json(st, st->nodes[i]));
+	state_unlock(st);
+	send_json(req, 200, json_pack("{s:o}", "nodes", arr));
+}
+
+static void node_get(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_get";
+	struct state *st = &s->state;
+	state_lock(st);
+	struct node *n = state_node_by_name(st, name);
+	if (!n)
+		n = state_node(st, path_id(name, strlen(name)));
+	if (n) {
+		send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n)));
+	} else {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "no node named '%.64s'", name);
+		httpd_error(req, ERR_NOTFOUND, msg);
+	}
+	state_unlock(st);
+}
+
+static const struct jv_field queue_fields[] = {
+	{"name", JV_STRING, 1, 1, 63},
+	{"priority", JV_INT, 0, -1000, 1000},
+	{NULL, 0, 0, 0, 0},
+};
+
+static void queues(struct server *s, struct httpd_req *req)
+{
+	req->route = "queues";
+	struct state *st = &s->state;
+	json_t *body = NULL;
+	char err[256];
+	if (strcmp(req->method, "POST") == 0) {
+		int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+		if (rc == 0)
+			rc = jv_check(body, queue_fields, err, sizeof(err));
+		if (rc) {
+			httpd_error(req, rc, err);
+			json_decref(body);
+			return;
+		}
+	}
+	state_lock(st);
+	if (body && state_put_queue(st, jv_str(body, "name", ""), (int)jv_int(body, "priority", 0)))
+		httpd_error(req, -EIO, "cannot persist the queue");
+	else if (body && flush_or_fail(st, req))
+		;
+	else {
+		json_t *arr = json_array();
+		for (int i = 0; i < st->nqueues; i++)
+			json_array_append_new(arr, json_pack("{s:s,s:i}", "name", st->queues[i].name,
+							     "priority", st->queues[i].priority));
+		send_json(req, 200, json_pack("{s:o}", "queues", arr));
+	}
+	state_unlock(st);
+	json_decref(body);
+}
+
+void server_metrics(struct server *s, struct buf *out);
+
+/* Routes under /v1/jobs. */
+static void route_jobs(struct server *s, struct httpd_req *req, const char *rest)
+{
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	if (!*rest) {
+		if (post)
+			jobs_submit(s, req);
+		else if (get)
+			jobs_list(s, req);
+		else
+			httpd_error(req, ERR_NOTFOUND, "use GET or POST on /v1/jobs");
+		return;
+	}
+	const char *slash = strchr(rest + 1, '/');
+	size_t idlen = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
+	int64_t id = path_id(rest + 1, idlen);
+	const char *tail = slash ? slash : "";
+	if (!id) {
+		httpd_error(req, ERR_INVALID, "job id: must be a positive integer");
+	} else if (!*tail && get) {
+		job_get(s, req, id, 0);
+	} else if (strcmp(tail, "/cancel") == 0 && post) {
+		job_get(s, req, id, 1);
+	} else if (strcmp(tail, "/logs") == 0 && get) {
+		job_logs(s, req, id);
+	} else {
+		httpd_error(req, ERR_NOTFOUND, "no such route");
+	}
+}
+
+int server_handle(struct httpd_req *req, void *ctx)
+{
+	struct server *s = ctx;
+	const char *p = req->path;
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	if (get && strcmp(p, "/healthz") == 0) {
+		req->route = "healthz";
+		httpd_json(req, 200, "{\"status\":\"ok\"}");
+		return HTTPD_DONE;
+	}
+	if (get && strcmp(p, "/metrics") == 0) {
+		req->route = "metrics";
+		req->content_type = "text/plain; version=0.0.4";
+		server_metrics(s, &req->out);
+		return HTTPD_DONE;
+	}
+	if (post && strcmp(p, "/v1/agent/register") == 0)
+		return agentproto_register(s, req);
+	if (post && strcmp(p, "/v1/agent/sync") == 0)
+		return agentproto_sync(s, req);
+	if (strncmp(p, "/v1/", 4) != 0) {
+		httpd_error(req, ERR_NOTFOUND, "no such route");
+		return HTTPD_DONE;
+	}
+	if (!admin_ok(s, req))
+		return HTTPD_DONE;
+	if (strncmp(p, "/v1/jobs", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
+		route_jobs(s, req, p + 8);
+	else if (get && strcmp(p, "/v1/nodes") == 0)
+		nodes_list(s, req);
+	else if (get && strncmp(p, "/v1/nodes/", 10) == 0)
+		node_get(s, req, p + 10);
+	else if ((get || post) && strcmp(p, "/v1/queues") == 0)
+		queues(s, req);
+	else
+		httpd_error(req, ERR_NOTFOUND, "no such route");
+	return HTTPD_DONE;
+}

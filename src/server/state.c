@@ -1,0 +1,319 @@
+#include "server/state.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+
+void state_lock(struct state *st)
+{
+	pthread_mutex_lock(&st->mu);
+}
+
+void state_unlock(struct state *st)
+{
+	pthread_mutex_unlock(&st->mu);
+}
+
+struct job *state_job(struct state *st, int64_t id)
+{
+	return id >= 1 && id <= st->njobs ? st->jobs[id - 1] : NULL;
+}
+
+struct node *state_node(struct state *st, int64_t id)
+{
+	return id >= 1 && id <= st->nnodes ? st->nodes[id - 1] : NULL;
+}
+
+struct node *state_node_by_name(struct state *st, const char *name)
+{
+	for (int i = 0; i < st->nnodes; i++)
+		if (strcmp(st->nodes[i]->name, name) == 0)
+			return st->nodes[i];
+	return NULL;
+}
+
+struct queue *state_queue(struct state *st, const char *name)
+{
+	for (int i = 0; i < st->nqueues; i++)
+		if (strcmp(st->queues[i].name, name) == 0)
+			return &st->queues[i];
+	return NULL;
+}
+
+static void add_queue(struct state *st, const char *name, int priority)
+{
+	struct queue *q = state_queue(st, name);
+	if (!q) {
+		st->queues = xrealloc(st->queues, sizeof(*st->queues) * (size_t)(st->nqueues + 1));
+		q = &st->queues[st->nqueues++];
+		snprintf(q->name, sizeof(q->name), "%s", name);
+	}
+	q->priority = priority;
+}
+
+int state_put_queue(struct state *st, const char *name, int priority)
+{
+	add_queue(st, name, priority);
+	state_event(st, "queue", 0, 0, "queue %s priority %d", name, priority);
+	int rc = store_begin(st->store);
+	if (rc == 0)
+		rc = store_put_queue(st->store, name, priority);
+	if (rc == 0)
+		rc = store_commit(st->store);
+	return rc;
+}
+
+void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
+		 const char *fmt, ...)
+{
+	XGROW(st->events, st->nevents, st->capevents);
+	struct event *e = &st->events[st->nevents++];
+	snprintf(e->kind, sizeof(e->kind), "%s", kind);
+	e->job_id = job_id;
+	e->node_id = node_id;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&e->message, fmt, ap) < 0)
+		e->message = xstrdup(kind);
+	va_end(ap);
+}
+
+void state_mark_job(struct state *st, struct job *j);
+void state_mark_job(struct state *st, struct job *j)
+{
+	if (j->dirty)
+		return;
+	j->dirty = 1;
+	XGROW(st->dirty_jobs, st->ndirty_jobs, st->capdirty_jobs);
+	st->dirty_jobs[st->ndirty_jobs++] = j;
+}
+
+int state_flush(struct state *st)
+{
+	if (!st->ndirty_jobs && !st->nodes_dirty && !st->nevents)
+		return 0;
+	int rc = store_begin(st->store);
+	for (int i = 0; rc == 0 && i < st->ndirty_jobs; i++)
+		rc = store_put_job(st->store, st->dirty_jobs[i]);
+	for (int i = 0; rc == 0 && st->nodes_dirty && i < st->nnodes; i++)
+		if (st->nodes[i]->dirty)
+			rc = store_put_node(st->store, st->nodes[i]);
+	for (int i = 0; rc == 0 && i < st->nevents; i++) {
+		struct event *e = &st->events[i];
+		rc = store_add_event(st->store, e->kind, e->job_id, e->node_id, e->message);
+	}
+	if (rc == 0)
+		rc = store_commit(st->store);
+	else
+		store_rollback(st->store);
+	if (rc) {
+		log_error("state flush failed: %s", store_error(st->store));
+		return rc;
+	}
+	for (int i = 0; i < st->ndirty_jobs; i++)
+		st->dirty_jobs[i]->dirty = 0;
+	st->ndirty_jobs = 0;
+	for (int i = 0; st->nodes_dirty && i < st->nnodes; i++)
+		st->nodes[i]->dirty = 0;
+	st->nodes_dirty = 0;
+	for (int i = 0; i < st->nevents; i++)
+		free(st->events[i].message);
+	st->nevents = 0;
+	return 0;
+}
+
+/* ---- loading ---- */
+
+static void load_queue(void *ctx, const char *name, int priority)
+{
+	add_queue(ctx, name, priority);
+}
+
+static void load_node(void *ctx, struct node *n)
+{
+	struct state *st = ctx;
+	if (n->id != st->nnodes + 1) {
+		log_error("node ids not dense at id=%lld; skipping", (long long)n->id);
+		node_free(n);
+		return;
+	}
+	n->last_seen_ms = now_ms(); /* a grace period to re-sync after a restart */
+	st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
+	st->nodes[st->nnodes++] = n;
+}
+
+void state_index_job(struct state *st, struct job *j);
+
+static void load_job(void *ctx, struct job *j)
+{
+	struct state *st = ctx;
+	while (st->njobs + 1 < j->id) /* a hole would break dense ids: never expected */
+		state_index_job(st, NULL);
+	state_index_job(st, j);
+	for (int i = 0; i < j->nattempts; i++) {
+		struct attempt *a = j->attempts[i];
+		while (st->nattempts + 1 < a->id) {
+			XGROW(st->attempts, st->nattempts, st->capattempts);
+			st->attempts[st->nattempts++] = NULL;
+		}
+		XGROW(st->attempts, st->nattempts, st->capattempts);
+		st->attempts[st->nattempts++] = a;
+	}
+}
+
+void state_restore(struct state *st);
+
+int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_init(&st->mu, NULL);
+	st->node_timeout_ms = node_timeout_ms;
+	int rc = store_open(db_path, full_sync, &st->store);
+	if (rc)
+		return rc;
+	struct store_loader l = {.ctx = st, .queue = load_queue, .node = load_node, .job = load_job};
+	rc = store_load(st->store, &l);
+	if (rc)
+		return rc;
+	if (!state_queue(st, "default"))
+		rc = state_put_queue(st, "default", 0);
+	state_restore(st);
+	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
+		 (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
+	return rc ? rc : state_flush(st);
+}
+
+void state_close(struct state *st)
+{
+	state_flush(st);
+	for (int64_t i = 0; i < st->njobs; i++)
+		job_free(st->jobs[i]); /* frees attempts too */
+	for (int i = 0; i < st->nnodes; i++)
+		node_free(st->nodes[i]);
+	free(st->jobs);
+	free(st->attempts);
+	free(st->nodes);
+	free(st->pending);
+	free(st->active);
+	free(st->queues);
+	free(st->dirty_jobs);
+	free(st->events);
+	store_close(st->store);
+	pthread_mutex_destroy(&st->mu);
+}
+
+/* ---- JSON views ---- */
+
+static json_t *gpu_list(uint64_t mask)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < MODEL_MAX_GPUS; i++)
+		if (mask & (1ull << i))
+			json_array_append_new(a, json_integer(i));
+	return a;
+}
+
+json_t *state_gpu_list(uint64_t mask);
+json_t *state_gpu_list(uint64_t mask)
+{
+	return gpu_list(mask);
+}
+
+static json_t *opt_int(int has, int64_t v)
+{
+	return has ? json_integer(v) : json_null();
+}
+
+static json_t *rank_json(struct state *st, const struct rank *r)
+{
+	struct node *n = state_node(st, r->node_id);
+	int final = r->state == RANK_EXITED;
+	json_t *o = json_pack("{s:i,s:I,s:s,s:o,s:s,s:o,s:o,s:o}", "rank", r->rank, "node_id",
+			      (json_int_t)r->node_id, "node", n ? n->name : "?", "gpus",
+			      gpu_list(r->gpus), "state", rank_state_name(r->state), "pid",
+			      opt_int(r->pid > 0, r->pid), "exit_code", opt_int(final, r->exit_code),
+			      "signal", opt_int(final && r->signal, r->signal));
+	if (r->error[0])
+		json_object_set_new(o, "error", json_string(r->error));
+	return o;
+}
+
+static json_t *attempt_json(struct state *st, const struct attempt *a)
+{
+	json_t *ranks = json_array();
+	for (int i = 0; i < a->nranks; i++)
+		json_array_append_new(ranks, rank_json(st, &a->ranks[i]));
+	return json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
+			 "number", a->number, "state", job_state_name(a->state), "ending",
+			 a->ending, "master_addr", a->master_addr, "master_port", a->master_port,
+			 "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
+			 opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
+}
+
+json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
+{
+	json_t *o = json_pack(
+		"{s:I,s:s,s:s,s:i,s:s,s:i,s:i,s:O,s:O,s:o,s:I,s:I,s:o,s:o,s:o,s:s,s:b}", "id",
+		(json_int_t)j->id, "name", j->name, "queue", j->queue, "priority", j->priority,
+		"state", job_state_name(j->state), "gpus", j->gpus, "nodes", j->nodes, "command",
+		j->command, "env", j->env, "cwd", j->cwd ? json_string(j->cwd) : json_null(),
+		"grace_ms", (json_int_t)j->grace_ms, "submit_time_ms", (json_int_t)j->submit_ms,
+		"start_time_ms", opt_int(j->start_ms > 0, j->start_ms), "end_time_ms",
+		opt_int(j->end_ms > 0, j->end_ms), "exit_code", opt_int(j->has_exit, j->exit_code),
+		"reason", j->reason, "cancel_requested", j->cancel_requested);
+	if (with_attempts) {
+		json_t *arr = json_array();
+		for (int i = 0; i < j->nattempts; i++)
+			json_array_append_new(arr, attempt_json(st, j->attempts[i]));
+		json_object_set_new(o, "attempts", arr);
+	} else if (j->nattempts) {
+		/* Listings show where the current attempt runs. */
+		const struct attempt *a = j->attempts[j->nattempts - 1];
+		json_t *nodes = json_array();
+		for (int i = 0; i < a->nranks; i++) {
+			struct node *n = state_node(st, a->ranks[i].node_id);
+			json_array_append_new(nodes, json_string(n ? n->name : "?"));
+		}
+		json_object_set_new(o, "node_names", nodes);
+	}
+	return o;
+}
+
+static int64_t gpu_owner(struct state *st, const struct node *n, int index)
+{
+	for (int i = 0; i < st->nactive; i++) {
+		const struct attempt *a = st->active[i];
+		for (int k = 0; k < a->nranks; k++)
+			if (a->ranks[k].node_id == n->id && (a->ranks[k].gpus & (1ull << index)) &&
+			    !rank_state_final(a->ranks[k].state))
+				return a->job_id;
+	}
+	return 0;
+}
+
+json_t *state_node_json(struct state *st, const struct node *n)
+{
+	json_t *gpus = json_array();
+	for (int i = 0; i < n->ngpus; i++) {
+		const struct gpu_slot *g = &n->gpus[i];
+		int64_t owner = (n->gpus_used & (1ull << g->index)) ? gpu_owner(st, n, g->index) : 0;
+		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:o}", "index", g->index,
+						      "uuid", g->uuid, "model", g->model,
+						      "memory_bytes", (json_int_t)g->memory_bytes,
+						      "job_id", opt_int(owner > 0, owner)));
+	}
+	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:i,s:i,s:o}", "id",
+			 (json_int_t)n->id, "name", n->name, "hostname", n->hostname, "address",
+			 n->address, "agent_url", n->agent_url, "state", node_state_name(n->state),
+			 "cpus", n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "backend",
+			 n->backend, "last_seen_ms_ago", (json_int_t)(now_ms() - n->last_seen_ms),
+			 "gpus_total", n->ngpus, "gpus_allocated",
+			 __builtin_popcountll(n->gpus_used), "gpus", gpus);
+}

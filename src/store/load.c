@@ -1,0 +1,199 @@
+/* load.c - rebuilding the in-memory records from the database at start-up. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "store/store.h"
+
+/* store.c keeps the handle private; we reach it through this accessor. */
+sqlite3 *store_db(struct store *st);
+
+static char *col_str(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+static json_t *col_json(sqlite3_stmt *s, int i)
+{
+	const char *t = (const char *)sqlite3_column_text(s, i);
+	json_t *v = t ? json_loads(t, 0, NULL) : NULL;
+	return v;
+}
+
+static int load_queues(sqlite3 *db, const struct store_loader *l)
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, "SELECT name, priority FROM queues", -1, &s, NULL))
+		return -EIO;
+	while (sqlite3_step(s) == SQLITE_ROW)
+		l->queue(l->ctx, (const char *)sqlite3_column_text(s, 0), sqlite3_column_int(s, 1));
+	sqlite3_finalize(s);
+	return 0;
+}
+
+static void node_from_facts(struct node *n, json_t *facts)
+{
+	n->hostname = xstrdup(jv_str(facts, "hostname", ""));
+	n->address = xstrdup(jv_str(facts, "address", "127.0.0.1"));
+	n->agent_url = xstrdup(jv_str(facts, "agent_url", ""));
+	n->backend = xstrdup(jv_str(facts, "backend", "none"));
+	n->cpus = (int)jv_int(facts, "cpus", 0);
+	n->memory_bytes = (uint64_t)jv_int(facts, "memory_bytes", 0);
+	json_t *gpus = json_object_get(facts, "gpus");
+	n->ngpus = (int)json_array_size(gpus);
+	if (n->ngpus > MODEL_MAX_GPUS)
+		n->ngpus = MODEL_MAX_GPUS;
+	n->gpus = xcalloc((size_t)n->ngpus + 1, sizeof(*n->gpus));
+	for (int i = 0; i < n->ngpus; i++) {
+		json_t *g = json_array_get(gpus, (size_t)i);
+		n->gpus[i].index = (int)jv_int(g, "index", i);
+		snprintf(n->gpus[i].uuid, sizeof(n->gpus[i].uuid), "%s", jv_str(g, "uuid", ""));
+		snprintf(n->gpus[i].model, sizeof(n->gpus[i].model), "%s", jv_str(g, "model", ""));
+		n->gpus[i].memory_bytes = (uint64_t)jv_int(g, "memory_bytes", 0);
+	}
+}
+
+static int load_nodes(sqlite3 *db, const struct store_loader *l)
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, "SELECT id, name, secret, state, generation, facts FROM nodes",
+			       -1, &s, NULL))
+		return -EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		struct node *n = xcalloc(1, sizeof(*n));
+		n->id = sqlite3_column_int64(s, 0);
+		n->name = col_str(s, 1);
+		n->secret = col_str(s, 2);
+		if (node_state_parse((const char *)sqlite3_column_text(s, 3), &n->state))
+			n->state = NODE_LOST;
+		n->generation = sqlite3_column_int64(s, 4);
+		json_t *facts = col_json(s, 5);
+		node_from_facts(n, facts);
+		json_decref(facts);
+		l->node(l->ctx, n);
+	}
+	sqlite3_finalize(s);
+	return 0;
+}
+
+static void ranks_from_json(struct attempt *a, json_t *arr)
+{
+	a->nranks = (int)json_array_size(arr);
+	a->ranks = xcalloc((size_t)a->nranks + 1, sizeof(*a->ranks));
+	for (int i = 0; i < a->nranks; i++) {
+		json_t *r = json_array_get(arr, (size_t)i);
+		struct rank *k = &a->ranks[i];
+		k->rank = (int)jv_int(r, "rank", i);
+		k->node_id = jv_int(r, "node_id", 0);
+		k->gpus = (uint64_t)jv_int(r, "gpus", 0);
+		if (rank_state_parse(jv_str(r, "state", ""), &k->state))
+			k->state = RANK_LOST;
+		k->pid = (int)jv_int(r, "pid", 0);
+		k->exit_code = (int)jv_int(r, "exit_code", 0);
+		k->signal = (int)jv_int(r, "signal", 0);
+		snprintf(k->error, sizeof(k->error), "%s", jv_str(r, "error", ""));
+	}
+}
+
+static struct attempt *attempt_row(sqlite3_stmt *s)
+{
+	struct attempt *a = xcalloc(1, sizeof(*a));
+	a->id = sqlite3_column_int64(s, 0);
+	a->job_id = sqlite3_column_int64(s, 1);
+	a->number = sqlite3_column_int(s, 2);
+	if (job_state_parse((const char *)sqlite3_column_text(s, 3), &a->state))
+		a->state = JOB_LOST;
+	a->ending = sqlite3_column_int(s, 4);
+	snprintf(a->master_addr, sizeof(a->master_addr), "%s", sqlite3_column_text(s, 5));
+	a->master_port = sqlite3_column_int(s, 6);
+	a->start_ms = sqlite3_column_int64(s, 7);
+	a->end_ms = sqlite3_column_int64(s, 8);
+	json_t *ranks = col_json(s, 9);
+	ranks_from_json(a, ranks);
+	json_decref(ranks);
+	return a;
+}
+
+static struct job *job_row(sqlite3_stmt *s)
+{
+	struct job *j = xcalloc(1, sizeof(*j));
+	j->id = sqlite3_column_int64(s, 0);
+	j->name = col_str(s, 1);
+	j->queue = col_str(s, 2);
+	j->priority = sqlite3_column_int(s, 3);
+	j->gpus = sqlite3_column_int(s, 4);
+	j->nodes = sqlite3_column_int(s, 5);
+	j->command = col_json(s, 6);
+	j->env = col_json(s, 7);
+	if (!j->command)
+		j->command = json_array();
+	if (!j->env)
+		j->env = json_object();
+	j->cwd = col_str(s, 8);
+	j->grace_ms = sqlite3_column_int64(s, 9);
+	if (job_state_parse((const char *)sqlite3_column_text(s, 10), &j->state))
+		j->state = JOB_LOST;
+	j->submit_ms = sqlite3_column_int64(s, 11);
+	j->start_ms = sqlite3_column_int64(s, 12);
+	j->end_ms = sqlite3_column_int64(s, 13);
+	j->has_exit = sqlite3_column_type(s, 14) != SQLITE_NULL;
+	j->exit_code = sqlite3_column_int(s, 14);
+	j->cancel_requested = sqlite3_column_int(s, 15);
+	snprintf(j->reason, sizeof(j->reason), "%s", sqlite3_column_text(s, 16));
+	return j;
+}
+
+static int load_jobs(sqlite3 *db, const struct store_loader *l)
+{
+	sqlite3_stmt *js, *as;
+	if (sqlite3_prepare_v2(db,
+			       "SELECT id, name, queue, priority, gpus, nodes, command, env, cwd, "
+			       "grace_ms, state, submit_ms, start_ms, end_ms, exit_code, "
+			       "cancel_requested, reason FROM jobs ORDER BY id",
+			       -1, &js, NULL))
+		return -EIO;
+	if (sqlite3_prepare_v2(db,
+			       "SELECT id, job_id, number, state, ending, master_addr, master_port, "
+			       "start_ms, end_ms, ranks FROM attempts ORDER BY job_id, number",
+			       -1, &as, NULL)) {
+		sqlite3_finalize(js);
+		return -EIO;
+	}
+	/* Both cursors walk in job order: a merge join, no per-job query. */
+	int ar = sqlite3_step(as);
+	while (sqlite3_step(js) == SQLITE_ROW) {
+		struct job *j = job_row(js);
+		while (ar == SQLITE_ROW && sqlite3_column_int64(as, 1) <= j->id) {
+			if (sqlite3_column_int64(as, 1) == j->id) {
+				j->attempts = xrealloc(j->attempts, sizeof(*j->attempts) *
+									(size_t)(j->nattempts + 1));
+				j->attempts[j->nattempts++] = attempt_row(as);
+			}
+			ar = sqlite3_step(as);
+		}
+		l->job(l->ctx, j);
+	}
+	sqlite3_finalize(js);
+	sqlite3_finalize(as);
+	return 0;
+}
+
+int store_load(struct store *st, const struct store_loader *l)
+{
+	sqlite3 *db = store_db(st);
+	int rc = load_queues(db, l);
+	if (rc == 0)
+		rc = load_nodes(db, l);
+	if (rc == 0)
+		rc = load_jobs(db, l);
+	if (rc)
+		log_error("loading state failed: %s", sqlite3_errmsg(db));
+	return rc;
+}

@@ -1,0 +1,111 @@
+#include "store/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+static const char *job_names[JOB_NSTATES] = {"pending",   "scheduled", "running", "succeeded",
+					     "failed",    "cancelled", "lost"};
+static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited",
+					       "failed_to_start", "lost"};
+static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned"};
+
+static int parse(const char *const *names, int n, const char *s, int *out)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0) {
+			*out = i;
+			return 0;
+		}
+	return ERR_INVALID;
+}
+
+const char *job_state_name(enum job_state s)
+{
+	return s < JOB_NSTATES ? job_names[s] : "?";
+}
+
+int job_state_parse(const char *s, enum job_state *out)
+{
+	int v;
+	int rc = parse(job_names, JOB_NSTATES, s, &v);
+	if (rc == 0)
+		*out = (enum job_state)v;
+	return rc;
+}
+
+int job_state_final(enum job_state s)
+{
+	return s >= JOB_SUCCEEDED;
+}
+
+const char *rank_state_name(enum rank_state s)
+{
+	return s < RANK_NSTATES ? rank_names[s] : "?";
+}
+
+int rank_state_parse(const char *s, enum rank_state *out)
+{
+	int v;
+	int rc = parse(rank_names, RANK_NSTATES, s, &v);
+	if (rc == 0)
+		*out = (enum rank_state)v;
+	return rc;
+}
+
+int rank_state_final(enum rank_state s)
+{
+	return s >= RANK_EXITED;
+}
+
+const char *node_state_name(enum node_state s)
+{
+	return s < NODE_NSTATES ? node_names[s] : "?";
+}
+
+int node_state_parse(const char *s, enum node_state *out)
+{
+	int v;
+	int rc = parse(node_names, NODE_NSTATES, s, &v);
+	if (rc == 0)
+		*out = (enum node_state)v;
+	return rc;
+}
+
+void attempt_free(struct attempt *a)
+{
+	if (!a)
+		return;
+	free(a->ranks);
+	free(a);
+}
+
+void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	free(j->name);
+	free(j->queue);
+	free(j->cwd);
+	json_decref(j->command);
+	json_decref(j->env);
+	for (int i = 0; i < j->nattempts; i++)
+		attempt_free(j->attempts[i]);
+	free(j->attempts);
+	free(j);
+}
+
+void node_free(struct node *n)
+{
+	if (!n)
+		return;
+	free(n->name);
+	free(n->secret);
+	free(n->hostname);
+	free(n->address);
+	free(n->agent_url);
+	free(n->backend);
+	free(n->gpus);
+	free(n);
+}

@@ -1,0 +1,140 @@
+/* model.h - the records of the cluster's state: nodes, jobs, attempts, ranks.
+ *
+ * The server owns one in-memory copy of these records (guarded by its state
+ * lock) and writes every change through store.h in one transaction per
+ * request. These are plain records: the transitions live in server/state.c.
+ *
+ * Job (and attempt) states:
+ *
+ *   pending --place--> scheduled --all ranks running--> running
+ *      |                   |                               |
+ *      | cancel            +--------- rank exits / cancel / node lost
+ *      v                                   v
+ *   cancelled           (ending: other ranks are stopped; GPUs are freed
+ *                         rank by rank as each one reports its end)
+ *                                          v
+ *                        succeeded | failed | cancelled | lost
+ */
+#ifndef ANVIL_MODEL_H
+#define ANVIL_MODEL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#define MODEL_MAX_GPUS 64 /* per node; GPU sets are 64-bit masks */
+
+enum job_state {
+	JOB_PENDING,
+	JOB_SCHEDULED,
+	JOB_RUNNING,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+	JOB_CANCELLED,
+	JOB_LOST,
+	JOB_NSTATES
+};
+
+enum rank_state {
+	RANK_ASSIGNED, /* placed; the agent has not reported it yet */
+	RANK_RUNNING,
+	RANK_EXITED,   /* final: exit_code/signal valid */
+	RANK_FAILED_START,
+	RANK_LOST,     /* final: its node stopped answering */
+	RANK_NSTATES
+};
+
+enum node_state { NODE_READY, NODE_LOST, NODE_CORDONED, NODE_NSTATES };
+
+struct rank {
+	int rank;
+	int64_t node_id;
+	uint64_t gpus; /* mask of GPU indices on node_id */
+	enum rank_state state;
+	int pid;
+	int exit_code;
+	int signal;
+	char error[128];
+	int64_t stop_gen; /* in memory: the node generation that dropped it */
+};
+
+struct attempt {
+	int64_t id;
+	int64_t job_id;
+	int number;
+	enum job_state state; /* scheduled, running, or a final state */
+	int ending;           /* stop every rank that still runs */
+	char master_addr[64];
+	int master_port;
+	int64_t start_ms;
+	int64_t end_ms;
+	int nranks;
+	struct rank *ranks;
+};
+
+struct job {
+	int64_t id;
+	char *name;
+	char *queue;
+	int priority;
+	int gpus;  /* per node */
+	int nodes;
+	json_t *command; /* array of strings */
+	json_t *env;     /* object of strings */
+	char *cwd;       /* NULL: the agent's default */
+	int64_t grace_ms;
+	enum job_state state;
+	int64_t submit_ms;
+	int64_t start_ms;
+	int64_t end_ms;
+	int has_exit;
+	int exit_code;
+	int cancel_requested;
+	char reason[256];
+	int nattempts;
+	struct attempt **attempts; /* the last one is current */
+	int dirty;                 /* changed since the last flush */
+};
+
+struct gpu_slot {
+	int index;
+	char uuid[96];
+	char model[96];
+	uint64_t memory_bytes;
+};
+
+struct node {
+	int64_t id;
+	char *name;
+	char *secret;
+	char *hostname;
+	char *address;   /* MASTER_ADDR for ranks on this node */
+	char *agent_url; /* the agent's HTTP endpoint */
+	char *backend;
+	int cpus;
+	uint64_t memory_bytes;
+	enum node_state state;
+	int ngpus;
+	struct gpu_slot *gpus;
+	uint64_t gpus_used;   /* mask of allocated GPUs */
+	int64_t generation;   /* bumped when the desired set changes */
+	int64_t last_seen_ms; /* monotonic */
+	int dirty;
+	void *waiter; /* the suspended long poll, if any (server/agentproto.c) */
+	int64_t waiter_deadline_ms;
+	int64_t waiter_gen;
+};
+
+const char *job_state_name(enum job_state s);
+int job_state_parse(const char *s, enum job_state *out);
+int job_state_final(enum job_state s);
+const char *rank_state_name(enum rank_state s);
+int rank_state_parse(const char *s, enum rank_state *out);
+int rank_state_final(enum rank_state s);
+const char *node_state_name(enum node_state s);
+int node_state_parse(const char *s, enum node_state *out);
+
+void job_free(struct job *j);
+void attempt_free(struct attempt *a);
+void node_free(struct node *n);
+
+#endif

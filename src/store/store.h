@@ -1,0 +1,51 @@
+/* store.h - durable cluster state in SQLite (WAL mode).
+ *
+ * The server's database is the single source of truth: every change the
+ * server acknowledges is committed here first. Callers group their writes
+ * between store_begin() and store_commit() (one transaction per request).
+ * Loading rebuilds the in-memory records of model.h after a restart.
+ *
+ * A struct store is used by one thread at a time (the server calls it with
+ * its state lock held). Durability: synchronous=NORMAL in WAL mode survives
+ * any process crash (SIGKILL); store_open's `full` flag makes every commit
+ * fsync, which also survives power loss.
+ */
+#ifndef ANVIL_STORE_H
+#define ANVIL_STORE_H
+
+#include <stdint.h>
+
+#include "store/model.h"
+
+struct store;
+
+int store_open(const char *path, int full_sync, struct store **out);
+void store_close(struct store *st);
+
+int store_begin(struct store *st);
+int store_commit(struct store *st);
+void store_rollback(struct store *st);
+
+/* Small key/value settings (tokens, id counters). *out is malloc'd. */
+int store_meta_get(struct store *st, const char *key, char **out);
+int store_meta_set(struct store *st, const char *key, const char *value);
+
+int store_put_queue(struct store *st, const char *name, int priority);
+int store_put_node(struct store *st, const struct node *n);
+int store_put_job(struct store *st, const struct job *j); /* with its attempts */
+int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
+		    const char *message);
+
+struct store_loader {
+	void *ctx;
+	void (*queue)(void *ctx, const char *name, int priority);
+	void (*node)(void *ctx, struct node *n); /* takes ownership */
+	void (*job)(void *ctx, struct job *j);   /* takes ownership, attempts attached */
+};
+
+int store_load(struct store *st, const struct store_loader *l);
+
+/* Last error message from SQLite, for logs. */
+const char *store_error(struct store *st);
+
+#endif

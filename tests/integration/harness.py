@@ -1,0 +1,241 @@
+"""Integration test harness: real anvil daemons on 127.0.0.1 with ephemeral
+ports and temporary directories.
+
+A Cluster starts `anvil server` and N `anvil agent`s (simulated GPUs), talks
+to the API over real HTTP, and runs the real CLI. Daemon logs are kept in the
+cluster's directory and printed when a test fails. Standard library only.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "debug", "anvil")
+
+
+def wait_for(pred, timeout=20.0, interval=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def sim_gpus(path, count, model="NVIDIA H200", node=0):
+    gpus = [{"index": i, "uuid": "GPU-sim-%04d-%04d" % (node, i), "name": model,
+             "memory_bytes": 150754820096, "pci_bus_id": "00000000:%02x:00.0" % (0x18 + i)}
+            for i in range(count)]
+    with open(path, "w") as f:
+        json.dump({"driver_version": "sim-550.54.15", "cuda_version": "12.4", "gpus": gpus}, f)
+
+
+class ApiError(Exception):
+    def __init__(self, status, body):
+        super().__init__("HTTP %d: %s" % (status, body))
+        self.status = status
+        self.body = body
+
+
+class Cluster:
+    def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster"):
+        self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
+        self.home = os.path.join(self.dir, "home")
+        self.state_dir = os.path.join(self.dir, "state")
+        self.logs = os.path.join(self.dir, "logs")
+        os.makedirs(self.logs)
+        self.node_timeout = node_timeout
+        self.ngpus = gpus
+        self.server = None
+        self.port = 0
+        self.agents = {}
+        try:
+            self.start_server()
+            for i in range(agents):
+                self.start_agent(i)
+            self.wait_ready(agents)
+        except BaseException:
+            self.dump_logs()
+            self.stop()
+            raise
+
+    # ---- processes ----
+    def _spawn(self, args, logname):
+        log = open(os.path.join(self.logs, logname), "ab")
+        env = dict(os.environ, ANVIL_HOME=self.home)
+        return subprocess.Popen([ANVIL] + args, stdout=log, stderr=log, env=env,
+                                start_new_session=True)
+
+    def start_server(self):
+        client = os.path.join(self.home, "client.json")
+        if os.path.exists(client):
+            os.unlink(client)
+        self.server = self._spawn(["server", "--state-dir", self.state_dir, "--listen",
+                                   "127.0.0.1:%d" % self.port, "--home", self.home,
+                                   "--node-timeout", self.node_timeout], "server.log")
+        wait_for(lambda: os.path.exists(client) or self.server.poll() is not None,
+                 what="server client file")
+        assert self.server.poll() is None, "server exited:\n" + self.log("server.log")
+        with open(client) as f:
+            c = json.load(f)
+        self.url = c["server"]
+        self.token = c["token"]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        with open(os.path.join(self.state_dir, "join.token")) as f:
+            self.join_token = f.read().strip()
+
+    def start_agent(self, i):
+        name = "node-%d" % (i + 1)
+        work = os.path.join(self.dir, name)
+        os.makedirs(work, exist_ok=True)
+        gpus = os.path.join(work, "gpus.json")
+        if not os.path.exists(gpus):
+            sim_gpus(gpus, self.ngpus, node=i)
+        self.agents[i] = self._spawn(["agent", "--server", self.url, "--join-token",
+                                      self.join_token, "--name", name, "--work-dir", work,
+                                      "--gpus-file", gpus, "--log-level", "debug"],
+                                     "%s.log" % name)
+        return self.agents[i]
+
+    def kill_server(self, sig=signal.SIGKILL):
+        self.server.send_signal(sig)
+        self.server.wait(10)
+
+    def kill_agent(self, i, sig=signal.SIGKILL):
+        self.agents[i].send_signal(sig)
+        self.agents[i].wait(10)
+
+    def wait_ready(self, n, timeout=20):
+        wait_for(lambda: len([x for x in self.nodes() if x["state"] == "ready"]) >= n,
+                 timeout=timeout, what="%d ready nodes" % n)
+
+    def stop(self):
+        for p in list(self.agents.values()):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in list(self.agents.values()):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if self.server and self.server.poll() is None:
+            self.server.send_signal(signal.SIGTERM)
+            try:
+                self.server.wait(15)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+
+    def log(self, name):
+        try:
+            with open(os.path.join(self.logs, name), errors="replace") as f:
+                return f.read()[-6000:]
+        except OSError:
+            return ""
+
+    def dump_logs(self):
+        for name in sorted(os.listdir(self.logs)):
+            sys.stderr.write("\n===== %s (tail) =====\n%s\n" % (name, self.log(name)))
+
+    # ---- API ----
+    def api(self, method, path, body=None, token=None, raw=None, headers=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + (token if token is not None else self.token))
+        req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read()
+                ctype = r.headers.get("Content-Type", "")
+                return json.loads(text) if "json" in ctype else text
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace")
+            try:
+                text = json.loads(text)
+            except ValueError:
+                pass
+            raise ApiError(e.code, text)
+
+    def submit(self, command, **kw):
+        body = dict(kw, command=command)
+        return self.api("POST", "/v1/jobs", body)["job"]
+
+    def job(self, jid):
+        return self.api("GET", "/v1/jobs/%d" % jid)["job"]
+
+    def nodes(self):
+        try:
+            return self.api("GET", "/v1/nodes")["nodes"]
+        except (OSError, ApiError):
+            return []
+
+    def wait_job(self, jid, states=("succeeded", "failed", "cancelled", "lost"), timeout=60):
+        return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(jid)),
+                        timeout=timeout, what="job %d in %s" % (jid, states))
+
+    def cli(self, *args, env=None, check=False, timeout=60):
+        e = dict(os.environ, ANVIL_HOME=self.home)
+        e.pop("ANVIL_SERVER", None)
+        e.pop("ANVIL_TOKEN", None)
+        e.update(env or {})
+        p = subprocess.run([ANVIL] + list(args), capture_output=True, text=True, env=e,
+                           timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError("anvil %s exited %d: %s%s" % (" ".join(args), p.returncode,
+                                                             p.stdout, p.stderr))
+        return p
+
+
+def run_tests(tests):
+    """Runs test functions in order; each gets a fresh context via its own
+    Cluster. Prints 'N passed, N failed' and exits non-zero on failure."""
+    passed = failed = 0
+    only = sys.argv[1:]
+    for t in tests:
+        if only and t.__name__ not in only:
+            continue
+        start = time.time()
+        try:
+            t()
+            passed += 1
+            print("PASS %s (%.1fs)" % (t.__name__, time.time() - start), flush=True)
+        except Exception:
+            failed += 1
+            print("FAIL %s" % t.__name__, flush=True)
+            traceback.print_exc()
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+class cluster:
+    """with cluster(...) as c: ...  - stops the daemons, dumps logs on failure,
+    and removes the directory on success."""
+
+    def __init__(self, **kw):
+        self.kw = kw
+        self.c = None
+
+    def __enter__(self):
+        self.c = Cluster(**self.kw)
+        return self.c
+
+    def __exit__(self, et, ev, tb):
+        if et is not None:
+            self.c.dump_logs()
+        self.c.stop()
+        if et is None:
+            shutil.rmtree(self.c.dir, ignore_errors=True)
+        else:
+            sys.stderr.write("kept test directory %s\n" % self.c.dir)
+        return False

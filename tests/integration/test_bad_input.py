@@ -1,0 +1,135 @@
+"""Bad input gets HTTP 400 (or 401/404/413/422) naming the field and the
+reason, the CLI prints it and exits non-zero, and nothing crashes a daemon."""
+import http.client
+import json
+import os
+import random
+import urllib.request
+
+from harness import ApiError, cluster, run_tests
+
+
+def expect(c, status, needle, body=None, raw=None, path="/v1/jobs", method="POST", token=None):
+    try:
+        c.api(method, path, body, raw=raw, token=token)
+    except ApiError as e:
+        assert e.status == status, (e.status, e.body, body, raw)
+        msg = e.body["error"]["message"] if isinstance(e.body, dict) else str(e.body)
+        assert needle in msg, (needle, msg)
+        return
+    raise AssertionError("expected HTTP %d for %r" % (status, body or raw))
+
+
+def alive(c):
+    assert c.api("GET", "/healthz")["status"] == "ok"
+    assert c.server.poll() is None, "server died"
+    for p in c.agents.values():
+        assert p.poll() is None, "an agent died"
+
+
+def test_job_bodies_rejected_with_field_and_reason():
+    with cluster(agents=2, gpus=4, name="bad") as c:
+        cases = [
+            (400, "malformed JSON", None, b'{"command": ["true"'),
+            (400, "expected a JSON object", None, b'[1,2]'),
+            (400, "empty", None, b''),
+            (400, "field 'gpu': unknown field", {"command": ["true"], "gpu": 1}, None),
+            (400, "field 'gpus': \"2\" is not an integer", {"command": ["true"], "gpus": "2"}, None),
+            (400, "field 'gpus': -1 is below the minimum 0", {"command": ["true"], "gpus": -1}, None),
+            (400, "field 'gpus': 1000000 is above the maximum 64", {"command": ["true"], "gpus": 1000000}, None),
+            (400, "field 'nodes': 0 is below the minimum 1", {"command": ["true"], "nodes": 0}, None),
+            (400, "field 'nodes': 99999 is above the maximum 1024", {"command": ["true"], "nodes": 99999}, None),
+            (400, "field 'priority'", {"command": ["true"], "priority": 10**12}, None),
+            (400, "field 'command': required", {"gpus": 1}, None),
+            (400, "field 'command': needs at least 1", {"command": []}, None),
+            (400, "field 'command[0]': the program to run must not be empty", {"command": [""]}, None),
+            (400, "field 'command[1]': 5 is not a string", {"command": ["a", 5]}, None),
+            (400, "field 'command': {} is not an array of strings", {"command": {}}, None),
+            (400, "field 'queue': no queue named 'nope'", {"command": ["true"], "queue": "nope"}, None),
+            (400, "field 'env.X': must be a string", {"command": ["true"], "env": {"X": 1}}, None),
+            (400, "field 'env': 'A=B' is not a valid variable name", {"command": ["true"], "env": {"A=B": "1"}}, None),
+            (400, "field 'name': longer than 128", {"command": ["true"], "name": "x" * 200}, None),
+            (400, "field 'gpus': 1.5 is not an integer", {"command": ["true"], "gpus": 1.5}, None),
+            (422, "largest node has 4 GPUs", {"command": ["true"], "gpus": 8}, None),
+            (422, "cluster has 2 such node", {"command": ["true"], "gpus": 1, "nodes": 3}, None),
+        ]
+        for status, needle, body, raw in cases:
+            expect(c, status, needle, body=body, raw=raw)
+        expect(c, 413, "larger than the limit", raw=b'{"command":["' + b"x" * (2 << 20) + b'"]}')
+        expect(c, 401, "admin token", body={"command": ["true"]}, token="wrong")
+        expect(c, 404, "no job 999", path="/v1/jobs/999", method="GET")
+        expect(c, 400, "job id", path="/v1/jobs/abc", method="GET")
+        expect(c, 400, "query 'state'", path="/v1/jobs?state=bogus", method="GET")
+        expect(c, 400, "query 'rank'", path="/v1/jobs/1/logs?rank=-1", method="GET")
+        expect(c, 404, "no such route", path="/v1/nope", method="GET")
+        # nothing was created by any of it
+        assert c.api("GET", "/v1/jobs")["jobs"] == []
+        alive(c)
+
+
+def test_agent_protocol_rejects_garbage():
+    with cluster(agents=1, gpus=2, name="badagent") as c:
+        expect(c, 401, "join token", path="/v1/agent/register", body={"name": "x"}, token="bad")
+        expect(c, 400, "field 'name': required", path="/v1/agent/register", body={},
+               token=c.join_token)
+        expect(c, 400, "gpus[0]", path="/v1/agent/register",
+               body={"name": "x", "gpus": [{"index": "a"}]}, token=c.join_token)
+        expect(c, 400, "field 'node_id'", path="/v1/agent/sync", body={"node_id": "1"})
+        expect(c, 400, "ranks[0]", path="/v1/agent/sync",
+               body={"node_id": 1, "ranks": [{"attempt_id": 1}]})
+        expect(c, 401, "node secret", path="/v1/agent/sync", body={"node_id": 1}, token="x")
+        alive(c)
+
+
+def test_random_bytes_never_crash_the_server():
+    rnd = random.Random(7)
+    with cluster(agents=1, gpus=2, name="fuzz") as c:
+        paths = ["/v1/jobs", "/v1/agent/sync", "/v1/agent/register", "/v1/queues",
+                 "/v1/jobs/1/cancel"]
+        seeds = [b'{"command":["true"],"gpus":1}', b'{"node_id":1,"ranks":[]}',
+                 b'{"name":"n","gpus":[]}']
+        for i in range(400):
+            body = bytearray(rnd.choice(seeds))
+            for _ in range(rnd.randint(1, 6)):
+                op = rnd.randint(0, 2)
+                pos = rnd.randint(0, len(body))
+                if op == 0:
+                    body[pos:pos] = bytes([rnd.randint(0, 255)])
+                elif op == 1 and len(body) > 1:
+                    del body[pos:pos + rnd.randint(1, 4)]
+                else:
+                    body[pos:pos] = rnd.choice([b'"', b'{', b'}', b'[', b'-1', b'1e999', b'\\u0000', b'null'])
+            conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+            token = rnd.choice([c.token, c.join_token, "x"])
+            conn.request("POST", rnd.choice(paths), bytes(body),
+                         {"Authorization": "Bearer " + token})
+            r = conn.getresponse()
+            r.read()
+            assert r.status < 500, (r.status, body)
+            conn.close()
+        alive(c)
+
+
+def test_cli_prints_the_reason_and_fails():
+    with cluster(agents=1, gpus=2, name="badcli") as c:
+        p = c.cli("run", "--gpus", "-1", "--", "true")
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+        assert "field 'gpus': -1 is below the minimum 0" in p.stderr, p.stderr
+        p = c.cli("run", "--gpus", "abc", "--", "true")
+        assert p.returncode == 2, (p.returncode, p.stderr)
+        assert "--gpus" in p.stderr and "abc" in p.stderr
+        p = c.cli("run", "--")
+        assert p.returncode == 2, (p.returncode, p.stderr)
+        p = c.cli("run", "--gpus", "9", "--", "true")
+        assert p.returncode == 1 and "largest node has 2 GPUs" in p.stderr, p.stderr
+        p = c.cli("show", "12345")
+        assert p.returncode == 1 and "no job 12345" in p.stderr, p.stderr
+        p = c.cli("jobs", "--bogus")
+        assert p.returncode == 2, p.stderr
+        p = c.cli("jobs", env={"ANVIL_SERVER": "http://127.0.0.1:1"})
+        assert p.returncode == 3 and "127.0.0.1:1" in p.stderr, p.stderr
+        alive(c)
+
+
+run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
+           test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails])

@@ -1,0 +1,307 @@
+/* test_exec.c - the executor through agent/exec.h: real processes. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "agent/exec.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+
+static char work[64];
+static char node[32];
+
+static struct exec *setup(void)
+{
+	log_init("test", LOG_WARN);
+	snprintf(work, sizeof(work), "/tmp/anvil-exec-XXXXXX");
+	CHECK(mkdtemp(work) != NULL);
+	snprintf(node, sizeof(node), "test-%d", (int)getpid());
+	struct exec *e = NULL;
+	CHECK_INT(exec_new(work, node, &e), 0);
+	return e;
+}
+
+static void teardown(struct exec *e)
+{
+	exec_free(e);
+	rm_rf(work);
+}
+
+static void start(struct exec *e, int64_t attempt, const char *script, const char *const *env)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	struct exec_spec s = {.attempt_id = attempt, .rank = 0, .job_id = attempt * 10,
+			      .argv = argv, .env = env, .grace_ms = 2000};
+	CHECK_INT(exec_start(e, &s), 0);
+}
+
+static struct exec_status wait_final(struct exec *e, int64_t attempt, int64_t timeout_ms)
+{
+	struct exec_status st;
+	int64_t end = now_ms() + timeout_ms;
+	for (;;) {
+		exec_poll(e);
+		CHECK_INT(exec_find(e, attempt, 0, &st), 0);
+		if (st.state != EXEC_RUNNING)
+			return st;
+		if (now_ms() > end)
+			FAIL_AT("attempt %lld still running after %lld ms", (long long)attempt,
+				(long long)timeout_ms);
+		sleep_ms(5);
+	}
+}
+
+static char *read_log(int64_t attempt)
+{
+	char *path = exec_log_path(work, attempt, 0);
+	struct buf b;
+	buf_init(&b);
+	CHECK_INT(read_file(path, 1 << 20, &b), 0);
+	free(path);
+	return buf_detach(&b);
+}
+
+/* Alive and not a zombie. */
+static int alive(pid_t pid)
+{
+	if (kill(pid, 0) < 0)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	struct buf b;
+	buf_init(&b);
+	int z = read_file(path, 4096, &b) == 0 && strstr(b.data, ") Z ") != NULL;
+	buf_cleanup(&b);
+	return !z;
+}
+
+TEST(exit_status_and_log)
+{
+	struct exec *e = setup();
+	start(e, 1, "echo hello; echo oops >&2; exit 3", NULL);
+	struct exec_status st;
+	CHECK_INT(exec_find(e, 1, 0, &st), 0);
+	CHECK(st.pid > 0);
+	CHECK_INT(st.job_id, 10);
+	st = wait_final(e, 1, 5000);
+	CHECK_INT(st.state, EXEC_EXITED);
+	CHECK_INT(st.exit_code, 3);
+	CHECK_INT(st.signal, 0);
+	char *log = read_log(1);
+	CHECK_CONTAINS(log, "hello\n");
+	CHECK_CONTAINS(log, "oops\n");
+	free(log);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 1, .rank = 0,
+			     .argv = (const char *const[]){"true", NULL}}), -EEXIST);
+	CHECK_INT(exec_running(e), 0);
+	CHECK_INT(exec_started_total(e), 1);
+	teardown(e);
+}
+
+TEST(env_and_cwd)
+{
+	struct exec *e = setup();
+	const char *env[] = {"FOO=bar baz", "CUDA_VISIBLE_DEVICES=0,1", NULL};
+	start(e, 2, "echo \"foo=$FOO cvd=$CUDA_VISIBLE_DEVICES out=$ANVIL_OUTPUT_DIR\"; "
+		    "echo \"log=$ANVIL_LOG_FILE\"; echo \"pwd=$(pwd)\"; "
+		    "echo \"secret=${ANVIL_TEST_SECRET:-unset}\"",
+	      env);
+	setenv("ANVIL_TEST_SECRET", "leak", 1); /* set after start: must not matter */
+	struct exec_status st = wait_final(e, 2, 5000);
+	CHECK_INT(st.exit_code, 0);
+	char *log = read_log(2);
+	char want[512];
+	CHECK_CONTAINS(log, "foo=bar baz cvd=0,1");
+	snprintf(want, sizeof(want), "out=%s/attempts/2/output\n", work);
+	CHECK_CONTAINS(log, want);
+	snprintf(want, sizeof(want), "log=%s/attempts/2/rank-0.log\n", work);
+	CHECK_CONTAINS(log, want);
+	snprintf(want, sizeof(want), "pwd=%s/attempts/2/output\n", work);
+	CHECK_CONTAINS(log, want);
+	CHECK_CONTAINS(log, "secret=unset");
+	free(log);
+	teardown(e);
+}
+
+TEST(agent_env_not_inherited)
+{
+	setenv("ANVIL_TEST_SECRET", "leak", 1);
+	struct exec *e = setup();
+	start(e, 3, "echo \"secret=${ANVIL_TEST_SECRET:-unset} path=${PATH:+set}\"", NULL);
+	wait_final(e, 3, 5000);
+	char *log = read_log(3);
+	CHECK_CONTAINS(log, "secret=unset path=set");
+	free(log);
+	teardown(e);
+}
+
+/* Reads up to n pids the command wrote to path, waiting until all are there. */
+static int read_pids(const char *path, pid_t *pids, int n)
+{
+	int64_t end = now_ms() + 5000;
+	for (;;) {
+		struct buf b;
+		buf_init(&b);
+		int got = 0;
+		if (read_file(path, 4096, &b) == 0) {
+			char *p = b.data;
+			long v;
+			int used;
+			while (got < n && sscanf(p, "%ld%n", &v, &used) == 1) {
+				pids[got++] = (pid_t)v;
+				p += used;
+			}
+		}
+		buf_cleanup(&b);
+		if (got == n)
+			return n;
+		if (now_ms() > end)
+			FAIL_AT("only %d of %d pids in %s", got, n, path);
+		sleep_ms(10);
+	}
+}
+
+TEST(stop_kills_process_tree)
+{
+	struct exec *e = setup();
+	char script[1024], pidfile[128];
+	snprintf(pidfile, sizeof(pidfile), "%s/pids", work);
+	/* Children, a grandchild, and one that leaves the group with setsid. */
+	snprintf(script, sizeof(script),
+		 "sleep 100 & echo $! >> %s; sleep 100 & echo $! >> %s; "
+		 "sh -c 'sleep 100 & echo $! >> %s; wait' & "
+		 "setsid sleep 100 & echo $! >> %s; wait",
+		 pidfile, pidfile, pidfile, pidfile);
+	start(e, 4, script, NULL);
+	pid_t pids[4];
+	read_pids(pidfile, pids, 4);
+	for (int i = 0; i < 4; i++)
+		CHECK(alive(pids[i]));
+	CHECK_INT(exec_stop(e, 4, 0, 2000), 0);
+	struct exec_status st = wait_final(e, 4, 5000);
+	CHECK_INT(st.state, EXEC_EXITED);
+	CHECK(st.stopping);
+	CHECK_INT(st.signal, SIGTERM);
+	CHECK_INT(st.exit_code, 128 + SIGTERM);
+	sleep_ms(50);
+	/* Without cgroups a setsid() escapee is out of reach of the group. */
+	int n = exec_uses_cgroups(e) ? 4 : 3;
+	for (int i = 0; i < n; i++)
+		if (alive(pids[i]))
+			FAIL_AT("pid %d (#%d) survived the stop", (int)pids[i], i);
+	if (n == 3)
+		kill(pids[3], SIGKILL);
+	teardown(e);
+}
+
+TEST(stop_escalates_to_kill_after_grace)
+{
+	struct exec *e = setup();
+	const char *argv[] = {"sh", "-c", "trap '' TERM; echo ready; sleep 100", NULL};
+	struct exec_spec s = {.attempt_id = 5, .argv = argv, .grace_ms = 200};
+	CHECK_INT(exec_start(e, &s), 0);
+	sleep_ms(100);
+	int64_t t0 = now_ms();
+	CHECK_INT(exec_stop(e, 5, 0, -1), 0);
+	CHECK(exec_next_poll_ms(e) >= 0 && exec_next_poll_ms(e) <= 200);
+	struct exec_status st = wait_final(e, 5, 5000);
+	int64_t took = now_ms() - t0;
+	CHECK_INT(st.signal, SIGKILL);
+	CHECK_INT(st.exit_code, 137);
+	CHECK(took >= 190);
+	CHECK(took < 2000);
+	teardown(e);
+}
+
+TEST(exec_failure_is_127_with_message)
+{
+	struct exec *e = setup();
+	const char *a1[] = {"no-such-command-anvil", "x", NULL};
+	const char *a2[] = {"/nonexistent/anvil-bin", NULL};
+	const char *a3[] = {"true", NULL};
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 6, .argv = a1}), 0);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 7, .argv = a2}), 0);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 8, .argv = a3,
+			     .cwd = "/nonexistent-dir"}), 0);
+	CHECK_INT(wait_final(e, 6, 5000).exit_code, 127);
+	CHECK_INT(wait_final(e, 7, 5000).exit_code, 127);
+	CHECK_INT(wait_final(e, 8, 5000).exit_code, 127);
+	char *log = read_log(6);
+	CHECK_CONTAINS(log, "cannot run 'no-such-command-anvil': command not found");
+	free(log);
+	log = read_log(7);
+	CHECK_CONTAINS(log, "cannot execute '/nonexistent/anvil-bin': No such file");
+	free(log);
+	log = read_log(8);
+	CHECK_CONTAINS(log, "cannot change directory to '/nonexistent-dir'");
+	free(log);
+	teardown(e);
+}
+
+TEST(readopt_after_forgetting)
+{
+	struct exec *e = setup();
+	start(e, 9, "sleep 0.4; exit 7", NULL);
+	start(e, 10, "exit 4", NULL);
+	start(e, 11, "sleep 100", NULL);
+	struct exec_status st9, st11;
+	CHECK_INT(exec_find(e, 9, 0, &st9), 0);
+	CHECK_INT(exec_find(e, 11, 0, &st11), 0);
+	wait_final(e, 10, 5000);
+	exec_free(e); /* the agent "forgets": a new executor over the same dir */
+	CHECK_INT(exec_new(work, node, &e), 0);
+	CHECK_INT(exec_count(e), 3);
+	struct exec_status st;
+	CHECK_INT(exec_find(e, 9, 0, &st), 0);
+	CHECK_INT(st.state, EXEC_RUNNING);
+	CHECK_INT(st.pid, st9.pid);
+	CHECK_INT(st.job_id, 90);
+	CHECK_INT(exec_find(e, 10, 0, &st), 0);
+	CHECK_INT(st.state, EXEC_EXITED);
+	CHECK_INT(st.exit_code, 4);
+	CHECK(exec_next_poll_ms(e) >= 0); /* adopted ranks are polled */
+	st = wait_final(e, 9, 5000);
+	CHECK_INT(st.exit_code, 7);
+	/* An adopted rank can be stopped. */
+	CHECK_INT(exec_stop(e, 11, 0, 1000), 0);
+	st = wait_final(e, 11, 5000);
+	CHECK_INT(st.signal, SIGTERM);
+	CHECK(!alive(st11.pid));
+	/* A forgotten rank is not adopted again; an acked one stays acked here. */
+	exec_ack(e, 10, 0);
+	CHECK_INT(exec_find(e, 10, 0, &st), 0);
+	CHECK(st.acked);
+	exec_forget(e, 10, 0);
+	CHECK_INT(exec_find(e, 10, 0, &st), ERR_NOTFOUND);
+	exec_free(e);
+	CHECK_INT(exec_new(work, node, &e), 0);
+	CHECK_INT(exec_count(e), 2);
+	CHECK_INT(exec_find(e, 10, 0, &st), ERR_NOTFOUND);
+	teardown(e);
+}
+
+TEST(stop_all_with_cap)
+{
+	struct exec *e = setup();
+	const char *argv[] = {"sh", "-c", "trap '' TERM; sleep 100", NULL};
+	for (int i = 0; i < 3; i++)
+		CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 20 + i, .argv = argv,
+				     .grace_ms = 600000}), 0);
+	CHECK_INT(exec_running(e), 3);
+	sleep_ms(50);
+	exec_stop_all(e, 100);
+	for (int i = 0; i < 3; i++)
+		CHECK_INT(wait_final(e, 20 + i, 3000).signal, SIGKILL);
+	CHECK_INT(exec_running(e), 0);
+	teardown(e);
+}
+
+TEST_MAIN()

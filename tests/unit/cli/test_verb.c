@@ -1,0 +1,176 @@
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "../test.h"
+#include "cli/cli.h"
+#include "cli/verb.h"
+
+static json_t *load(const char *text)
+{
+	json_error_t je;
+	json_t *v = json_loads(text, 0, &je);
+	if (!v)
+		FAIL_AT("bad test JSON: %s", je.text);
+	return v;
+}
+
+static const char job_json[] =
+        "{\"id\": 7, \"name\": \"train\", \"queue\": \"default\", \"priority\": 5,"
+        " \"state\": \"running\", \"gpus\": 4, \"nodes\": 2,"
+        " \"command\": [\"python3\", \"train.py\", \"--msg\", \"it's here\"],"
+        " \"env\": {\"A\": \"1\"}, \"cwd\": null, \"grace_ms\": 10000,"
+        " \"submit_time_ms\": 1790000000000, \"start_time_ms\": 1790000003000,"
+        " \"end_time_ms\": null, \"exit_code\": null, \"reason\": \"\","
+        " \"attempts\": [{\"id\": 9, \"number\": 1, \"state\": \"running\","
+        "   \"master_addr\": \"127.0.0.1\", \"master_port\": 29507, \"ranks\": ["
+        "     {\"rank\": 0, \"node_id\": 1, \"node\": \"node-1\", \"gpus\": [0, 1, 2, 3],"
+        "      \"state\": \"running\", \"pid\": 4242, \"exit_code\": null, \"signal\": null},"
+        "     {\"rank\": 1, \"node_id\": 2, \"node\": \"node-22\", \"gpus\": [4, 5, 6, 7],"
+        "      \"state\": \"running\", \"pid\": 77, \"exit_code\": null, \"signal\": null}]}]}";
+
+TEST(jobs_table)
+{
+	char text[4096];
+	snprintf(text, sizeof(text),
+	         "[%s, {\"id\": 12, \"name\": \"\", \"queue\": \"high\", \"state\": \"pending\","
+	         " \"gpus\": 8, \"nodes\": 16, \"command\": [\"sleep\", \"1\"],"
+	         " \"submit_time_ms\": 1790000060000, \"start_time_ms\": null,"
+	         " \"exit_code\": null, \"reason\": \"waiting for 16 nodes with 8 free GPUs\"}]",
+	         job_json);
+	json_t *jobs = load(text);
+	struct buf out;
+	buf_init(&out);
+	verb_jobs_render(jobs, 1790000125000, &out);
+	CHECK_STR(out.data,
+	          "ID  NAME   STATE    QUEUE    NODES  GPUS/NODE  AGE    RUNTIME  EXIT  "
+	          "COMMAND                                REASON\n"
+	          " 7  train  running  default      2          4  2m05s  2m02s       -  "
+	          "python3 train.py --msg 'it'\\''s here'  -\n"
+	          "12  -      pending  high        16          8  1m05s  -           -  "
+	          "sleep 1                                waiting for 16 nodes with 8 free GPUs\n");
+	buf_reset(&out);
+	json_t *empty = json_array();
+	verb_jobs_render(empty, 0, &out);
+	CHECK_STR(out.data, "no jobs\n");
+	json_decref(empty);
+	json_decref(jobs);
+	buf_cleanup(&out);
+}
+
+TEST(show_job_with_attempts)
+{
+	setenv("TZ", "UTC", 1);
+	json_t *job = load(job_json);
+	struct buf out;
+	buf_init(&out);
+	verb_show_render(job, 1790000125000, &out);
+	CHECK_STR(out.data, "job 7: train\n"
+	                    "  state      running\n"
+	                    "  queue      default (priority 5)\n"
+	                    "  size       2 nodes x 4 GPUs\n"
+	                    "  command    python3 train.py --msg 'it'\\''s here'\n"
+	                    "  cwd        (the agent's work dir)\n"
+	                    "  env        A=1\n"
+	                    "  grace      10s\n"
+	                    "  submitted  2026-09-21 14:13:20 (2m05s ago)\n"
+	                    "  started    2026-09-21 14:13:23 (2m02s ago)\n"
+	                    "  ended      -\n"
+	                    "  exit code  -\n"
+	                    "\n"
+	                    "attempt 1 (id 9): running, master 127.0.0.1:29507\n"
+	                    "  RANK  NODE     GPUS     STATE     PID  EXIT  SIGNAL\n"
+	                    "     0  node-1   0,1,2,3  running  4242     -       -\n"
+	                    "     1  node-22  4,5,6,7  running    77     -       -\n");
+	json_decref(job);
+	buf_cleanup(&out);
+}
+
+TEST(show_pending_job_says_why)
+{
+	json_t *job = load("{\"id\": 3, \"name\": \"x\\u001b[2J\", \"state\": \"pending\","
+	                   " \"reason\": \"queue 'default' is full\", \"attempts\": []}");
+	struct buf out;
+	buf_init(&out);
+	verb_show_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "job 3: x?[2J\n");
+	CHECK_CONTAINS(out.data, "  reason     queue 'default' is full\n");
+	CHECK_CONTAINS(out.data, "no attempts yet\n");
+	json_decref(job);
+	buf_cleanup(&out);
+}
+
+TEST(nodes_table)
+{
+	json_t *nodes = load(
+	        "[{\"id\": 1, \"name\": \"node-1\", \"address\": \"127.0.0.1\", \"state\": "
+	        "\"ready\","
+	        "  \"last_seen_ms_ago\": 12, \"gpus_total\": 4, \"gpus_allocated\": 1,"
+	        "  \"gpus\": [{\"model\": \"NVIDIA H200\"}, {\"model\": \"NVIDIA H200\"}]},"
+	        " {\"id\": 10, \"name\": \"n10\", \"address\": \"10.0.0.10\", \"state\": \"lost\","
+	        "  \"last_seen_ms_ago\": 93000, \"gpus_total\": 16, \"gpus_allocated\": 0,"
+	        "  \"gpus\": [{\"model\": \"A100\"}, {\"model\": \"H200\"}, {\"model\": "
+	        "\"A100\"}]},"
+	        " {\"id\": 11, \"name\": \"cpu\", \"state\": \"cordoned\", \"gpus_total\": 0,"
+	        "  \"gpus_allocated\": 0, \"gpus\": []}]");
+	struct buf out;
+	buf_init(&out);
+	verb_nodes_render(nodes, &out);
+	CHECK_STR(out.data, "ID  NAME    STATE     GPUS  MODEL        ADDRESS    LAST SEEN\n"
+	                    " 1  node-1  ready      1/4  NVIDIA H200  127.0.0.1  12ms ago\n"
+	                    "10  n10     lost      0/16  A100, H200   10.0.0.10  1m33s ago\n"
+	                    "11  cpu     cordoned   0/0  -            -          -\n");
+	json_decref(nodes);
+	buf_cleanup(&out);
+}
+
+TEST(run_wait_exit_codes)
+{
+	const struct {
+		const char *job;
+		int want;
+	} cases[] = {
+	        {"{\"state\": \"succeeded\", \"exit_code\": 0}", 0},
+	        {"{\"state\": \"failed\", \"exit_code\": 3}", 3},
+	        {"{\"state\": \"failed\", \"exit_code\": 137}", 137},
+	        {"{\"state\": \"failed\", \"exit_code\": 0}", 1},
+	        {"{\"state\": \"failed\", \"exit_code\": null}", 1},
+	        {"{\"state\": \"failed\", \"exit_code\": 300}", 255},
+	        {"{\"state\": \"cancelled\", \"exit_code\": 143}", 130},
+	        {"{\"state\": \"lost\", \"exit_code\": null}", 75},
+	        {"{}", 1},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *job = load(cases[i].job);
+		CHECK_INT(verb_run_exit(job), cases[i].want);
+		json_decref(job);
+	}
+	CHECK_INT(CLI_EXIT_CANCELLED, 130);
+	CHECK_INT(CLI_EXIT_LOST, 75);
+}
+
+TEST(command_line_quoting_and_cut)
+{
+	json_t *cmd = load("[\"sh\", \"-c\", \"echo $HOME\", \"\", \"a=b\"]");
+	struct buf out;
+	buf_init(&out);
+	verb_command_line(cmd, 0, &out);
+	CHECK_STR(out.data, "sh -c 'echo $HOME' '' a=b");
+	buf_reset(&out);
+	verb_command_line(cmd, 10, &out);
+	CHECK_STR(out.data, "sh -c '...");
+	json_decref(cmd);
+	buf_cleanup(&out);
+}
+
+TEST(final_states)
+{
+	CHECK(verb_state_final("succeeded"));
+	CHECK(verb_state_final("failed"));
+	CHECK(verb_state_final("cancelled"));
+	CHECK(verb_state_final("lost"));
+	CHECK(!verb_state_final("running"));
+	CHECK(!verb_state_final("pending"));
+	CHECK(!verb_state_final(NULL));
+}
+
+TEST_MAIN()

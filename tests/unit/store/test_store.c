@@ -1,0 +1,124 @@
+#include <stdlib.h>
+
+#include "../test.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "store/store.h"
+
+struct loaded {
+	int queues;
+	struct node *node;
+	struct job *job;
+};
+
+static void on_queue(void *ctx, const char *name, int priority)
+{
+	struct loaded *l = ctx;
+	(void)name;
+	(void)priority;
+	l->queues++;
+}
+
+static void on_node(void *ctx, struct node *n)
+{
+	((struct loaded *)ctx)->node = n;
+}
+
+static void on_job(void *ctx, struct job *j)
+{
+	((struct loaded *)ctx)->job = j;
+}
+
+static struct job *sample_job(void)
+{
+	struct job *j = xcalloc(1, sizeof(*j));
+	j->id = 1;
+	j->name = xstrdup("train");
+	j->queue = xstrdup("default");
+	j->priority = 5;
+	j->gpus = 4;
+	j->nodes = 2;
+	j->command = json_pack("[s,s]", "python3", "train.py");
+	j->env = json_pack("{s:s}", "A", "b");
+	j->grace_ms = 3000;
+	j->state = JOB_RUNNING;
+	j->submit_ms = 1000;
+	j->start_ms = 2000;
+	struct attempt *a = xcalloc(1, sizeof(*a));
+	a->id = 7;
+	a->job_id = 1;
+	a->number = 1;
+	a->state = JOB_RUNNING;
+	snprintf(a->master_addr, sizeof(a->master_addr), "10.0.0.1");
+	a->master_port = 20007;
+	a->nranks = 2;
+	a->ranks = xcalloc(2, sizeof(*a->ranks));
+	for (int r = 0; r < 2; r++) {
+		a->ranks[r].rank = r;
+		a->ranks[r].node_id = r + 1;
+		a->ranks[r].gpus = 0xf;
+		a->ranks[r].state = RANK_RUNNING;
+		a->ranks[r].pid = 100 + r;
+	}
+	j->attempts = xcalloc(1, sizeof(*j->attempts));
+	j->attempts[0] = a;
+	j->nattempts = 1;
+	return j;
+}
+
+TEST(job_round_trips_through_sqlite)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *j = sample_job();
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_queue(st, "default", 0), 0);
+	CHECK_INT(store_put_job(st, j), 0);
+	CHECK_INT(store_add_event(st, "job.submitted", 1, 0, "hello"), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 1, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK_INT(l.queues, 1);
+	CHECK(l.job != NULL);
+	CHECK_STR(l.job->name, "train");
+	CHECK_INT(l.job->state, JOB_RUNNING);
+	CHECK_INT(l.job->nattempts, 1);
+	CHECK_INT(l.job->attempts[0]->master_port, 20007);
+	CHECK_INT(l.job->attempts[0]->nranks, 2);
+	CHECK_INT(l.job->attempts[0]->ranks[1].gpus, 0xf);
+	CHECK_INT(l.job->attempts[0]->ranks[1].pid, 101);
+	CHECK_STR(json_string_value(json_array_get(l.job->command, 1)), "train.py");
+	CHECK_INT(l.job->has_exit, 0);
+	job_free(l.job);
+	job_free(j);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
+TEST(meta_get_missing_is_notfound)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	char *v = NULL;
+	CHECK(store_meta_get(st, "nope", &v) < 0);
+	CHECK_INT(store_meta_set(st, "k", "v"), 0);
+	CHECK_INT(store_meta_get(st, "k", &v), 0);
+	CHECK_STR(v, "v");
+	free(v);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
+TEST_MAIN()
