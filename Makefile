@@ -29,6 +29,7 @@ demo: release
 # Sanitizer build, every unit and integration test through ctest.
 check: asan
 	@bash scripts/format-check.sh
+	@bash scripts/tidy.sh build/asan
 	@cd build/asan && ctest --output-on-failure -j$(JOBS)
 
 unit: asan

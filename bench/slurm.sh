@@ -3,17 +3,20 @@
 # benchmark peer. Nothing outside DIR is written or started; the system's munge/slurm services
 # (if any) are left alone: munged gets its own key and socket, slurm its own ports and spool.
 #
-#   bench/slurm.sh start DIR [SLOTS]   configure and start; prints SLURM_CONF=DIR/slurm.conf
-#   bench/slurm.sh stop DIR            stop everything started under DIR (idempotent)
+#   bench/slurm.sh start DIR [SLOTS [PROCTRACK]]   configure and start; prints SLURM_CONF=...
+#   bench/slurm.sh stop DIR                        stop everything started under DIR (idempotent)
 #
 # SLOTS (default 16) is the node's CPU count as Slurm sees it, so that Slurm runs as many
 # one-CPU jobs at once as the anvil cluster runs one-GPU jobs (2 agents x 8 GPUs). The real
 # core count is lower; SlurmdParameters=config_overrides lets slurmd accept that.
+# PROCTRACK (default cgroup) is how slurmd tracks a job's processes: "cgroup" puts every job in
+# a cgroup (v1 here, freezer hierarchy), as anvil's agent does; "linuxproc" uses none.
 set -euo pipefail
 
-cmd=${1:?usage: slurm.sh start|stop DIR [SLOTS]}
-dir=${2:?usage: slurm.sh start|stop DIR [SLOTS]}
+cmd=${1:?usage: slurm.sh start|stop DIR [SLOTS [PROCTRACK]]}
+dir=${2:?usage: slurm.sh start|stop DIR [SLOTS [PROCTRACK]]}
 slots=${3:-16}
+proctrack=${4:-cgroup}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -44,11 +47,19 @@ stop() {
       kill -KILL "$p" 2>/dev/null || true
     fi
   done
+  # proctrack/cgroup leaves its (empty) slurm_HOST hierarchy behind; remove empty ones, deepest
+  # first (rmdir of a cgroup that still has processes fails and changes nothing).
+  local host
+  host=$(hostname -s)
+  if [ -f "$dir/cgroup.conf" ]; then
+    find /sys/fs/cgroup/*/"slurm_$host" /sys/fs/cgroup/"slurm_$host" -depth -type d 2>/dev/null |
+      while read -r d; do rmdir "$d" 2>/dev/null || true; done
+  fi
 }
 
 start() {
   mkdir -p "$dir"/{munge,run,state,spool,log,out}
-  chmod 0700 "$dir" "$dir/munge"
+  chmod 0711 "$dir" "$dir/munge"
   local host cpus mem ctld_port d_port
   host=$(hostname -s)
   mem=$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)
@@ -89,9 +100,9 @@ SlurmdDebug=error
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
-SchedulerParameters=sched_min_interval=0,batch_sched_delay=0,default_queue_depth=1000,max_rpc_cnt=0
+SchedulerParameters=batch_sched_delay=0,default_queue_depth=1000
 PriorityType=priority/basic
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/$proctrack
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
@@ -99,7 +110,9 @@ JobCompType=jobcomp/none
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
-MinJobAge=2
+# Finished jobs stay visible (squeue -t all) long enough to check their states.
+MinJobAge=600
+MailProg=/bin/true
 MaxJobCount=100000
 MaxArraySize=100001
 KillWait=5
@@ -107,6 +120,17 @@ SlurmdParameters=config_overrides
 NodeName=$host CPUs=$slots RealMemory=$mem State=UNKNOWN
 PartitionName=bench Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+  if [ "$proctrack" = cgroup ]; then
+    cat >"$dir/cgroup.conf" <<EOF
+# cgroups only to track (and kill) each job's processes; no limits, like anvil's agent.
+CgroupPlugin=autodetect
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainSwapSpace=no
+ConstrainDevices=no
+EOF
+  fi
   export SLURM_CONF="$dir/slurm.conf"
 
   setsid slurmctld -D -i -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &

@@ -38,16 +38,16 @@ GANG=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in 
 echo "-- rank 1's log:"
 anvil logs --rank 1 "$GANG"
 
-say "2. Ten single-GPU jobs compete for 8 GPUs, and one job that will be cancelled"
+say "2. A 2-GPU job that will be cancelled, then ten single-GPU jobs compete for the other 6 GPUs"
+anvil run --name doomed --gpus 2 -- sh -c 'echo "doomed job started, forking a child"; sleep 600 & wait'
+DOOMED=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="doomed"][0])')
 for i in $(seq 1 10); do
   anvil run --name "single-$i" --gpus 1 -- sh -c 'echo "single job $ANVIL_JOB_ID on $ANVIL_NODE GPU $CUDA_VISIBLE_DEVICES"; sleep 1'
 done
-anvil run --name doomed --gpus 2 -- sh -c 'echo "doomed job started"; sleep 600'
-DOOMED=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="doomed"][0])')
-echo "-- while they compete:"
+echo "-- while they compete (four wait for a GPU):"
 anvil jobs --state active
 
-say "3. Cancel job $DOOMED"
+say "3. Cancel job $DOOMED: SIGTERM to its process group, its GPUs go to the waiting jobs"
 anvil cancel "$DOOMED"
 
 for _ in $(seq 1 300); do

@@ -57,16 +57,16 @@ struct flag {
 
 #define OPT(f) offsetof(struct agent_opts, f)
 static const struct flag flags[] = {
-	{"server", OPT(server), "URL of the anvil server (required)"},
-	{"join-token", OPT(join_token), "the cluster's join token"},
-	{"join-token-file", OPT(join_token_file), "a file holding the join token"},
-	{"name", OPT(name), "node name (default: the hostname)"},
-	{"work-dir", OPT(work_dir), "node state, rank logs and outputs (required)"},
-	{"gpus-file", OPT(gpus_file), "simulated GPUs (JSON); without it: no GPUs"},
-	{"listen", OPT(listen), "HOST:PORT of the agent's HTTP server (127.0.0.1:0)"},
-	{"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
-	{"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
-	{"log-level", OPT(log_level), "error, warn, info or debug (info)"},
+        {"server", OPT(server), "URL of the anvil server (required)"},
+        {"join-token", OPT(join_token), "the cluster's join token"},
+        {"join-token-file", OPT(join_token_file), "a file holding the join token"},
+        {"name", OPT(name), "node name (default: the hostname)"},
+        {"work-dir", OPT(work_dir), "node state, rank logs and outputs (required)"},
+        {"gpus-file", OPT(gpus_file), "simulated GPUs (JSON); without it: no GPUs"},
+        {"listen", OPT(listen), "HOST:PORT of the agent's HTTP server (127.0.0.1:0)"},
+        {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
+        {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
+        {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
 };
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -99,7 +99,8 @@ static int scan_flags(int argc, char **argv, struct agent_opts *o)
 		size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 		const struct flag *f = NULL;
 		for (size_t k = 0; k < NFLAGS; k++)
-			if (strlen(flags[k].name) == len && strncmp(flags[k].name, arg + 2, len) == 0)
+			if (strlen(flags[k].name) == len &&
+			    memcmp(flags[k].name, arg + 2, len) == 0)
 				f = &flags[k];
 		if (!f)
 			return bad_flag("unknown flag '%s'%s", arg, "");
@@ -130,7 +131,7 @@ static int check_listen(struct agent_opts *o)
 	if (!colon || colon == o->listen || (size_t)(colon - o->listen) >= sizeof(o->host) ||
 	    parse_i64(colon + 1, 0, 65535, &port) != 0)
 		return bad_flag("--listen '%s': expected HOST:PORT, e.g. 127.0.0.1:0%s", o->listen,
-				"");
+		                "");
 	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - o->listen), o->listen);
 	o->port = (int)port;
 	return 0;
@@ -139,8 +140,8 @@ static int check_listen(struct agent_opts *o)
 static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 {
 	if (!o->server || strncmp(o->server, "http", 4) != 0)
-		return bad_flag("--server %s%s", o->server ? "must be an http:// URL" : "is required",
-				"");
+		return bad_flag("--server %s%s",
+		                o->server ? "must be an http:// URL" : "is required", "");
 	if (!o->work_dir || !*o->work_dir)
 		return bad_flag("--work-dir is required%s%s", "", "");
 	if (o->join_token && o->join_token_file)
@@ -153,13 +154,13 @@ static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 	}
 	if (!valid_name(o->name))
 		return bad_flag("--name '%s': use 1-63 letters, digits, '-', '_' or '.'%s", o->name,
-				"");
+		                "");
 	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
 		return bad_flag("--wait-ms '%s': expected milliseconds in [0, 600000]%s",
-				o->wait_ms, "");
+		                o->wait_ms, "");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		return bad_flag("--log-level '%s': expected error, warn, info or debug%s",
-				o->log_level, "");
+		                o->log_level, "");
 	return check_listen(o);
 }
 
@@ -177,7 +178,7 @@ static int load_token(struct agent *a)
 	int rc = read_file(a->o.join_token_file, 4096, &b);
 	if (rc) {
 		log_error("cannot read the join token file=%s error=\"%s\"", a->o.join_token_file,
-			  strerror(-rc));
+		          strerror(-rc));
 		buf_cleanup(&b);
 		return rc;
 	}
@@ -223,7 +224,8 @@ static int register_node(struct agent *a, int at_start)
 {
 	if (!a->token) {
 		log_error("cannot register: no join token (--join-token or --join-token-file) "
-			  "and no usable identity in %s", a->node_file);
+		          "and no usable identity in %s",
+		          a->node_file);
 		return ERR_AUTH;
 	}
 	int64_t backoff = 50;
@@ -232,14 +234,15 @@ static int register_node(struct agent *a, int at_start)
 		char err[512];
 		struct ident id;
 		int rc = ident_register(a->http, a->o.server, a->token, a->facts, &id, err,
-					sizeof(err));
+		                        sizeof(err));
 		if (rc == 0) {
 			a->id = id;
 			rc = ident_save(a->node_file, &a->id);
 			if (rc)
-				log_warn("cannot save the identity file=%s error=\"%s\"", a->node_file,
-					 strerror(-rc));
-			log_info("registered node=%s node_id=%lld", a->o.name, (long long)id.node_id);
+				log_warn("cannot save the identity file=%s error=\"%s\"",
+				         a->node_file, strerror(-rc));
+			log_info("registered node=%s node_id=%lld", a->o.name,
+			         (long long)id.node_id);
 			return 0;
 		}
 		if (rc == ERR_AUTH || rc == ERR_INVALID || !at_start) {
@@ -261,12 +264,12 @@ static int identity(struct agent *a)
 	int rc = ident_load(a->node_file, &a->id, err, sizeof(err));
 	if (rc == 0 && strcmp(a->id.name, a->o.name) == 0) {
 		log_info("identity from file=%s node_id=%lld", a->node_file,
-			 (long long)a->id.node_id);
+		         (long long)a->id.node_id);
 		return 0;
 	}
 	if (rc == 0)
 		log_warn("identity file=%s is for node=%s, registering as node=%s", a->node_file,
-			 a->id.name, a->o.name);
+		         a->id.name, a->o.name);
 	else if (rc != -ENOENT)
 		log_warn("ignoring the identity file: %s", err);
 	return register_node(a, 1);
@@ -286,7 +289,7 @@ static int open_gpus(struct agent *a)
 	}
 	atomic_store(&a->stats.gpus, gpu_count(a->gpus));
 	log_info("gpus backend=%s count=%d driver=%s", gpu_backend_name(a->gpus),
-		 gpu_count(a->gpus), gpu_driver_version(a->gpus));
+	         gpu_count(a->gpus), gpu_driver_version(a->gpus));
 	return 0;
 }
 
@@ -297,7 +300,7 @@ static int setup(struct agent *a)
 	int rc = mkdir_p(a->o.work_dir, 0755);
 	if (rc || !realpath(a->o.work_dir, work)) {
 		log_error("cannot create the work dir=%s error=\"%s\"", a->o.work_dir,
-			  strerror(rc ? -rc : errno));
+		          strerror(rc ? -rc : errno));
 		return rc ? rc : -errno;
 	}
 	a->o.work_dir = work;
@@ -319,8 +322,8 @@ static int setup(struct agent *a)
 	if ((rc = identity(a)))
 		return rc;
 	serve_set_secret(a->serve, a->id.secret);
-	struct syncer_config sc = {.server = a->o.server, .wait_ms = a->o.wait, .exec = a->exec,
-				   .stats = &a->stats};
+	struct syncer_config sc = {
+	        .server = a->o.server, .wait_ms = a->o.wait, .exec = a->exec, .stats = &a->stats};
 	a->sync = syncer_new(&sc);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
@@ -409,8 +412,10 @@ static void teardown(struct agent *a)
 int agent_main(int argc, char **argv)
 {
 	struct agent a = {.sigfd = -1};
-	a.o = (struct agent_opts){.listen = "127.0.0.1:0", .address = "127.0.0.1",
-				  .wait_ms = "10000", .log_level = "info"};
+	a.o = (struct agent_opts){.listen = "127.0.0.1:0",
+	                          .address = "127.0.0.1",
+	                          .wait_ms = "10000",
+	                          .log_level = "info"};
 	char hostname[256] = "";
 	int rc = scan_flags(argc, argv, &a.o);
 	if (rc == 1) {

@@ -131,10 +131,13 @@ int cgroup_signal(const char *path, int sig)
 	if (!f)
 		return 0;
 	int n = 0;
-	long pid;
-	while (fscanf(f, "%ld", &pid) == 1)
-		if (pid > 0 && kill((pid_t)pid, sig) == 0)
+	char line[32];
+	while (fgets(line, sizeof(line), f)) {
+		char *end;
+		long pid = strtol(line, &end, 10);
+		if (end != line && pid > 0 && kill((pid_t)pid, sig) == 0)
 			n++;
+	}
 	fclose(f);
 	return n;
 }

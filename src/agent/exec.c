@@ -22,9 +22,9 @@
 #include "base/mem.h"
 #include "base/util.h"
 
-#define ADOPT_POLL_MS 250   /* adopted shims are not our children: no SIGCHLD */
+#define ADOPT_POLL_MS    250  /* adopted shims are not our children: no SIGCHLD */
 #define STARTING_LOST_MS 5000 /* an adopted rank whose shim never wrote its pid file */
-#define CGROUP_RETRY_MS 20
+#define CGROUP_RETRY_MS  20
 
 struct rank {
 	int64_t attempt_id;
@@ -32,19 +32,19 @@ struct rank {
 	int64_t job_id;
 	int64_t grace_ms;
 	int64_t start_wall_ms;
-	char *dir;         /* WORK_DIR/attempts/<attempt_id> */
-	pid_t shim;        /* 0 when unknown */
-	pid_t pgid;        /* the command's process group; 0 when unknown */
-	int own;           /* the shim is our child (SIGCHLD tells when it ends) */
+	char *dir;  /* WORK_DIR/attempts/<attempt_id> */
+	pid_t shim; /* 0 when unknown */
+	pid_t pgid; /* the command's process group; 0 when unknown */
+	int own;    /* the shim is our child (SIGCHLD tells when it ends) */
 	enum exec_state state;
 	int exit_code, signal;
 	char *error;
 	int stopping, killed;
-	int64_t kill_at;   /* monotonic ms: SIGKILL due */
-	int64_t lost_at;   /* monotonic ms: adopted without pid file, give up */
+	int64_t kill_at; /* monotonic ms: SIGKILL due */
+	int64_t lost_at; /* monotonic ms: adopted without pid file, give up */
 	int acked;
-	char *cgroup;      /* NULL without cgroups */
-	int cgroup_left;   /* the cgroup directory still has to be removed */
+	char *cgroup;    /* NULL without cgroups */
+	int cgroup_left; /* the cgroup directory still has to be removed */
 };
 
 struct exec {
@@ -126,10 +126,10 @@ out:
 
 static int record_write(const struct rank *r)
 {
-	json_t *o = json_pack("{s:I,s:i,s:I,s:I,s:I}", "attempt_id", (json_int_t)r->attempt_id,
-			      "rank", r->rank, "job_id", (json_int_t)r->job_id, "grace_ms",
-			      (json_int_t)r->grace_ms, "start_time_ms",
-			      (json_int_t)r->start_wall_ms);
+	json_t *o =
+	        json_pack("{s:I,s:i,s:I,s:I,s:I}", "attempt_id", (json_int_t)r->attempt_id, "rank",
+	                  r->rank, "job_id", (json_int_t)r->job_id, "grace_ms",
+	                  (json_int_t)r->grace_ms, "start_time_ms", (json_int_t)r->start_wall_ms);
 	if (r->error)
 		json_object_set_new(o, "error", json_string(r->error));
 	char *text = jv_dump(o);
@@ -184,11 +184,11 @@ static void finish(struct rank *r, int st, const char *lost, int live)
 	}
 	if (lost)
 		log_warn("rank lost attempt=%lld rank=%d job=%lld reason=\"%s\"",
-			 (long long)r->attempt_id, r->rank, (long long)r->job_id, lost);
+		         (long long)r->attempt_id, r->rank, (long long)r->job_id, lost);
 	else
 		log_info("rank exited attempt=%lld rank=%d job=%lld exit_code=%d signal=%d",
-			 (long long)r->attempt_id, r->rank, (long long)r->job_id, r->exit_code,
-			 r->signal);
+		         (long long)r->attempt_id, r->rank, (long long)r->job_id, r->exit_code,
+		         r->signal);
 }
 
 /* Reads rank-R.exit; 0 with the wait status, or a negative errno. */
@@ -218,8 +218,13 @@ static int read_pids(struct rank *r)
 	buf_init(&b);
 	int rc = read_file(path, 64, &b);
 	long shim = 0, pgid = 0;
-	if (rc == 0 && sscanf(b.data, "%ld %ld", &shim, &pgid) != 2)
-		rc = ERR_INVALID;
+	if (rc == 0) {
+		char *end, *end2;
+		shim = strtol(b.data, &end, 10);
+		pgid = strtol(end, &end2, 10);
+		if (end == b.data || end2 == end)
+			rc = ERR_INVALID;
+	}
 	if (rc == 0 && shim > 0 && pgid > 0) {
 		r->shim = (pid_t)shim;
 		r->pgid = (pid_t)pgid;
@@ -275,7 +280,7 @@ static const char *env_get(const struct strv *s, const char *key)
 }
 
 static void build_env(struct strv *env, const struct exec_spec *spec, const char *out_dir,
-		      const char *log_path)
+                      const char *log_path)
 {
 	static const char *const base[] = {"PATH", "HOME", "LANG", "TERM"};
 	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
@@ -369,21 +374,30 @@ static void launch_strings(struct launch *la, struct rank *r, const struct exec_
 	la->files[2] = rank_file(r, "exit");
 	la->files[3] = rank_file(r, "exit.tmp");
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
-				spec->argv[0], env_get(&la->env, "PATH"));
+	                        spec->argv[0], env_get(&la->env, "PATH"));
 	la->msgs[1] = xasprintf("anvil: cannot execute '%s': ", la->path ? la->path : "");
 	la->msgs[2] = xasprintf("anvil: cannot change directory to '%s': ", la->cwd);
 	la->l = (struct shim_launch){
-		.path = la->path, .argv = la->argv.v, .envp = la->env.v, .cwd = la->cwd,
-		.log_fd = la->l.log_fd, .null_fd = la->l.null_fd, .cgroup_fd = la->l.cgroup_fd,
-		.pid_file = la->files[0], .pid_tmp = la->files[1], .exit_file = la->files[2],
-		.exit_tmp = la->files[3], .msg_notfound = la->msgs[0], .msg_exec = la->msgs[1],
-		.msg_cwd = la->msgs[2],
+	        .path = la->path,
+	        .argv = la->argv.v,
+	        .envp = la->env.v,
+	        .cwd = la->cwd,
+	        .log_fd = la->l.log_fd,
+	        .null_fd = la->l.null_fd,
+	        .cgroup_fd = la->l.cgroup_fd,
+	        .pid_file = la->files[0],
+	        .pid_tmp = la->files[1],
+	        .exit_file = la->files[2],
+	        .exit_tmp = la->files[3],
+	        .msg_notfound = la->msgs[0],
+	        .msg_exec = la->msgs[1],
+	        .msg_cwd = la->msgs[2],
 	};
 }
 
 /* Everything the shim needs, prepared before the fork. */
 static int launch_prepare(struct launch *la, struct rank *r, const struct exec_spec *spec,
-			  char *err, size_t errlen)
+                          char *err, size_t errlen)
 {
 	la->out_dir = xasprintf("%s/output", r->dir);
 	la->log_path = rank_file(r, "log");
@@ -406,9 +420,10 @@ static int launch_prepare(struct launch *la, struct rank *r, const struct exec_s
 		rc = mkdir(r->cgroup, 0755) < 0 && errno != EEXIST ? -errno : 0;
 		la->l.cgroup_fd = rc ? rc : cgroup_open_procs(r->cgroup);
 		if (la->l.cgroup_fd < 0) {
-			log_warn("rank runs without a cgroup attempt=%lld rank=%d cgroup=%s error=\"%s\"",
-				 (long long)r->attempt_id, r->rank, r->cgroup,
-				 strerror(-la->l.cgroup_fd));
+			log_warn("rank runs without a cgroup attempt=%lld rank=%d cgroup=%s "
+			         "error=\"%s\"",
+			         (long long)r->attempt_id, r->rank, r->cgroup,
+			         strerror(-la->l.cgroup_fd));
 			la->l.cgroup_fd = -1;
 			free(r->cgroup);
 			r->cgroup = NULL;
@@ -426,7 +441,7 @@ static void start_failed(struct rank *r, const char *why)
 	if (r->cgroup)
 		cgroup_remove(r->cgroup);
 	log_warn("rank failed to start attempt=%lld rank=%d job=%lld error=\"%s\"",
-		 (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
+	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
 
 int exec_start(struct exec *e, const struct exec_spec *spec)
@@ -444,7 +459,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	int rc = launch_prepare(&la, r, spec, err, sizeof(err));
 	if (rc == 0 && (rc = record_write(r)) != 0)
 		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", r->dir,
-			 strerror(-rc));
+		         strerror(-rc));
 	if (rc == 0 && (rc = shim_spawn(&la.l, &r->shim, &r->pgid)) != 0)
 		snprintf(err, sizeof(err), "cannot fork: %s", strerror(-rc));
 	launch_cleanup(&la);
@@ -455,8 +470,8 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	r->own = 1;
 	r->state = EXEC_RUNNING;
 	log_info("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s",
-		 (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
-		 r->cgroup ? "yes" : "no");
+	         (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
+	         r->cgroup ? "yes" : "no");
 	return 0;
 }
 
@@ -470,7 +485,7 @@ static void stop_rank(struct rank *r, int64_t cap_ms)
 	r->stopping = 1;
 	r->kill_at = now_ms() + grace;
 	log_info("rank stopping attempt=%lld rank=%d job=%lld grace_ms=%lld",
-		 (long long)r->attempt_id, r->rank, (long long)r->job_id, (long long)grace);
+	         (long long)r->attempt_id, r->rank, (long long)r->job_id, (long long)grace);
 	if (grace <= 0) {
 		kill_rank(r, SIGKILL);
 		r->killed = 1;
@@ -530,7 +545,7 @@ static int poll_running(struct rank *r, int64_t now, int live)
 	}
 	if (r->stopping && !r->killed && now >= r->kill_at) {
 		log_info("rank killed after grace attempt=%lld rank=%d job=%lld",
-			 (long long)r->attempt_id, r->rank, (long long)r->job_id);
+		         (long long)r->attempt_id, r->rank, (long long)r->job_id);
 		kill_rank(r, SIGKILL);
 		r->killed = 1;
 	}
@@ -596,8 +611,8 @@ static void adopt(struct exec *e, int64_t attempt_id, int rank)
 	if (r->state == EXEC_RUNNING)
 		poll_running(r, now_ms(), 0);
 	log_info("rank adopted attempt=%lld rank=%d job=%lld state=%s pid=%d",
-		 (long long)attempt_id, rank, (long long)r->job_id,
-		 r->state == EXEC_RUNNING ? "running" : "final", (int)r->pgid);
+	         (long long)attempt_id, rank, (long long)r->job_id,
+	         r->state == EXEC_RUNNING ? "running" : "final", (int)r->pgid);
 }
 
 static void adopt_attempt(struct exec *e, const char *dir, int64_t attempt_id)
@@ -607,11 +622,13 @@ static void adopt_attempt(struct exec *e, const char *dir, int64_t attempt_id)
 		return;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		int rank, used = 0;
-		if (sscanf(de->d_name, "rank-%d.json%n", &rank, &used) == 1 &&
-		    de->d_name[used] == '\0' && used > 0 && rank >= 0 &&
-		    !find(e, attempt_id, rank, NULL))
-			adopt(e, attempt_id, rank);
+		if (strncmp(de->d_name, "rank-", 5) != 0)
+			continue;
+		char *end;
+		long rank = strtol(de->d_name + 5, &end, 10);
+		if (end != de->d_name + 5 && strcmp(end, ".json") == 0 && rank >= 0 &&
+		    rank < 100000 && !find(e, attempt_id, (int)rank, NULL))
+			adopt(e, attempt_id, (int)rank);
 	}
 	closedir(d);
 }
@@ -643,10 +660,18 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 		return rc;
 	struct exec *e = xcalloc(1, sizeof(*e));
 	e->work_dir = xstrdup(work_dir);
-	rc = cgroup_setup(node_name, &e->cgroup_root);
+	/* The group is named by node and work dir, so that agents of different
+	 * clusters on one machine (tests, several `anvil up`s) never share one,
+	 * while a restarted agent finds its ranks' groups again. */
+	uint32_t h = 2166136261u;
+	for (const char *p = work_dir; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	char *group = xasprintf("%s-%08x", node_name, h);
+	rc = cgroup_setup(group, &e->cgroup_root);
+	free(group);
 	if (rc)
 		log_info("running ranks without cgroups reason=\"%s\"",
-			 rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
+		         rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
 	adopt_all(e);
 	*out = e;
 	return 0;
@@ -656,8 +681,16 @@ void exec_free(struct exec *e)
 {
 	if (!e)
 		return;
-	for (size_t i = 0; i < e->n; i++)
-		rank_free(e->ranks[i]);
+	for (size_t i = 0; i < e->n; i++) {
+		struct rank *r = e->ranks[i];
+		/* A killed process leaves its cgroup a moment after the signal. */
+		for (int tries = 0; r->cgroup_left && tries < 20; tries++) {
+			cgroup_tidy(r);
+			if (r->cgroup_left)
+				sleep_ms(5);
+		}
+		rank_free(r);
+	}
 	if (e->cgroup_root)
 		rmdir(e->cgroup_root); /* only when no rank of ours is left in it */
 	free(e->cgroup_root);
@@ -693,10 +726,16 @@ void exec_get(const struct exec *e, size_t i, struct exec_status *out)
 {
 	const struct rank *r = e->ranks[i];
 	*out = (struct exec_status){
-		.attempt_id = r->attempt_id, .rank = r->rank, .job_id = r->job_id,
-		.state = r->state, .stopping = r->stopping, .pid = (int)r->pgid,
-		.exit_code = r->exit_code, .signal = r->signal, .error = r->error,
-		.acked = r->acked,
+	        .attempt_id = r->attempt_id,
+	        .rank = r->rank,
+	        .job_id = r->job_id,
+	        .state = r->state,
+	        .stopping = r->stopping,
+	        .pid = (int)r->pgid,
+	        .exit_code = r->exit_code,
+	        .signal = r->signal,
+	        .error = r->error,
+	        .acked = r->acked,
 	};
 }
 

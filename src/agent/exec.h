@@ -64,7 +64,8 @@ struct exec_status {
 /* Opens the executor over work_dir (created if needed) and re-adopts the
  * ranks recorded there. node_name names the cgroup folder. */
 int exec_new(const char *work_dir, const char *node_name, struct exec **out);
-/* Frees the executor without touching the ranks (they keep running). */
+/* Frees the executor without touching running ranks (they keep running);
+ * removes the cgroups of finished ones (waits up to 100 ms for them). */
 void exec_free(struct exec *e);
 int exec_uses_cgroups(const struct exec *e);
 

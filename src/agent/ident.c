@@ -14,10 +14,10 @@
 #include "gpu/gpu.h"
 
 static const struct jv_field ident_fields[] = {
-	{"node_id", JV_INT, 1, 1, INT64_MAX},
-	{"secret", JV_STRING, 1, 1, 255},
-	{"name", JV_STRING, 0, 0, 127},
-	{NULL, 0, 0, 0, 0},
+        {"node_id", JV_INT, 1, 1, INT64_MAX},
+        {"secret", JV_STRING, 1, 1, 255},
+        {"name", JV_STRING, 0, 0, 127},
+        {NULL, 0, 0, 0, 0},
 };
 
 /* Copies the checked fields of o into out. */
@@ -58,7 +58,7 @@ out:
 int ident_save(const char *path, const struct ident *id)
 {
 	json_t *o = json_pack("{s:I,s:s,s:s}", "node_id", (json_int_t)id->node_id, "secret",
-			      id->secret, "name", id->name);
+	                      id->secret, "name", id->name);
 	char *text = jv_dump(o);
 	json_decref(o);
 	int rc = write_file_atomic(path, text, strlen(text), 0600);
@@ -74,14 +74,14 @@ static json_t *gpus_json(const struct gpu_backend *gpus)
 		if (gpu_info(gpus, i, &g) != 0)
 			continue;
 		json_array_append_new(a, json_pack("{s:i,s:s,s:s,s:I}", "index", g.index, "uuid",
-						   g.uuid, "model", g.name, "memory_bytes",
-						   (json_int_t)g.memory_bytes));
+		                                   g.uuid, "model", g.name, "memory_bytes",
+		                                   (json_int_t)g.memory_bytes));
 	}
 	return a;
 }
 
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
-		    const struct gpu_backend *gpus)
+                    const struct gpu_backend *gpus)
 {
 	char host[256] = "";
 	if (gethostname(host, sizeof(host) - 1) != 0)
@@ -90,17 +90,17 @@ json_t *ident_facts(const char *name, const char *address, const char *agent_url
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	json_int_t mem = pages > 0 && page > 0 ? (json_int_t)pages * page : 0;
 	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o}", "name", name, "hostname", host,
-			 "address", address, "agent_url", agent_url, "cpus",
-			 (json_int_t)(cpus > 0 ? cpus : 1), "memory_bytes", mem, "backend",
-			 gpus ? gpu_backend_name(gpus) : "none", "gpus", gpus_json(gpus));
+	                 "address", address, "agent_url", agent_url, "cpus",
+	                 (json_int_t)(cpus > 0 ? cpus : 1), "memory_bytes", mem, "backend",
+	                 gpus ? gpu_backend_name(gpus) : "none", "gpus", gpus_json(gpus));
 }
 
 static int parse_answer(const struct buf *body, struct ident *out, char *err, size_t errlen)
 {
 	static const struct jv_field fields[] = {
-		{"node_id", JV_INT, 1, 1, INT64_MAX},
-		{"secret", JV_STRING, 1, 1, 255},
-		{NULL, 0, 0, 0, 0},
+	        {"node_id", JV_INT, 1, 1, INT64_MAX},
+	        {"secret", JV_STRING, 1, 1, 255},
+	        {NULL, 0, 0, 0, 0},
 	};
 	json_t *o = NULL;
 	char why[256];
@@ -117,8 +117,8 @@ static int parse_answer(const struct buf *body, struct ident *out, char *err, si
 	return 0;
 }
 
-int ident_register(struct httpc *c, const char *server, const char *join_token,
-		   const json_t *facts, struct ident *out, char *err, size_t errlen)
+int ident_register(struct httpc *c, const char *server, const char *join_token, const json_t *facts,
+                   struct ident *out, char *err, size_t errlen)
 {
 	char *url = xasprintf("%s/v1/agent/register", server);
 	char *body = jv_dump(facts);
@@ -133,7 +133,7 @@ int ident_register(struct httpc *c, const char *server, const char *join_token,
 		rc = ERR_AUTH;
 	} else if (status != 200 && status != 201) {
 		snprintf(err, errlen, "%s: HTTP %d: %.300s", url, status,
-			 resp.data ? resp.data : "");
+		         resp.data ? resp.data : "");
 		rc = status >= 400 && status < 500 ? ERR_INVALID : ERR_UPSTREAM;
 	} else {
 		struct ident id = {0};

@@ -28,11 +28,11 @@ int ident_save(const char *path, const struct ident *id);
 
 /* The facts object of docs/api.md (register body, sync "facts"). */
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
-		    const struct gpu_backend *gpus);
+                    const struct gpu_backend *gpus);
 
 /* POST /v1/agent/register. 0; ERR_AUTH (bad join token), ERR_UPSTREAM or
  * ERR_TIMEOUT (server unreachable or answered badly): reason in err. */
-int ident_register(struct httpc *c, const char *server, const char *join_token,
-		   const json_t *facts, struct ident *out, char *err, size_t errlen);
+int ident_register(struct httpc *c, const char *server, const char *join_token, const json_t *facts,
+                   struct ident *out, char *err, size_t errlen);
 
 #endif

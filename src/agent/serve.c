@@ -25,7 +25,7 @@ struct serve {
 };
 
 static void metric(struct buf *out, const char *name, const char *type, const char *help,
-		   long long v)
+                   long long v)
 {
 	buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
 }
@@ -42,8 +42,7 @@ static void get_metrics(struct serve *s, struct httpd_req *req)
 	       atomic_load(&st->sync_total));
 	metric(o, "anvil_agent_sync_errors_total", "counter",
 	       "Sync requests that failed or were refused.", atomic_load(&st->sync_errors_total));
-	metric(o, "anvil_agent_gpus", "gauge", "GPUs the backend reports.",
-	       atomic_load(&st->gpus));
+	metric(o, "anvil_agent_gpus", "gauge", "GPUs the backend reports.", atomic_load(&st->gpus));
 	httpd_metrics(s->httpd, "anvil_agent", o);
 	req->content_type = "text/plain; version=0.0.4";
 }
@@ -64,7 +63,7 @@ static int authorized(struct serve *s, struct httpd_req *req)
 
 /* Query parameter name as an integer in [min, max]; 400 on error. */
 static int query_int(struct httpd_req *req, const char *name, int64_t dflt, int64_t min,
-		     int64_t max, int64_t *out)
+                     int64_t max, int64_t *out)
 {
 	const char *v = httpd_query(req, name);
 	char msg[200];
@@ -78,8 +77,9 @@ static int query_int(struct httpd_req *req, const char *name, int64_t dflt, int6
 		return 0;
 	}
 	if (parse_i64(v, min, max, out) != 0) {
-		snprintf(msg, sizeof(msg), "field '%s': \"%.40s\" is not an integer in [%" PRId64
-			 ", %" PRId64 "]", name, v, min, max);
+		snprintf(msg, sizeof(msg),
+		         "field '%s': \"%.40s\" is not an integer in [%" PRId64 ", %" PRId64 "]",
+		         name, v, min, max);
 		httpd_error(req, ERR_INVALID, msg);
 		return ERR_INVALID;
 	}
@@ -93,7 +93,7 @@ static void send_log(struct httpd_req *req, const char *path, int64_t offset, in
 	struct stat sb;
 	if (fd < 0 || fstat(fd, &sb) < 0) {
 		httpd_error(req, errno == ENOENT ? ERR_NOTFOUND : -errno,
-			    errno == ENOENT ? "no such rank log on this node" : NULL);
+		            errno == ENOENT ? "no such rank log on this node" : NULL);
 		goto out;
 	}
 	int64_t n = sb.st_size > offset ? sb.st_size - offset : 0;
@@ -110,7 +110,7 @@ static void send_log(struct httpd_req *req, const char *path, int64_t offset, in
 	req->status = 200;
 	req->content_type = "text/plain";
 	char next[32];
-	snprintf(next, sizeof(next), "%lld", (long long)(offset + r));
+	snprintf(next, sizeof(next), "%lld", (long long)offset + (long long)r);
 	httpd_add_header(req, "X-Anvil-Next-Offset", next);
 out:
 	if (fd >= 0)
@@ -156,14 +156,14 @@ static int handle(struct httpd_req *req, void *ctx)
 }
 
 int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-		struct serve **out)
+                struct serve **out)
 {
 	struct serve *s = xcalloc(1, sizeof(*s));
 	s->work_dir = work_dir;
 	s->stats = stats;
 	pthread_mutex_init(&s->mu, NULL);
-	struct httpd_config cfg = {.bind = host, .port = port, .threads = 2,
-				   .handler = handle, .ctx = s};
+	struct httpd_config cfg = {
+	        .bind = host, .port = port, .threads = 2, .handler = handle, .ctx = s};
 	int rc = httpd_start(&cfg, &s->httpd);
 	if (rc) {
 		pthread_mutex_destroy(&s->mu);

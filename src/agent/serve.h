@@ -32,7 +32,7 @@ struct serve;
 /* Listens on host:port (0: any); stats and work_dir are borrowed and must
  * outlive the server. */
 int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-		struct serve **out);
+                struct serve **out);
 int serve_port(const struct serve *s);
 void serve_set_secret(struct serve *s, const char *secret);
 void serve_stop(struct serve *s);

@@ -19,13 +19,13 @@
 #include <sys/types.h>
 
 struct shim_launch {
-	const char *path;        /* resolved executable; NULL: not found */
+	const char *path; /* resolved executable; NULL: not found */
 	char *const *argv;
 	char *const *envp;
 	const char *cwd;
-	int log_fd;              /* O_APPEND */
-	int null_fd;             /* /dev/null */
-	int cgroup_fd;           /* cgroup.procs or -1 */
+	int log_fd;    /* O_APPEND */
+	int null_fd;   /* /dev/null */
+	int cgroup_fd; /* cgroup.procs or -1 */
 	const char *pid_file, *pid_tmp;
 	const char *exit_file, *exit_tmp;
 	const char *msg_notfound; /* whole line */

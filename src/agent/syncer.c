@@ -16,10 +16,10 @@
 #include "base/mem.h"
 #include "base/util.h"
 
-#define CALLS 2
+#define CALLS          2
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
-#define ANSWER_MAX (16u << 20)
+#define ANSWER_MAX     (16u << 20)
 
 struct ack {
 	int64_t attempt_id;
@@ -56,7 +56,7 @@ struct syncer {
 	int closing;      /* syncer_flush: apply nothing */
 	int64_t next_try; /* monotonic ms */
 	int64_t backoff;
-	int failing;      /* an outage is being reported */
+	int failing; /* an outage is being reported */
 	int64_t failing_since;
 	int auth_failed, auth_tries;
 };
@@ -144,8 +144,8 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 /* One entry of "ranks"; final reports are remembered for the ack. */
 static json_t *report(struct call *c, const struct exec_status *st)
 {
-	json_t *o = json_pack("{s:I,s:i}", "attempt_id", (json_int_t)st->attempt_id, "rank",
-			      st->rank);
+	json_t *o =
+	        json_pack("{s:I,s:i}", "attempt_id", (json_int_t)st->attempt_id, "rank", st->rank);
 	if (st->state == EXEC_RUNNING) {
 		json_object_set_new(o, "state", json_string(st->pid ? "running" : "starting"));
 		if (st->pid)
@@ -175,9 +175,9 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 		if (st.state == EXEC_RUNNING || !st.acked)
 			json_array_append_new(ranks, report(c, &st));
 	}
-	json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "node_id", (json_int_t)s->node_id,
-			      "generation", (json_int_t)s->generation, "wait_ms",
-			      (json_int_t)wait_ms, "ranks", ranks);
+	json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "node_id", (json_int_t)s->node_id, "generation",
+	                      (json_int_t)s->generation, "wait_ms", (json_int_t)wait_ms, "ranks",
+	                      ranks);
 	c->facts_version = 0;
 	if (s->facts) {
 		json_object_set(o, "facts", s->facts);
@@ -230,8 +230,8 @@ static void failure(struct syncer *s, const char *fmt, ...)
 		vsnprintf(why, sizeof(why), fmt, ap);
 		va_end(ap);
 		log_warn("sync failing, ranks keep running; retrying with backoff up to %d ms "
-			 "server=%s reason=\"%s\"",
-			 BACKOFF_MAX_MS, s->cfg.server, why);
+		         "server=%s reason=\"%s\"",
+		         BACKOFF_MAX_MS, s->cfg.server, why);
 		s->failing = 1;
 		s->failing_since = now_ms();
 	}
@@ -243,7 +243,7 @@ static void recovered(struct syncer *s)
 {
 	if (s->failing)
 		log_info("sync works again server=%s down_ms=%lld", s->cfg.server,
-			 (long long)(now_ms() - s->failing_since));
+		         (long long)(now_ms() - s->failing_since));
 	s->failing = 0;
 	s->backoff = BACKOFF_MIN_MS;
 	s->next_try = 0;
@@ -251,15 +251,15 @@ static void recovered(struct syncer *s)
 }
 
 static const struct jv_field desired_fields[] = {
-	{"attempt_id", JV_INT, 1, 1, INT64_MAX},
-	{"job_id", JV_INT, 0, 0, INT64_MAX},
-	{"rank", JV_INT, 1, 0, 1 << 20},
-	{"command", JV_STRINGS, 1, 1, 1024},
-	{"cwd", JV_STRING, 0, 0, 4096},
-	{"gpus", JV_ARRAY, 0, 0, 1024},
-	{"grace_ms", JV_INT, 0, 0, 600000},
-	{"env", JV_STRING_MAP, 0, 0, 4096},
-	{NULL, 0, 0, 0, 0},
+        {"attempt_id", JV_INT, 1, 1, INT64_MAX},
+        {"job_id", JV_INT, 0, 0, INT64_MAX},
+        {"rank", JV_INT, 1, 0, 1 << 20},
+        {"command", JV_STRINGS, 1, 1, 1024},
+        {"cwd", JV_STRING, 0, 0, 4096},
+        {"gpus", JV_ARRAY, 0, 0, 1024},
+        {"grace_ms", JV_INT, 0, 0, 600000},
+        {"env", JV_STRING_MAP, 0, 0, 4096},
+        {NULL, 0, 0, 0, 0},
 };
 
 /* The fields we know of d: a newer server may send more. */
@@ -291,14 +291,20 @@ static void start_desired(struct syncer *s, const json_t *d)
 	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	char **envv = xcalloc(json_object_size(env) + 1, sizeof(char *));
 	size_t i = 0;
-	json_array_foreach(cmd, i, v) argv[i] = json_string_value(v);
+	json_array_foreach (cmd, i, v)
+		argv[i] = json_string_value(v);
 	const char *k;
 	i = 0;
-	json_object_foreach(env, k, v) envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	json_object_foreach (env, k, v)
+		envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
 	struct exec_spec spec = {
-		.attempt_id = attempt_id, .rank = rank, .job_id = jv_int(o, "job_id", 0),
-		.argv = argv, .cwd = jv_str(o, "cwd", NULL), .env = (const char *const *)envv,
-		.grace_ms = jv_int(o, "grace_ms", 10000),
+	        .attempt_id = attempt_id,
+	        .rank = rank,
+	        .job_id = jv_int(o, "job_id", 0),
+	        .argv = argv,
+	        .cwd = jv_str(o, "cwd", NULL),
+	        .env = (const char *const *)envv,
+	        .grace_ms = jv_int(o, "grace_ms", 10000),
 	};
 	exec_start(s->cfg.exec, &spec);
 	s->dirty = 1;
@@ -314,7 +320,7 @@ static int listed(const json_t *ranks, int64_t attempt_id, int rank)
 {
 	size_t i;
 	json_t *d;
-	json_array_foreach(ranks, i, d) {
+	json_array_foreach (ranks, i, d) {
 		if (jv_int(d, "attempt_id", -1) == attempt_id && jv_int(d, "rank", -1) == rank)
 			return 1;
 	}
@@ -327,7 +333,8 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 	struct exec *ex = s->cfg.exec;
 	size_t i;
 	json_t *d;
-	json_array_foreach(ranks, i, d) start_desired(s, d);
+	json_array_foreach (ranks, i, d)
+		start_desired(s, d);
 	/* Backwards: exec_forget moves the last rank into the freed slot. */
 	for (size_t k = exec_count(ex); k-- > 0;) {
 		struct exec_status st;
@@ -344,10 +351,10 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 static void answered(struct syncer *s, struct call *c)
 {
 	static const struct jv_field fields[] = {
-		{"generation", JV_INT, 1, INT64_MIN, INT64_MAX},
-		{"node_timeout_ms", JV_INT, 0, 0, INT64_MAX},
-		{"ranks", JV_ARRAY, 1, 0, 0},
-		{NULL, 0, 0, 0, 0},
+	        {"generation", JV_INT, 1, INT64_MIN, INT64_MAX},
+	        {"node_timeout_ms", JV_INT, 0, 0, INT64_MAX},
+	        {"ranks", JV_ARRAY, 1, 0, 0},
+	        {NULL, 0, 0, 0, 0},
 	};
 	char why[256];
 	json_t *o = NULL;

@@ -11,18 +11,18 @@ struct err_entry {
 };
 
 static const struct err_entry table[] = {
-	{ERR_NOTFOUND, "not_found", "not found", 404},
-	{ERR_CONFLICT, "conflict", "conflicts with the current state", 409},
-	{ERR_INVALID, "invalid", "invalid input", 400},
-	{ERR_TOOBIG, "too_big", "too large", 413},
-	{ERR_TIMEOUT, "timeout", "timed out", 504},
-	{ERR_UPSTREAM, "upstream", "upstream failure", 502},
-	{ERR_BUSY, "busy", "busy, try again", 503},
-	{ERR_AUTH, "unauthorized", "missing or wrong token", 401},
-	{ERR_UNFIT, "unfit", "can never fit this cluster", 422},
-	{-ENOENT, "not_found", "no such file or directory", 404},
-	{-ENOMEM, "no_memory", "out of memory", 503},
-	{-EIO, "io", "input/output error", 500},
+        {ERR_NOTFOUND, "not_found", "not found", 404},
+        {ERR_CONFLICT, "conflict", "conflicts with the current state", 409},
+        {ERR_INVALID, "invalid", "invalid input", 400},
+        {ERR_TOOBIG, "too_big", "too large", 413},
+        {ERR_TIMEOUT, "timeout", "timed out", 504},
+        {ERR_UPSTREAM, "upstream", "upstream failure", 502},
+        {ERR_BUSY, "busy", "busy, try again", 503},
+        {ERR_AUTH, "unauthorized", "missing or wrong token", 401},
+        {ERR_UNFIT, "unfit", "can never fit this cluster", 422},
+        {-ENOENT, "not_found", "no such file or directory", 404},
+        {-ENOMEM, "no_memory", "out of memory", 503},
+        {-EIO, "io", "input/output error", 500},
 };
 
 static const struct err_entry *find(int code)

@@ -54,7 +54,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 }
 
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
-	     const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out)
+             const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out)
 {
 	CURL *h = c->curl;
 	curl_easy_reset(h);

@@ -22,7 +22,7 @@ struct httpc *httpc_new(void);
 void httpc_free(struct httpc *c);
 
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
-	     const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out);
+             const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out);
 const char *httpc_error(const struct httpc *c);
 
 #endif

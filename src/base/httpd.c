@@ -16,10 +16,10 @@
 #include "base/util.h"
 
 #define ROUTES_MAX 64
-#define NBUCKETS 12
+#define NBUCKETS   12
 
 static const double bucket_le[NBUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-					   0.05,   0.1,   0.25,   0.5,   1,    5};
+                                           0.05,   0.1,   0.25,   0.5,   1,    5};
 
 struct route_stat {
 	const char *route;
@@ -63,12 +63,12 @@ static void record(struct httpd *h, const char *route, int status, double secs)
 static enum MHD_Result respond(struct httpd_req *req)
 {
 	const char *body = req->out.data ? req->out.data : "";
-	struct MHD_Response *r = MHD_create_response_from_buffer(req->out.len, (void *)body,
-								 MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *r =
+	        MHD_create_response_from_buffer(req->out.len, (void *)body, MHD_RESPMEM_MUST_COPY);
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type",
-				req->content_type ? req->content_type : "application/json");
+	                        req->content_type ? req->content_type : "application/json");
 	for (int i = 0; i < req->nhdrs; i++)
 		MHD_add_response_header(r, req->hdr_name[i], req->hdr_value[i]);
 	enum MHD_Result ret = MHD_queue_response(req->conn, (unsigned)req->status, r);
@@ -77,8 +77,8 @@ static enum MHD_Result respond(struct httpd_req *req)
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
-				 const char *method, const char *version,
-				 const char *upload_data, size_t *upload_size, void **con_cls)
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_size, void **con_cls)
 {
 	(void)version;
 	struct httpd *h = cls;
@@ -112,7 +112,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	if (req->body_too_big) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes",
-			 h->cfg.max_body);
+		         h->cfg.max_body);
 		httpd_error(req, ERR_TOOBIG, msg);
 		return respond(req);
 	}
@@ -126,7 +126,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 }
 
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
-			 enum MHD_RequestTerminationCode toe)
+                         enum MHD_RequestTerminationCode toe)
 {
 	(void)conn;
 	(void)toe;
@@ -159,13 +159,13 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		free(h);
 		return ERR_INVALID;
 	}
-	h->mhd = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
-		MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
+	h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+	                                  MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+	                          0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR,
+	                          (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
+	                          (unsigned)h->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED,
+	                          completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
 	if (!h->mhd) {
 		log_error("cannot listen addr=%s port=%d", h->cfg.bind, cfg->port);
 		pthread_mutex_destroy(&h->mu);
@@ -212,7 +212,7 @@ void httpd_json(struct httpd_req *req, int status, const char *json)
 void httpd_error(struct httpd_req *req, int code, const char *msg)
 {
 	json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", err_name(code), "message",
-			      msg ? msg : err_msg(code));
+	                      msg ? msg : err_msg(code));
 	char *s = jv_dump(o);
 	httpd_json(req, err_http(code), s);
 	free(s);
@@ -247,30 +247,31 @@ void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
 	buf_printf(out, "# TYPE %s_http_requests_total counter\n", prefix);
 	for (int i = 0; i < h->nstats; i++)
 		buf_printf(out, "%s_http_requests_total{route=\"%s\"} %llu\n", prefix,
-			   h->stats[i].route, (unsigned long long)h->stats[i].count);
+		           h->stats[i].route, (unsigned long long)h->stats[i].count);
 	buf_printf(out, "# HELP %s_http_request_errors_total HTTP requests answered 4xx/5xx.\n",
-		   prefix);
+	           prefix);
 	buf_printf(out, "# TYPE %s_http_request_errors_total counter\n", prefix);
 	for (int i = 0; i < h->nstats; i++)
 		buf_printf(out, "%s_http_request_errors_total{route=\"%s\"} %llu\n", prefix,
-			   h->stats[i].route, (unsigned long long)h->stats[i].errors);
+		           h->stats[i].route, (unsigned long long)h->stats[i].errors);
 	buf_printf(out, "# HELP %s_http_request_duration_seconds HTTP request latency.\n", prefix);
 	buf_printf(out, "# TYPE %s_http_request_duration_seconds histogram\n", prefix);
 	for (int i = 0; i < h->nstats; i++) {
 		struct route_stat *s = &h->stats[i];
 		for (int b = 0; b < NBUCKETS; b++)
-			buf_printf(out,
-				   "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
-				   "%llu\n",
-				   prefix, s->route, bucket_le[b],
-				   (unsigned long long)s->buckets[b]);
-		buf_printf(out,
-			   "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-			   prefix, s->route, (unsigned long long)s->count);
+			buf_printf(
+			        out,
+			        "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} "
+			        "%llu\n",
+			        prefix, s->route, bucket_le[b], (unsigned long long)s->buckets[b]);
+		buf_printf(
+		        out,
+		        "%s_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+		        prefix, s->route, (unsigned long long)s->count);
 		buf_printf(out, "%s_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", prefix,
-			   s->route, s->sum);
+		           s->route, s->sum);
 		buf_printf(out, "%s_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-			   prefix, s->route, (unsigned long long)s->count);
+		           prefix, s->route, (unsigned long long)s->count);
 	}
 	pthread_mutex_unlock(&h->mu);
 }

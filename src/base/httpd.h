@@ -50,10 +50,10 @@ enum { HTTPD_DONE = 0, HTTPD_SUSPENDED = 1 };
 typedef int (*httpd_handler)(struct httpd_req *req, void *ctx);
 
 struct httpd_config {
-	const char *bind;    /* "127.0.0.1" by default */
-	int port;            /* 0: any free port */
-	int threads;         /* pool size; 4 by default */
-	size_t max_body;     /* 1 MiB by default */
+	const char *bind; /* "127.0.0.1" by default */
+	int port;         /* 0: any free port */
+	int threads;      /* pool size; 4 by default */
+	size_t max_body;  /* 1 MiB by default */
 	httpd_handler handler;
 	void *ctx;
 };

@@ -47,7 +47,7 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 		}
 		if (f->max > 0 && (int64_t)json_string_length(v) > f->max) {
 			snprintf(err, errlen, "field '%s': longer than %lld characters", f->name,
-				 (long long)f->max);
+			         (long long)f->max);
 			return ERR_INVALID;
 		}
 		if (strlen(json_string_value(v)) != json_string_length(v)) {
@@ -61,12 +61,12 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 		json_int_t x = json_integer_value(v);
 		if (x < f->min) {
 			snprintf(err, errlen, "field '%s': %s is below the minimum %lld", f->name,
-				 shown, (long long)f->min);
+			         shown, (long long)f->min);
 			return ERR_INVALID;
 		}
 		if (x > f->max) {
 			snprintf(err, errlen, "field '%s': %s is above the maximum %lld", f->name,
-				 shown, (long long)f->max);
+			         shown, (long long)f->max);
 			return ERR_INVALID;
 		}
 		return 0;
@@ -82,28 +82,28 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 		size_t n = json_array_size(v);
 		if ((int64_t)n < f->min) {
 			snprintf(err, errlen, "field '%s': needs at least %lld element(s), got %zu",
-				 f->name, (long long)f->min, n);
+			         f->name, (long long)f->min, n);
 			return ERR_INVALID;
 		}
 		if (f->max > 0 && (int64_t)n > f->max) {
 			snprintf(err, errlen, "field '%s': at most %lld elements, got %zu", f->name,
-				 (long long)f->max, n);
+			         (long long)f->max, n);
 			return ERR_INVALID;
 		}
 		if (f->type == JV_ARRAY)
 			return 0;
 		size_t i;
 		json_t *e;
-		json_array_foreach(v, i, e) {
+		json_array_foreach (v, i, e) {
 			if (!json_is_string(e)) {
 				show_value(e, shown, sizeof(shown));
-				snprintf(err, errlen, "field '%s[%zu]': %s is not a string", f->name, i,
-					 shown);
+				snprintf(err, errlen, "field '%s[%zu]': %s is not a string",
+				         f->name, i, shown);
 				return ERR_INVALID;
 			}
 			if (strlen(json_string_value(e)) != json_string_length(e)) {
 				snprintf(err, errlen, "field '%s[%zu]': contains a NUL character",
-					 f->name, i);
+				         f->name, i);
 				return ERR_INVALID;
 			}
 		}
@@ -118,15 +118,16 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 			break;
 		if (f->max > 0 && (int64_t)json_object_size(v) > f->max) {
 			snprintf(err, errlen, "field '%s': at most %lld entries", f->name,
-				 (long long)f->max);
+			         (long long)f->max);
 			return ERR_INVALID;
 		}
 		const char *k;
 		json_t *e;
-		json_object_foreach((json_t *)v, k, e) {
+		json_object_foreach ((json_t *)v, k, e) {
 			if (!json_is_string(e) ||
 			    strlen(json_string_value(e)) != json_string_length(e)) {
-				snprintf(err, errlen, "field '%s.%s': must be a string", f->name, k);
+				snprintf(err, errlen, "field '%s.%s': must be a string", f->name,
+				         k);
 				return ERR_INVALID;
 			}
 		}
@@ -145,7 +146,7 @@ int jv_check(const json_t *obj, const struct jv_field *fields, char *err, size_t
 	}
 	const char *key;
 	json_t *v;
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach ((json_t *)obj, key, v) {
 		const struct jv_field *f = fields;
 		while (f->name && strcmp(f->name, key) != 0)
 			f++;
@@ -178,7 +179,7 @@ int jv_parse_object(const char *body, size_t len, json_t **out, char *err, size_
 	json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
 	if (!v) {
 		snprintf(err, errlen, "body: malformed JSON at line %d column %d: %s", je.line,
-			 je.column, je.text);
+		         je.column, je.text);
 		return ERR_INVALID;
 	}
 	if (!json_is_object(v)) {

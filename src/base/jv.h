@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 enum jv_type {
-	JV_STRING,     /* non-empty unless min == 0; max = length cap */
-	JV_INT,        /* integer within [min, max] */
+	JV_STRING, /* non-empty unless min == 0; max = length cap */
+	JV_INT,    /* integer within [min, max] */
 	JV_BOOL,
 	JV_STRINGS,    /* array of strings; min/max bound the count */
 	JV_OBJECT,     /* any object (validated by the caller) */

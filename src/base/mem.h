@@ -17,12 +17,12 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Grows the array arr (n used, cap allocated) so one more element fits. */
-#define XGROW(arr, n, cap)                                                         \
-	do {                                                                       \
-		if ((size_t)(n) >= (size_t)(cap)) {                                \
-			(cap) = (cap) ? (cap) * 2 : 64;                            \
-			(arr) = xrealloc((arr), sizeof(*(arr)) * (size_t)(cap));   \
-		}                                                                  \
+#define XGROW(arr, n, cap)                                                                         \
+	do {                                                                                       \
+		if ((size_t)(n) >= (size_t)(cap)) {                                                \
+			(cap) = (cap) ? (cap)*2 : 64;                                              \
+			(arr) = xrealloc((arr), sizeof(*(arr)) * (size_t)(cap));                   \
+		}                                                                                  \
 	} while (0)
 
 #endif

@@ -10,9 +10,9 @@
 
 #include "base/buf.h"
 
-int64_t now_ms(void);      /* monotonic milliseconds */
-int64_t now_us(void);      /* monotonic microseconds */
-int64_t wall_ms(void);     /* milliseconds since the epoch */
+int64_t now_ms(void);  /* monotonic milliseconds */
+int64_t now_us(void);  /* monotonic microseconds */
+int64_t wall_ms(void); /* milliseconds since the epoch */
 void sleep_ms(int64_t ms);
 
 /* Fills out with 2*bytes hex characters from the kernel's CSPRNG. */

@@ -54,20 +54,20 @@ static void on_signal(int sig)
 }
 
 static const char up_usage[] =
-	"usage: anvil up [--agents N] [--gpus-per-agent G] [--gpu-model NAME] [--port P]\n"
-	"                [--home DIR] [--node-timeout DUR] [--log-level LEVEL]\n"
-	"\n"
-	"Runs a whole local cluster in the foreground: a server and N agents with\n"
-	"simulated GPUs (backend: sim). Ctrl-C stops everything.\n"
-	"\n"
-	"  --agents N            agents (nodes) to start (default 2; 1..64)\n"
-	"  --gpus-per-agent G    simulated GPUs per node (default 4; 0..64)\n"
-	"  --gpu-model NAME      H200, A100, or any name (default H200)\n"
-	"  --port P              server port (default 7070; 0 = any free port)\n"
-	"  --home DIR            ANVIL_HOME for this cluster (default $ANVIL_HOME or ~/.anvil)\n"
-	"  --node-timeout DUR    how long a silent node stays ready (default 30s)\n"
-	"\n"
-	"Afterwards, from any terminal with the same ANVIL_HOME: anvil nodes, anvil run ...\n";
+        "usage: anvil up [--agents N] [--gpus-per-agent G] [--gpu-model NAME] [--port P]\n"
+        "                [--home DIR] [--node-timeout DUR] [--log-level LEVEL]\n"
+        "\n"
+        "Runs a whole local cluster in the foreground: a server and N agents with\n"
+        "simulated GPUs (backend: sim). Ctrl-C stops everything.\n"
+        "\n"
+        "  --agents N            agents (nodes) to start (default 2; 1..64)\n"
+        "  --gpus-per-agent G    simulated GPUs per node (default 4; 0..64)\n"
+        "  --gpu-model NAME      H200, A100, or any name (default H200)\n"
+        "  --port P              server port (default 7070; 0 = any free port)\n"
+        "  --home DIR            ANVIL_HOME for this cluster (default $ANVIL_HOME or ~/.anvil)\n"
+        "  --node-timeout DUR    how long a silent node stays ready (default 30s)\n"
+        "\n"
+        "Afterwards, from any terminal with the same ANVIL_HOME: anvil nodes, anvil run ...\n";
 
 static int up_bad(const char *flag, const char *value, const char *why)
 {
@@ -173,9 +173,19 @@ static int start_server(struct up *u)
 	char *state = xasprintf("%s/server", u->dir);
 	char *listen = xasprintf("127.0.0.1:%d", u->port);
 	char *log = xasprintf("%s/logs/server.log", u->dir);
-	char *argv[] = {"anvil", "server", "--state-dir", state, "--listen", listen,
-			"--home", u->home, "--node-timeout", (char *)u->node_timeout,
-			"--log-level", (char *)u->log_level, NULL};
+	char *argv[] = {"anvil",
+	                "server",
+	                "--state-dir",
+	                state,
+	                "--listen",
+	                listen,
+	                "--home",
+	                u->home,
+	                "--node-timeout",
+	                (char *)u->node_timeout,
+	                "--log-level",
+	                (char *)u->log_level,
+	                NULL};
 	u->server = spawn(argv, log);
 	int rc = u->server > 0 ? ERR_TIMEOUT : (int)u->server;
 	for (int i = 0; i < 200 && u->server > 0; i++) {
@@ -209,9 +219,21 @@ static int start_agent(struct up *u, int i)
 	if (rc == 0)
 		rc = gpu_sim_write_file(gpus, u->gpus, u->model, i);
 	if (rc == 0) {
-		char *argv[] = {"anvil", "agent", "--server", u->url, "--join-token-file", join,
-				"--name", name, "--work-dir", work, "--gpus-file", gpus,
-				"--log-level", (char *)u->log_level, NULL};
+		char *argv[] = {"anvil",
+		                "agent",
+		                "--server",
+		                u->url,
+		                "--join-token-file",
+		                join,
+		                "--name",
+		                name,
+		                "--work-dir",
+		                work,
+		                "--gpus-file",
+		                gpus,
+		                "--log-level",
+		                (char *)u->log_level,
+		                NULL};
 		u->agent[i] = spawn(argv, log);
 		if (u->agent[i] < 0)
 			rc = (int)u->agent[i];
@@ -238,7 +260,7 @@ static int ready_nodes(struct up *u)
 		size_t i;
 		json_t *n;
 		ready = 0;
-		json_array_foreach(json_object_get(o, "nodes"), i, n)
+		json_array_foreach (json_object_get(o, "nodes"), i, n)
 			ready += strcmp(jv_str(n, "state", ""), "ready") == 0;
 		json_decref(o);
 	}
@@ -274,8 +296,10 @@ static int supervise(struct up *u)
 			for (int i = 0; i < u->agents; i++)
 				if (pid == u->agent[i])
 					u->agent[i] = 0;
-			fprintf(stderr, "anvil up: a daemon (pid %d) exited; stopping the cluster "
-					"(logs in %s/logs)\n", (int)pid, u->dir);
+			fprintf(stderr,
+			        "anvil up: a daemon (pid %d) exited; stopping the cluster "
+			        "(logs in %s/logs)\n",
+			        (int)pid, u->dir);
 			return 1;
 		}
 		sleep_ms(100);
@@ -319,13 +343,14 @@ int up_main(int argc, char **argv)
 	rc = bring_up(&u);
 	if (rc) {
 		fprintf(stderr, "anvil up: the cluster did not come up (%s); logs in %s/logs\n",
-			err_msg(rc), u.dir);
+		        err_msg(rc), u.dir);
 		stop_all(&u);
 		return 1;
 	}
 	printf("anvil up: ready: server %s, %d node(s) x %d simulated %s GPU(s) (backend: sim)\n"
 	       "anvil up: ANVIL_HOME=%s  logs: %s/logs\n"
-	       "anvil up: try `anvil nodes` and `anvil run --gpus 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES'`"
+	       "anvil up: try `anvil nodes` and `anvil run --gpus 1 -- sh -c 'echo "
+	       "$CUDA_VISIBLE_DEVICES'`"
 	       " in another terminal; Ctrl-C stops the cluster\n",
 	       u.url, u.agents, u.gpus, u.model, u.home, u.dir);
 	fflush(stdout);

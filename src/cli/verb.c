@@ -71,8 +71,7 @@ void verb_command_line(const json_t *command, size_t max, struct buf *out)
 	buf_init(&line);
 	size_t i;
 	const json_t *word;
-	json_array_foreach(command, i, word)
-	{
+	json_array_foreach (command, i, word) {
 		const char *s = json_is_string(word) ? json_string_value(word) : "?";
 		if (i > 0)
 			buf_adds(&line, " ");

@@ -8,6 +8,7 @@
 #include "cli/verb.h"
 
 #define JOBS_COMMAND_MAX 40
+#define JOBS_WHERE_MAX   40
 
 static void add_times(struct clitable *t, const json_t *job, int64_t now_ms)
 {
@@ -24,11 +25,31 @@ static void add_times(struct clitable *t, const json_t *job, int64_t now_ms)
 	clitable_add(t, "%s", runtime);
 }
 
+/* WHERE: each rank's node and GPUs, "node-1:0,1 node-2:0,1". */
+static void add_placement(struct clitable *t, const json_t *placement)
+{
+	struct buf b;
+	buf_init(&b);
+	size_t i;
+	const json_t *p;
+	json_array_foreach (placement, i, p) {
+		if (b.len > JOBS_WHERE_MAX) {
+			buf_adds(&b, " ...");
+			break;
+		}
+		buf_printf(&b, "%s%s", i ? " " : "",
+		           json_is_string(p) ? json_string_value(p) : "?");
+	}
+	clitable_add(t, "%s", b.len ? b.data : "-");
+	buf_cleanup(&b);
+}
+
 static void add_row(struct clitable *t, const json_t *job, int64_t now_ms)
 {
 	clitable_add(t, "%lld", (long long)verb_int(job, "id", -1));
 	clitable_add(t, "%s", verb_str(job, "name"));
 	clitable_add(t, "%s", verb_str(job, "state"));
+	add_placement(t, json_object_get(job, "placement"));
 	clitable_add(t, "%s", verb_str(job, "queue"));
 	clitable_add(t, "%lld", (long long)verb_int(job, "nodes", 0));
 	clitable_add(t, "%lld", (long long)verb_int(job, "gpus", 0));
@@ -52,15 +73,17 @@ void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out)
 		buf_adds(out, "no jobs\n");
 		return;
 	}
-	struct clitable *t = clitable_new(11, "ID", "NAME", "STATE", "QUEUE", "NODES", "GPUS/NODE",
-	                                  "AGE", "RUNTIME", "EXIT", "COMMAND", "REASON");
+	struct clitable *t =
+	        clitable_new(12, "ID", "NAME", "STATE", "WHERE", "QUEUE", "NODES", "GPUS/NODE",
+	                     "AGE", "RUNTIME", "EXIT", "COMMAND", "REASON");
 	clitable_right(t, 0);
-	clitable_right(t, 4);
 	clitable_right(t, 5);
-	clitable_right(t, 8);
+	clitable_right(t, 6);
+	clitable_right(t, 9);
 	size_t i;
 	const json_t *job;
-	json_array_foreach(jobs, i, job) add_row(t, job, now_ms);
+	json_array_foreach (jobs, i, job)
+		add_row(t, job, now_ms);
 	clitable_render(t, out);
 	clitable_free(t);
 }

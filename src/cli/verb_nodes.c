@@ -11,8 +11,7 @@ static void models(const json_t *gpus, struct buf *out)
 {
 	size_t i, j;
 	const json_t *g;
-	json_array_foreach(gpus, i, g)
-	{
+	json_array_foreach (gpus, i, g) {
 		const char *m = verb_str(g, "model");
 		int seen = 0;
 		for (j = 0; j < i && !seen; j++)
@@ -55,7 +54,8 @@ void verb_nodes_render(const json_t *nodes, struct buf *out)
 	clitable_right(t, 3);
 	size_t i;
 	const json_t *node;
-	json_array_foreach(nodes, i, node) add_row(t, node);
+	json_array_foreach (nodes, i, node)
+		add_row(t, node);
 	clitable_render(t, out);
 	clitable_free(t);
 }

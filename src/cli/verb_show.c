@@ -32,8 +32,7 @@ static void env_line(const json_t *env, struct buf *out)
 {
 	const char *key;
 	const json_t *val;
-	json_object_foreach((json_t *)env, key, val)
-	{
+	json_object_foreach ((json_t *)env, key, val) {
 		if (out->len)
 			buf_adds(out, " ");
 		buf_printf(out, "%s=%s", key, json_is_string(val) ? json_string_value(val) : "?");
@@ -83,8 +82,7 @@ static void gpu_list(const json_t *gpus, char *out, size_t n)
 	size_t i, len = 0;
 	const json_t *g;
 	out[0] = '\0';
-	json_array_foreach(gpus, i, g)
-	{
+	json_array_foreach (gpus, i, g) {
 		int w = snprintf(out + len, n - len, "%s%lld", i ? "," : "",
 		                 (long long)json_integer_value(g));
 		if (w < 0 || (size_t)w >= n - len)
@@ -110,8 +108,7 @@ static void render_attempt(const json_t *a, struct buf *out)
 	clitable_right(t, 6);
 	size_t i;
 	const json_t *r;
-	json_array_foreach(json_object_get(a, "ranks"), i, r)
-	{
+	json_array_foreach (json_object_get(a, "ranks"), i, r) {
 		char gpus[256];
 		gpu_list(json_object_get(r, "gpus"), gpus, sizeof(gpus));
 		clitable_add(t, "%lld", (long long)verb_int(r, "rank", -1));
@@ -141,7 +138,8 @@ void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out)
 	}
 	size_t i;
 	const json_t *a;
-	json_array_foreach(attempts, i, a) render_attempt(a, out);
+	json_array_foreach (attempts, i, a)
+		render_attempt(a, out);
 }
 
 static const struct cliargs_opt opts[] = {

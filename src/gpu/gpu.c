@@ -50,13 +50,13 @@ static void none_close(void *state)
 }
 
 static const struct gpu_backend_ops none_ops = {
-	.name = "none",
-	.open = none_open,
-	.count = none_count,
-	.info = none_info,
-	.driver_version = none_version,
-	.cuda_version = none_version,
-	.close = none_close,
+        .name = "none",
+        .open = none_open,
+        .count = none_count,
+        .info = none_info,
+        .driver_version = none_version,
+        .cuda_version = none_version,
+        .close = none_close,
 };
 
 int gpu_open(const char *spec, struct gpu_backend **out, char *err, size_t errlen)
@@ -73,7 +73,7 @@ int gpu_open(const char *spec, struct gpu_backend **out, char *err, size_t errle
 		return -ENOSYS;
 	} else {
 		snprintf(err, errlen,
-			 "gpu backend '%.64s': unknown (expected sim:PATH, none or nvml)", spec);
+		         "gpu backend '%.64s': unknown (expected sim:PATH, none or nvml)", spec);
 		return ERR_INVALID;
 	}
 	void *state = NULL;

@@ -23,19 +23,16 @@ struct sim {
 };
 
 static const struct jv_field file_fields[] = {
-	{"driver_version", JV_STRING, 1, 1, 63},
-	{"cuda_version", JV_STRING, 1, 1, 31},
-	{"gpus", JV_ARRAY, 1, 0, GPU_MAX},
-	{NULL, 0, 0, 0, 0},
+        {"driver_version", JV_STRING, 1, 1, 63},
+        {"cuda_version", JV_STRING, 1, 1, 31},
+        {"gpus", JV_ARRAY, 1, 0, GPU_MAX},
+        {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field gpu_fields[] = {
-	{"index", JV_INT, 1, 0, GPU_MAX - 1},
-	{"uuid", JV_STRING, 1, 1, 95},
-	{"name", JV_STRING, 1, 1, 95},
-	{"memory_bytes", JV_INT, 1, 1, INT64_MAX},
-	{"pci_bus_id", JV_STRING, 1, 1, 31},
-	{NULL, 0, 0, 0, 0},
+        {"index", JV_INT, 1, 0, GPU_MAX - 1}, {"uuid", JV_STRING, 1, 1, 95},
+        {"name", JV_STRING, 1, 1, 95},        {"memory_bytes", JV_INT, 1, 1, INT64_MAX},
+        {"pci_bus_id", JV_STRING, 1, 1, 31},  {NULL, 0, 0, 0, 0},
 };
 
 /* Checks and copies gpus[i]; the message in err names the element. */
@@ -53,20 +50,20 @@ static int parse_gpu(struct sim *s, const json_t *g, int i, char *err, size_t er
 	int64_t index = jv_int(g, "index", -1);
 	if (index != i) {
 		snprintf(err, errlen,
-			 "gpus[%d]: field 'index': %" PRId64 " is out of order (expected %d)", i,
-			 index, i);
+		         "gpus[%d]: field 'index': %" PRId64 " is out of order (expected %d)", i,
+		         index, i);
 		return ERR_INVALID;
 	}
 	const char *uuid = jv_str(g, "uuid", "");
 	if (strncmp(uuid, "GPU-", 4) != 0) {
 		snprintf(err, errlen, "gpus[%d]: field 'uuid': \"%s\" does not start with GPU-", i,
-			 uuid);
+		         uuid);
 		return ERR_INVALID;
 	}
 	for (int j = 0; j < i; j++) {
 		if (strcmp(s->gpus[j].uuid, uuid) == 0) {
 			snprintf(err, errlen, "gpus[%d]: field 'uuid': \"%s\" repeats gpus[%d]", i,
-				 uuid, j);
+			         uuid, j);
 			return ERR_INVALID;
 		}
 	}
@@ -89,13 +86,12 @@ static int parse_file(struct sim *s, const struct buf *text, char *err, size_t e
 	if (rc)
 		goto out;
 	snprintf(s->driver_version, sizeof(s->driver_version), "%s",
-		 jv_str(root, "driver_version", ""));
-	snprintf(s->cuda_version, sizeof(s->cuda_version), "%s",
-		 jv_str(root, "cuda_version", ""));
+	         jv_str(root, "driver_version", ""));
+	snprintf(s->cuda_version, sizeof(s->cuda_version), "%s", jv_str(root, "cuda_version", ""));
 	json_t *gpus = json_object_get(root, "gpus");
 	size_t i;
 	json_t *g;
-	json_array_foreach(gpus, i, g) {
+	json_array_foreach (gpus, i, g) {
 		rc = parse_gpu(s, g, (int)i, err, errlen);
 		if (rc)
 			goto out;
@@ -161,13 +157,13 @@ static void sim_close(void *state)
 }
 
 const struct gpu_backend_ops gpu_sim_ops = {
-	.name = "sim",
-	.open = sim_open,
-	.count = sim_count,
-	.info = sim_info,
-	.driver_version = sim_driver_version,
-	.cuda_version = sim_cuda_version,
-	.close = sim_close,
+        .name = "sim",
+        .open = sim_open,
+        .count = sim_count,
+        .info = sim_info,
+        .driver_version = sim_driver_version,
+        .cuda_version = sim_cuda_version,
+        .close = sim_close,
 };
 
 struct model {
@@ -177,11 +173,13 @@ struct model {
 };
 
 static const struct model models[] = {
-	{{"H200", "NVIDIA H200", "H200-141GB", NULL}, "NVIDIA H200", 150754820096ull},
-	{{"A100", "A100-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB"},
-	 "NVIDIA A100-SXM4-80GB", 85899345920ull},
-	{{"H100", "NVIDIA H100", "H100-80GB", "NVIDIA H100 80GB HBM3"}, "NVIDIA H100 80GB HBM3",
-	 85520809984ull},
+        {{"H200", "NVIDIA H200", "H200-141GB", NULL}, "NVIDIA H200", 150754820096ull},
+        {{"A100", "A100-80GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB"},
+         "NVIDIA A100-SXM4-80GB",
+         85899345920ull},
+        {{"H100", "NVIDIA H100", "H100-80GB", "NVIDIA H100 80GB HBM3"},
+         "NVIDIA H100 80GB HBM3",
+         85520809984ull},
 };
 
 /* Real 8-GPU boards put their GPUs on these buses; GPU 8+ take device 1+. */
@@ -222,14 +220,14 @@ int gpu_sim_write_file(const char *path, int count, const char *model, int node_
 		char uuid[64], bus[32];
 		/* "5151" marks a simulated GPU to a human reading the UUID. */
 		snprintf(uuid, sizeof(uuid), "GPU-%08x-5151-4000-8000-%06x%06x", name_hash(name),
-			 (unsigned)node_index, (unsigned)i);
+		         (unsigned)node_index, (unsigned)i);
 		snprintf(bus, sizeof(bus), "00000000:%02X:%02X.0", pci_bus[i % 8], i / 8);
 		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", i, "uuid",
-						      uuid, "name", name, "memory_bytes",
-						      (json_int_t)mem, "pci_bus_id", bus));
+		                                      uuid, "name", name, "memory_bytes",
+		                                      (json_int_t)mem, "pci_bus_id", bus));
 	}
-	json_t *root = json_pack("{s:s,s:s,s:o}", "driver_version", "sim-550.54.15",
-				 "cuda_version", "12.4", "gpus", gpus);
+	json_t *root = json_pack("{s:s,s:s,s:o}", "driver_version", "sim-550.54.15", "cuda_version",
+	                         "12.4", "gpus", gpus);
 	char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
 	if (!text)

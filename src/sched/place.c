@@ -27,7 +27,7 @@ static int leftover(const struct place_node *n, int gpus)
 }
 
 int place_job(const struct place_node *nodes, int nnodes, const struct place_request *req,
-	      int *node_idx, uint64_t *gpus, char *why, size_t whylen)
+              int *node_idx, uint64_t *gpus, char *why, size_t whylen)
 {
 	/* Selection of the req->nodes best-fit nodes, kept sorted by leftover
 	 * in the caller's out array: O(nnodes * req->nodes), no allocation. */
@@ -36,7 +36,7 @@ int place_job(const struct place_node *nodes, int nnodes, const struct place_req
 	int fitting = 0;
 	if (req->nodes < 1 || req->nodes > PLACE_MAX_NODES) {
 		snprintf(why, whylen, "asks for %d nodes; a job spans 1 to %d", req->nodes,
-			 PLACE_MAX_NODES);
+		         PLACE_MAX_NODES);
 		return ERR_BUSY;
 	}
 	for (int i = 0; i < nnodes; i++) {
@@ -55,8 +55,8 @@ int place_job(const struct place_node *nodes, int nnodes, const struct place_req
 	}
 	if (chosen < req->nodes) {
 		snprintf(why, whylen,
-			 "needs %d node(s) with %d free GPU(s) each; %d node(s) have that now",
-			 req->nodes, req->gpus, fitting);
+		         "needs %d node(s) with %d free GPU(s) each; %d node(s) have that now",
+		         req->nodes, req->gpus, fitting);
 		return ERR_BUSY;
 	}
 	for (int k = 0; k < req->nodes; k++) {
@@ -67,7 +67,7 @@ int place_job(const struct place_node *nodes, int nnodes, const struct place_req
 }
 
 int place_fits_ever(const struct place_node *nodes, int nnodes, const struct place_request *req,
-		    char *why, size_t whylen)
+                    char *why, size_t whylen)
 {
 	int big_enough = 0, most = 0;
 	for (int i = 0; i < nnodes; i++) {
@@ -77,15 +77,14 @@ int place_fits_ever(const struct place_node *nodes, int nnodes, const struct pla
 			most = nodes[i].total;
 	}
 	if (req->gpus > most) {
-		snprintf(why, whylen,
-			 "asks for %d GPUs per node, but the largest node has %d GPUs", req->gpus,
-			 most);
+		snprintf(why, whylen, "asks for %d GPUs per node, but the largest node has %d GPUs",
+		         req->gpus, most);
 		return ERR_UNFIT;
 	}
 	if (big_enough < req->nodes) {
 		snprintf(why, whylen,
-			 "asks for %d nodes with %d GPUs each, but the cluster has %d such node(s)",
-			 req->nodes, req->gpus, big_enough);
+		         "asks for %d nodes with %d GPUs each, but the cluster has %d such node(s)",
+		         req->nodes, req->gpus, big_enough);
 		return ERR_UNFIT;
 	}
 	return 0;

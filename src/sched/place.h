@@ -26,7 +26,7 @@ struct place_node {
 };
 
 struct place_request {
-	int gpus;  /* per node */
+	int gpus; /* per node */
 	int nodes;
 };
 
@@ -35,12 +35,12 @@ struct place_request {
  * gpus[0..req->nodes). Otherwise returns ERR_BUSY and writes the reason to
  * why; the out arrays are untouched. */
 int place_job(const struct place_node *nodes, int nnodes, const struct place_request *req,
-	      int *node_idx, uint64_t *gpus, char *why, size_t whylen);
+              int *node_idx, uint64_t *gpus, char *why, size_t whylen);
 
 /* 0 if req could ever run on these nodes (ignoring what is in use and node
  * states); ERR_UNFIT with the reason otherwise. */
 int place_fits_ever(const struct place_node *nodes, int nnodes, const struct place_request *req,
-		    char *why, size_t whylen);
+                    char *why, size_t whylen);
 
 /* Lowest `count` set bits of mask; 0 if mask has fewer. */
 uint64_t place_take_gpus(uint64_t mask, int count);

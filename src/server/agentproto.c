@@ -14,54 +14,56 @@
 #include "server/server.h"
 
 static const struct jv_field gpu_fields[] = {
-	{"index", JV_INT, 1, 0, 63},
-	{"uuid", JV_STRING, 1, 0, 95},
-	{"model", JV_STRING, 0, 0, 95},
-	{"name", JV_STRING, 0, 0, 95},
-	{"memory_bytes", JV_INT, 0, 0, INT64_MAX},
-	{"pci_bus_id", JV_STRING, 0, 0, 63},
-	{NULL, 0, 0, 0, 0},
+        {"index", JV_INT, 1, 0, 63},
+        {"uuid", JV_STRING, 1, 0, 95},
+        {"model", JV_STRING, 0, 0, 95},
+        {"name", JV_STRING, 0, 0, 95},
+        {"memory_bytes", JV_INT, 0, 0, INT64_MAX},
+        {"pci_bus_id", JV_STRING, 0, 0, 63},
+        {NULL, 0, 0, 0, 0},
 };
 
-#define FACT_FIELDS                                                                \
-	{"hostname", JV_STRING, 0, 0, 255}, {"address", JV_STRING, 0, 1, 63},      \
-		{"agent_url", JV_STRING, 0, 0, 255},                               \
-		{"backend", JV_STRING, 0, 0, 31},                                  \
-		{"cpus", JV_INT, 0, 0, 1 << 20},                                   \
-		{"memory_bytes", JV_INT, 0, 0, INT64_MAX},                         \
-		{"driver_version", JV_STRING, 0, 0, 63},                           \
-		{"cuda_version", JV_STRING, 0, 0, 63},                             \
-		{"gpus", JV_ARRAY, 0, 0, 64}
+#define FACT_FIELDS                                                                                \
+	{"hostname", JV_STRING, 0, 0, 255}, {"address", JV_STRING, 0, 1, 63},                      \
+	        {"agent_url", JV_STRING, 0, 0, 255}, {"backend", JV_STRING, 0, 0, 31},             \
+	        {"cpus", JV_INT, 0, 0, 1 << 20}, {"memory_bytes", JV_INT, 0, 0, INT64_MAX},        \
+	        {"driver_version", JV_STRING, 0, 0, 63}, {"cuda_version", JV_STRING, 0, 0, 63},    \
+	{                                                                                          \
+		"gpus", JV_ARRAY, 0, 0, 64                                                         \
+	}
 
 static const struct jv_field register_fields[] = {
-	{"name", JV_STRING, 1, 1, 63}, FACT_FIELDS, {NULL, 0, 0, 0, 0},
+        {"name", JV_STRING, 1, 1, 63},
+        FACT_FIELDS,
+        {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field facts_fields[] = {
-	{"name", JV_STRING, 0, 1, 63}, FACT_FIELDS, {NULL, 0, 0, 0, 0},
+        {"name", JV_STRING, 0, 1, 63},
+        FACT_FIELDS,
+        {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field sync_fields[] = {
-	{"node_id", JV_INT, 1, 1, INT64_MAX}, {"generation", JV_INT, 0, 0, INT64_MAX},
-	{"wait_ms", JV_INT, 0, 0, 600000},    {"facts", JV_OBJECT, 0, 0, 0},
-	{"ranks", JV_ARRAY, 0, 0, 100000},    {NULL, 0, 0, 0, 0},
+        {"node_id", JV_INT, 1, 1, INT64_MAX}, {"generation", JV_INT, 0, 0, INT64_MAX},
+        {"wait_ms", JV_INT, 0, 0, 600000},    {"facts", JV_OBJECT, 0, 0, 0},
+        {"ranks", JV_ARRAY, 0, 0, 100000},    {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field report_fields[] = {
-	{"attempt_id", JV_INT, 1, 1, INT64_MAX}, {"rank", JV_INT, 1, 0, 1023},
-	{"state", JV_STRING, 1, 1, 31},          {"pid", JV_INT, 0, 0, INT32_MAX},
-	{"exit_code", JV_INT, 0, 0, 255},        {"signal", JV_INT, 0, 0, 128},
-	{"error", JV_STRING, 0, 0, 4096},        {NULL, 0, 0, 0, 0},
+        {"attempt_id", JV_INT, 1, 1, INT64_MAX}, {"rank", JV_INT, 1, 0, 1023},
+        {"state", JV_STRING, 1, 1, 31},          {"pid", JV_INT, 0, 0, INT32_MAX},
+        {"exit_code", JV_INT, 0, 0, 255},        {"signal", JV_INT, 0, 0, 128},
+        {"error", JV_STRING, 0, 0, 4096},        {NULL, 0, 0, 0, 0},
 };
 
-static int check_facts(const json_t *facts, const struct jv_field *fields, char *err,
-		       size_t errlen)
+static int check_facts(const json_t *facts, const struct jv_field *fields, char *err, size_t errlen)
 {
 	int rc = jv_check(facts, fields, err, errlen);
 	const json_t *gpus = json_object_get(facts, "gpus");
 	size_t i;
 	json_t *g;
-	json_array_foreach(gpus, i, g) {
+	json_array_foreach (gpus, i, g) {
 		if (rc)
 			break;
 		char inner[200];
@@ -115,8 +117,8 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 	if (rc) {
 		httpd_error(req, rc, "cannot persist the registration");
 	} else {
-		json_t *o = json_pack("{s:I,s:s}", "node_id", (json_int_t)n->id, "secret",
-				      n->secret);
+		json_t *o =
+		        json_pack("{s:I,s:s}", "node_id", (json_int_t)n->id, "secret", n->secret);
 		char *text = jv_dump(o);
 		httpd_json(req, 200, text);
 		free(text);
@@ -175,7 +177,7 @@ static int validate_sync(const json_t *body, char *err, size_t errlen)
 		rc = check_facts(facts, facts_fields, err, errlen);
 	size_t i;
 	json_t *r;
-	json_array_foreach(json_object_get(body, "ranks"), i, r) {
+	json_array_foreach (json_object_get(body, "ranks"), i, r) {
 		if (rc)
 			break;
 		char inner[200];

@@ -34,8 +34,8 @@ static int admin_ok(struct server *s, struct httpd_req *req)
 			return 1;
 	}
 	httpd_error(req, ERR_AUTH,
-		    "this call needs the admin token (Authorization: Bearer ...; see "
-		    "STATE_DIR/admin.token)");
+	            "this call needs the admin token (Authorization: Bearer ...; see "
+	            "STATE_DIR/admin.token)");
 	return 0;
 }
 
@@ -97,12 +97,13 @@ static void jobs_list(struct server *s, struct httpd_req *req)
 	req->route = "jobs_list";
 	const char *f = httpd_query(req, "state");
 	enum job_state dummy;
-	if (f && *f && strcmp(f, "all") && strcmp(f, "active") && strcmp(f, "done") &&
-	    job_state_parse(f, &dummy)) {
+	if (f && *f && strcmp(f, "all") != 0 && strcmp(f, "active") != 0 &&
+	    strcmp(f, "done") != 0 && job_state_parse(f, &dummy) != 0) {
 		char msg[256];
 		snprintf(msg, sizeof(msg),
-			 "query 'state': '%.40s' is not a job state (pending, scheduled, running, "
-			 "succeeded, failed, cancelled, lost, active, done, all)", f);
+		         "query 'state': '%.40s' is not a job state (pending, scheduled, running, "
+		         "succeeded, failed, cancelled, lost, active, done, all)",
+		         f);
 		httpd_error(req, ERR_INVALID, msg);
 		return;
 	}
@@ -148,7 +149,7 @@ struct log_source {
 };
 
 static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t offset,
-			   int64_t limit, struct log_source *src, char *err, size_t errlen)
+                           int64_t limit, struct log_source *src, char *err, size_t errlen)
 {
 	struct job *j = state_job(st, id);
 	if (!j) {
@@ -158,7 +159,7 @@ static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t o
 	snprintf(src->job_state, sizeof(src->job_state), "%s", job_state_name(j->state));
 	if (rank >= j->nodes) {
 		snprintf(err, errlen, "query 'rank': job %lld has ranks 0 to %d", (long long)id,
-			 j->nodes - 1);
+		         j->nodes - 1);
 		return ERR_INVALID;
 	}
 	if (!j->nattempts)
@@ -168,9 +169,9 @@ static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t o
 	struct node *n = state_node(st, k->node_id);
 	if (!n || !n->agent_url[0] || k->state == RANK_ASSIGNED)
 		return 0;
-	snprintf(src->url, sizeof(src->url), "%s/v1/logs?attempt=%lld&rank=%lld&offset=%lld&limit=%lld",
-		 n->agent_url, (long long)a->id, (long long)rank, (long long)offset,
-		 (long long)limit);
+	snprintf(src->url, sizeof(src->url),
+	         "%s/v1/logs?attempt=%lld&rank=%lld&offset=%lld&limit=%lld", n->agent_url,
+	         (long long)a->id, (long long)rank, (long long)offset, (long long)limit);
 	snprintf(src->secret, sizeof(src->secret), "%s", n->secret);
 	src->has_rank = 1;
 	return 0;
@@ -222,10 +223,10 @@ static void job_logs(struct server *s, struct httpd_req *req, int64_t id)
 	if (rc || status != 200) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the node's agent did not serve the log: %s",
-			 rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
+		         rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
 		httpd_error(req, status == 404 ? ERR_NOTFOUND : ERR_UPSTREAM, msg);
 	} else {
-		snprintf(next, sizeof(next), "%lld", (long long)(offset + (int64_t)req->out.len));
+		snprintf(next, sizeof(next), "%lld", (long long)offset + (long long)req->out.len);
 		httpd_add_header(req, "X-Anvil-Next-Offset", next);
 	}
 	httpc_free(c);
@@ -262,9 +263,9 @@ static void node_get(struct server *s, struct httpd_req *req, const char *name)
 }
 
 static const struct jv_field queue_fields[] = {
-	{"name", JV_STRING, 1, 1, 63},
-	{"priority", JV_INT, 0, -1000, 1000},
-	{NULL, 0, 0, 0, 0},
+        {"name", JV_STRING, 1, 1, 63},
+        {"priority", JV_INT, 0, -1000, 1000},
+        {NULL, 0, 0, 0, 0},
 };
 
 static void queues(struct server *s, struct httpd_req *req)
@@ -291,8 +292,9 @@ static void queues(struct server *s, struct httpd_req *req)
 	else {
 		json_t *arr = json_array();
 		for (int i = 0; i < st->nqueues; i++)
-			json_array_append_new(arr, json_pack("{s:s,s:i}", "name", st->queues[i].name,
-							     "priority", st->queues[i].priority));
+			json_array_append_new(arr,
+			                      json_pack("{s:s,s:i}", "name", st->queues[i].name,
+			                                "priority", st->queues[i].priority));
 		send_json(req, 200, json_pack("{s:o}", "queues", arr));
 	}
 	state_unlock(st);

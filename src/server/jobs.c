@@ -13,7 +13,6 @@
 #include "sched/place.h"
 #include "server/state.h"
 
-
 void state_mark_job(struct state *st, struct job *j);
 void state_index_job(struct state *st, struct job *j);
 void state_restore(struct state *st);
@@ -100,16 +99,11 @@ void state_restore(struct state *st)
 /* ---- submission ---- */
 
 static const struct jv_field job_fields[] = {
-	{"command", JV_STRINGS, 1, 1, 1024},
-	{"gpus", JV_INT, 0, 0, MODEL_MAX_GPUS},
-	{"nodes", JV_INT, 0, 1, 1024},
-	{"queue", JV_STRING, 0, 1, 63},
-	{"priority", JV_INT, 0, -1000, 1000},
-	{"name", JV_STRING, 0, 0, 128},
-	{"env", JV_STRING_MAP, 0, 0, 256},
-	{"cwd", JV_STRING, 0, 1, 4096},
-	{"grace_ms", JV_INT, 0, 0, 600000},
-	{NULL, 0, 0, 0, 0},
+        {"command", JV_STRINGS, 1, 1, 1024},  {"gpus", JV_INT, 0, 0, MODEL_MAX_GPUS},
+        {"nodes", JV_INT, 0, 1, 1024},        {"queue", JV_STRING, 0, 1, 63},
+        {"priority", JV_INT, 0, -1000, 1000}, {"name", JV_STRING, 0, 0, 128},
+        {"env", JV_STRING_MAP, 0, 0, 256},    {"cwd", JV_STRING, 0, 1, 4096},
+        {"grace_ms", JV_INT, 0, 0, 600000},   {NULL, 0, 0, 0, 0},
 };
 
 static int snapshot(struct state *st, struct place_node **out);
@@ -129,9 +123,10 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 	const json_t *env = json_object_get(body, "env");
 	const char *key;
 	json_t *v;
-	json_object_foreach((json_t *)env, key, v) {
+	json_object_foreach ((json_t *)env, key, v) {
 		if (!*key || strchr(key, '=')) {
-			snprintf(err, errlen, "field 'env': '%.64s' is not a valid variable name", key);
+			snprintf(err, errlen, "field 'env': '%.64s' is not a valid variable name",
+			         key);
 			return ERR_INVALID;
 		}
 	}
@@ -140,14 +135,13 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 	struct place_node *snap;
 	int n = snapshot(st, &snap);
 	struct place_request req = {.gpus = (int)jv_int(body, "gpus", 1),
-				    .nodes = (int)jv_int(body, "nodes", 1)};
+	                            .nodes = (int)jv_int(body, "nodes", 1)};
 	int rc = place_fits_ever(snap, n, &req, err, errlen);
 	free(snap);
 	return rc;
 }
 
-int state_submit(struct state *st, const json_t *body, struct job **out, char *err,
-		 size_t errlen)
+int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
 	int rc = jv_check(body, job_fields, err, errlen);
 	if (rc == 0)
@@ -175,7 +169,7 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	state_mark_job(st, j);
 	st->submitted_total++;
 	state_event(st, "job.submitted", j->id, 0, "job %lld submitted: %d node(s) x %d GPU(s)",
-		    (long long)j->id, j->nodes, j->gpus);
+	            (long long)j->id, j->nodes, j->gpus);
 	state_schedule(st);
 	*out = j;
 	return 0;
@@ -201,12 +195,12 @@ static int snapshot(struct state *st, struct place_node **out)
 static void pending_remove_at(struct state *st, int i)
 {
 	memmove(&st->pending[i], &st->pending[i + 1],
-		sizeof(*st->pending) * (size_t)(st->npending - i - 1));
+	        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
 	st->npending--;
 }
 
 static struct attempt *start_attempt(struct state *st, struct job *j, struct place_node *snap,
-				     const int *idx, const uint64_t *gpus)
+                                     const int *idx, const uint64_t *gpus)
 {
 	struct attempt *a = xcalloc(1, sizeof(*a));
 	a->id = st->nattempts + 1;
@@ -261,7 +255,8 @@ void state_schedule(struct state *st)
 			state_mark_job(st, j);
 			st->placed_total++;
 			state_event(st, "job.placed", j->id, a->ranks[0].node_id,
-				    "attempt %lld placed on %d node(s)", (long long)a->id, j->nodes);
+			            "attempt %lld placed on %d node(s)", (long long)a->id,
+			            j->nodes);
 			pending_remove_at(st, i);
 			continue;
 		}

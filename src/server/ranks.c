@@ -56,19 +56,25 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 			return;
 		lost |= k->state == RANK_LOST;
 		failed |= k->state == RANK_FAILED_START ||
-			  (k->state == RANK_EXITED && (k->exit_code || k->signal));
+		          (k->state == RANK_EXITED && (k->exit_code || k->signal));
 	}
 	enum job_state s = j->cancel_requested ? JOB_CANCELLED
-			   : lost		 ? JOB_LOST
-			   : failed		 ? JOB_FAILED
-						 : JOB_SUCCEEDED;
+	                   : lost              ? JOB_LOST
+	                   : failed            ? JOB_FAILED
+	                                       : JOB_SUCCEEDED;
 	a->state = s;
 	a->end_ms = wall_ms();
 	j->state = s;
 	j->end_ms = a->end_ms;
 	if (!j->has_exit) {
+		/* Cancelled ranks still have a real status (143 after SIGTERM). */
 		j->has_exit = 1;
 		j->exit_code = 0;
+		for (int r = 0; r < a->nranks && !j->exit_code; r++) {
+			const struct rank *k = &a->ranks[r];
+			if (k->state == RANK_EXITED)
+				j->exit_code = k->signal ? 128 + k->signal : k->exit_code;
+		}
 	}
 	if (s == JOB_SUCCEEDED)
 		snprintf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
@@ -81,7 +87,7 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 			break;
 		}
 	state_event(st, "job.finished", j->id, 0, "job %lld %s exit_code=%d", (long long)j->id,
-		    job_state_name(s), j->exit_code);
+	            job_state_name(s), j->exit_code);
 	st->need_schedule = 1;
 }
 
@@ -95,14 +101,14 @@ static void rank_ended(struct state *st, struct job *j, struct attempt *a, struc
 	if (bad && !j->has_exit && !j->cancel_requested) {
 		j->has_exit = 1;
 		j->exit_code = k->state == RANK_EXITED
-				       ? (k->signal ? 128 + k->signal : k->exit_code)
-				       : (k->state == RANK_FAILED_START ? 127 : 1);
+		                       ? (k->signal ? 128 + k->signal : k->exit_code)
+		                       : (k->state == RANK_FAILED_START ? 127 : 1);
 		snprintf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
-			 n ? n->name : "?",
-			 k->state == RANK_LOST		? "was lost with its node"
-			 : k->state == RANK_FAILED_START ? "failed to start"
-			 : k->signal			? "was killed by a signal"
-							: "exited non-zero");
+		         n ? n->name : "?",
+		         k->state == RANK_LOST           ? "was lost with its node"
+		         : k->state == RANK_FAILED_START ? "failed to start"
+		         : k->signal                     ? "was killed by a signal"
+		                                         : "exited non-zero");
 	}
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
@@ -124,7 +130,7 @@ int state_cancel(struct state *st, struct job *j)
 		for (int i = 0; i < st->npending; i++)
 			if (st->pending[i] == j) {
 				memmove(&st->pending[i], &st->pending[i + 1],
-					sizeof(*st->pending) * (size_t)(st->npending - i - 1));
+				        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
 				st->npending--;
 				break;
 			}
@@ -188,7 +194,7 @@ static int was_reported(const json_t *ranks, int64_t attempt_id, int rank)
 {
 	size_t x;
 	json_t *rep;
-	json_array_foreach(ranks, x, rep) {
+	json_array_foreach (ranks, x, rep) {
 		if (jv_int(rep, "attempt_id", 0) == attempt_id && jv_int(rep, "rank", -1) == rank)
 			return 1;
 	}
@@ -196,7 +202,7 @@ static int was_reported(const json_t *ranks, int64_t attempt_id, int rank)
 }
 
 static void reap_unreported(struct state *st, struct node *n, const json_t *ranks,
-			    int64_t agent_gen)
+                            int64_t agent_gen)
 {
 	/* Downward: finishing an attempt swaps the last active one into its
 	 * slot, and that one has been visited already. */
@@ -220,12 +226,13 @@ void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_
 {
 	size_t i;
 	json_t *rep;
-	json_array_foreach(ranks, i, rep) apply_report(st, n, rep);
+	json_array_foreach (ranks, i, rep)
+		apply_report(st, n, rep);
 	reap_unreported(st, n, ranks, agent_gen);
 	if (n->state == NODE_LOST) {
 		/* Back from the dead: ready once it runs nothing we do not want. */
 		int stale = 0;
-		json_array_foreach(ranks, i, rep) {
+		json_array_foreach (ranks, i, rep) {
 			const char *s = jv_str(rep, "state", "");
 			stale |= strcmp(s, "running") == 0 || strcmp(s, "starting") == 0;
 		}
@@ -254,7 +261,7 @@ static void add_env(json_t *env, const char *k, const char *fmt, long long v)
 }
 
 static json_t *rank_env(struct state *st, const struct job *j, const struct attempt *a,
-			const struct rank *k, const struct node *n)
+                        const struct rank *k, const struct node *n)
 {
 	json_t *env = json_deep_copy(j->env);
 	char cuda[4 * MODEL_MAX_GPUS + 1] = "";
@@ -297,17 +304,17 @@ json_t *state_desired(struct state *st, struct node *n)
 			if (k->node_id != n->id || rank_state_final(k->state))
 				continue;
 			json_array_append_new(
-				ranks, json_pack("{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id",
-						 (json_int_t)a->id, "job_id", (json_int_t)j->id,
-						 "rank", k->rank, "command", j->command, "cwd",
-						 j->cwd ? json_string(j->cwd) : json_null(), "gpus",
-						 state_gpu_list(k->gpus), "grace_ms",
-						 (json_int_t)j->grace_ms, "env",
-						 rank_env(st, j, a, k, n)));
+			        ranks, json_pack("{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id",
+			                         (json_int_t)a->id, "job_id", (json_int_t)j->id,
+			                         "rank", k->rank, "command", j->command, "cwd",
+			                         j->cwd ? json_string(j->cwd) : json_null(), "gpus",
+			                         state_gpu_list(k->gpus), "grace_ms",
+			                         (json_int_t)j->grace_ms, "env",
+			                         rank_env(st, j, a, k, n)));
 		}
 	}
 	return json_pack("{s:I,s:I,s:o}", "generation", (json_int_t)n->generation,
-			 "node_timeout_ms", (json_int_t)st->node_timeout_ms, "ranks", ranks);
+	                 "node_timeout_ms", (json_int_t)st->node_timeout_ms, "ranks", ranks);
 }
 
 /* ---- silent nodes ---- */
@@ -318,7 +325,7 @@ static void node_lost(struct state *st, struct node *n)
 	n->dirty = 1;
 	st->nodes_dirty = 1;
 	state_event(st, "node.lost", 0, n->id, "node %s silent for over %lld ms", n->name,
-		    (long long)st->node_timeout_ms);
+	            (long long)st->node_timeout_ms);
 	log_warn("node lost node=%s timeout_ms=%lld", n->name, (long long)st->node_timeout_ms);
 	for (int i = st->nactive - 1; i >= 0; i--) {
 		struct attempt *a = st->active[i];
@@ -351,13 +358,13 @@ void state_check_nodes(struct state *st, int64_t now)
 
 void state_node_facts(struct state *st, struct node *n, const json_t *f)
 {
-#define SETS(field, key)                                                           \
-	do {                                                                       \
-		const char *v_ = jv_str(f, key, NULL);                             \
-		if (v_) {                                                          \
-			free(n->field);                                            \
-			n->field = xstrdup(v_);                                    \
-		}                                                                  \
+#define SETS(field, key)                                                                           \
+	do {                                                                                       \
+		const char *v_ = jv_str(f, key, NULL);                                             \
+		if (v_) {                                                                          \
+			free(n->field);                                                            \
+			n->field = xstrdup(v_);                                                    \
+		}                                                                                  \
 	} while (0)
 	SETS(hostname, "hostname");
 	SETS(address, "address");

@@ -42,18 +42,18 @@ static void on_signal(int sig)
 }
 
 static const char usage[] =
-	"usage: anvil server [options]\n"
-	"\n"
-	"Runs the control plane: the API, the state database and the scheduler.\n"
-	"\n"
-	"  --state-dir DIR      database and tokens (default $ANVIL_HOME/server)\n"
-	"  --listen ADDR:PORT   where the API listens (default 127.0.0.1:7070; port 0 = any)\n"
-	"  --node-timeout DUR   a node silent this long is lost (default 30s; 1s..1h)\n"
-	"  --threads N          HTTP worker threads (default 4; 1..64)\n"
-	"  --full-sync          fsync every commit (survives power loss, slower)\n"
-	"  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
-	"  --log-level LEVEL    error, warn, info or debug (default info)\n"
-	"  --check-config       validate the options and exit\n";
+        "usage: anvil server [options]\n"
+        "\n"
+        "Runs the control plane: the API, the state database and the scheduler.\n"
+        "\n"
+        "  --state-dir DIR      database and tokens (default $ANVIL_HOME/server)\n"
+        "  --listen ADDR:PORT   where the API listens (default 127.0.0.1:7070; port 0 = any)\n"
+        "  --node-timeout DUR   a node silent this long is lost (default 30s; 1s..1h)\n"
+        "  --threads N          HTTP worker threads (default 4; 1..64)\n"
+        "  --full-sync          fsync every commit (survives power loss, slower)\n"
+        "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
+        "  --log-level LEVEL    error, warn, info or debug (default info)\n"
+        "  --check-config       validate the options and exit\n";
 
 int server_default_home(char *out, size_t n);
 int server_default_home(char *out, size_t n)
@@ -63,7 +63,7 @@ int server_default_home(char *out, size_t n)
 		return snprintf(out, n, "%s", h) >= (int)n ? ERR_TOOBIG : 0;
 	const char *home = getenv("HOME");
 	return snprintf(out, n, "%s/.anvil", home && *home ? home : "/root") >= (int)n ? ERR_TOOBIG
-										       : 0;
+	                                                                               : 0;
 }
 
 static int parse_listen(const char *v, struct server_config *c)
@@ -208,8 +208,11 @@ static int open_all(struct server *s, const struct server_config *c)
 		return rc;
 	s->state.wake = agentproto_wake;
 	s->max_wait_ms = c->node_timeout_ms / 2;
-	struct httpd_config hc = {.bind = c->bind, .port = c->port, .threads = c->threads,
-				  .handler = server_handle, .ctx = s};
+	struct httpd_config hc = {.bind = c->bind,
+	                          .port = c->port,
+	                          .threads = c->threads,
+	                          .handler = server_handle,
+	                          .ctx = s};
 	rc = httpd_start(&hc, &s->http);
 	if (rc)
 		return rc;
@@ -278,26 +281,28 @@ void server_metrics(struct server *s, struct buf *out)
 	gauge(out, "anvil_jobs", "Jobs by state.");
 	for (int i = 0; i < JOB_NSTATES; i++)
 		buf_printf(out, "anvil_jobs{state=\"%s\"} %llu\n", job_state_name(i),
-			   (unsigned long long)jobs[i]);
+		           (unsigned long long)jobs[i]);
 	gauge(out, "anvil_nodes", "Nodes by state.");
 	for (int i = 0; i < NODE_NSTATES; i++)
 		buf_printf(out, "anvil_nodes{state=\"%s\"} %llu\n", node_state_name(i),
-			   (unsigned long long)nodes[i]);
+		           (unsigned long long)nodes[i]);
 	gauge(out, "anvil_gpus_total", "GPUs registered in the cluster.");
 	buf_printf(out, "anvil_gpus_total %lld\n", (long long)gtotal);
 	gauge(out, "anvil_gpus_allocated", "GPUs held by running attempts.");
 	buf_printf(out, "anvil_gpus_allocated %lld\n", (long long)gused);
-	buf_printf(out, "# HELP anvil_jobs_submitted_total Jobs accepted.\n"
-			"# TYPE anvil_jobs_submitted_total counter\n"
-			"anvil_jobs_submitted_total %llu\n",
-		   (unsigned long long)st->submitted_total);
-	buf_printf(out, "# HELP anvil_sched_passes_total Scheduling passes.\n"
-			"# TYPE anvil_sched_passes_total counter\n"
-			"anvil_sched_passes_total %llu\n"
-			"# HELP anvil_sched_seconds_total Time spent scheduling.\n"
-			"# TYPE anvil_sched_seconds_total counter\n"
-			"anvil_sched_seconds_total %.6f\n",
-		   (unsigned long long)st->sched_passes, st->sched_seconds);
+	buf_printf(out,
+	           "# HELP anvil_jobs_submitted_total Jobs accepted.\n"
+	           "# TYPE anvil_jobs_submitted_total counter\n"
+	           "anvil_jobs_submitted_total %llu\n",
+	           (unsigned long long)st->submitted_total);
+	buf_printf(out,
+	           "# HELP anvil_sched_passes_total Scheduling passes.\n"
+	           "# TYPE anvil_sched_passes_total counter\n"
+	           "anvil_sched_passes_total %llu\n"
+	           "# HELP anvil_sched_seconds_total Time spent scheduling.\n"
+	           "# TYPE anvil_sched_seconds_total counter\n"
+	           "anvil_sched_seconds_total %.6f\n",
+	           (unsigned long long)st->sched_passes, st->sched_seconds);
 	state_unlock(st);
 	httpd_metrics(s->http, "anvil", out);
 }

@@ -10,7 +10,6 @@
 #include "base/mem.h"
 #include "base/util.h"
 
-
 void state_lock(struct state *st)
 {
 	pthread_mutex_lock(&st->mu);
@@ -71,7 +70,7 @@ int state_put_queue(struct state *st, const char *name, int priority)
 }
 
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
-		 const char *fmt, ...)
+                 const char *fmt, ...)
 {
 	XGROW(st->events, st->nevents, st->capevents);
 	struct event *e = &st->events[st->nevents++];
@@ -178,7 +177,8 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	int rc = store_open(db_path, full_sync, &st->store);
 	if (rc)
 		return rc;
-	struct store_loader l = {.ctx = st, .queue = load_queue, .node = load_node, .job = load_job};
+	struct store_loader l = {
+	        .ctx = st, .queue = load_queue, .node = load_node, .job = load_job};
 	rc = store_load(st->store, &l);
 	if (rc)
 		return rc;
@@ -186,7 +186,7 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 		rc = state_put_queue(st, "default", 0);
 	state_restore(st);
 	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
-		 (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
+	         (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
 	return rc ? rc : state_flush(st);
 }
 
@@ -235,11 +235,11 @@ static json_t *rank_json(struct state *st, const struct rank *r)
 {
 	struct node *n = state_node(st, r->node_id);
 	int final = r->state == RANK_EXITED;
-	json_t *o = json_pack("{s:i,s:I,s:s,s:o,s:s,s:o,s:o,s:o}", "rank", r->rank, "node_id",
-			      (json_int_t)r->node_id, "node", n ? n->name : "?", "gpus",
-			      gpu_list(r->gpus), "state", rank_state_name(r->state), "pid",
-			      opt_int(r->pid > 0, r->pid), "exit_code", opt_int(final, r->exit_code),
-			      "signal", opt_int(final && r->signal, r->signal));
+	json_t *o = json_pack(
+	        "{s:i,s:I,s:s,s:o,s:s,s:o,s:o,s:o}", "rank", r->rank, "node_id",
+	        (json_int_t)r->node_id, "node", n ? n->name : "?", "gpus", gpu_list(r->gpus),
+	        "state", rank_state_name(r->state), "pid", opt_int(r->pid > 0, r->pid), "exit_code",
+	        opt_int(final, r->exit_code), "signal", opt_int(final && r->signal, r->signal));
 	if (r->error[0])
 		json_object_set_new(o, "error", json_string(r->error));
 	return o;
@@ -250,38 +250,47 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	json_t *ranks = json_array();
 	for (int i = 0; i < a->nranks; i++)
 		json_array_append_new(ranks, rank_json(st, &a->ranks[i]));
-	return json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
-			 "number", a->number, "state", job_state_name(a->state), "ending",
-			 a->ending, "master_addr", a->master_addr, "master_port", a->master_port,
-			 "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
-			 opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
+	return json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id, "number",
+	                 a->number, "state", job_state_name(a->state), "ending", a->ending,
+	                 "master_addr", a->master_addr, "master_port", a->master_port,
+	                 "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
+	                 opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
 }
 
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 {
 	json_t *o = json_pack(
-		"{s:I,s:s,s:s,s:i,s:s,s:i,s:i,s:O,s:O,s:o,s:I,s:I,s:o,s:o,s:o,s:s,s:b}", "id",
-		(json_int_t)j->id, "name", j->name, "queue", j->queue, "priority", j->priority,
-		"state", job_state_name(j->state), "gpus", j->gpus, "nodes", j->nodes, "command",
-		j->command, "env", j->env, "cwd", j->cwd ? json_string(j->cwd) : json_null(),
-		"grace_ms", (json_int_t)j->grace_ms, "submit_time_ms", (json_int_t)j->submit_ms,
-		"start_time_ms", opt_int(j->start_ms > 0, j->start_ms), "end_time_ms",
-		opt_int(j->end_ms > 0, j->end_ms), "exit_code", opt_int(j->has_exit, j->exit_code),
-		"reason", j->reason, "cancel_requested", j->cancel_requested);
+	        "{s:I,s:s,s:s,s:i,s:s,s:i,s:i,s:O,s:O,s:o,s:I,s:I,s:o,s:o,s:o,s:s,s:b}", "id",
+	        (json_int_t)j->id, "name", j->name, "queue", j->queue, "priority", j->priority,
+	        "state", job_state_name(j->state), "gpus", j->gpus, "nodes", j->nodes, "command",
+	        j->command, "env", j->env, "cwd", j->cwd ? json_string(j->cwd) : json_null(),
+	        "grace_ms", (json_int_t)j->grace_ms, "submit_time_ms", (json_int_t)j->submit_ms,
+	        "start_time_ms", opt_int(j->start_ms > 0, j->start_ms), "end_time_ms",
+	        opt_int(j->end_ms > 0, j->end_ms), "exit_code", opt_int(j->has_exit, j->exit_code),
+	        "reason", j->reason, "cancel_requested", j->cancel_requested);
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)
 			json_array_append_new(arr, attempt_json(st, j->attempts[i]));
 		json_object_set_new(o, "attempts", arr);
 	} else if (j->nattempts) {
-		/* Listings show where the current attempt runs. */
+		/* Listings show where the current attempt runs: "node-1:0,1". */
 		const struct attempt *a = j->attempts[j->nattempts - 1];
-		json_t *nodes = json_array();
+		json_t *where = json_array();
 		for (int i = 0; i < a->nranks; i++) {
 			struct node *n = state_node(st, a->ranks[i].node_id);
-			json_array_append_new(nodes, json_string(n ? n->name : "?"));
+			char text[96 + 4 * MODEL_MAX_GPUS];
+			int len = snprintf(text, sizeof(text), "%s", n ? n->name : "?");
+			for (int g = 0, first = 1; g < MODEL_MAX_GPUS; g++) {
+				if (!(a->ranks[i].gpus & (1ull << g)))
+					continue;
+				len += snprintf(text + len, sizeof(text) - (size_t)len, "%s%d",
+				                first ? ":" : ",", g);
+				first = 0;
+			}
+			json_array_append_new(where, json_string(text));
 		}
-		json_object_set_new(o, "node_names", nodes);
+		json_object_set_new(o, "placement", where);
 	}
 	return o;
 }
@@ -303,17 +312,18 @@ json_t *state_node_json(struct state *st, const struct node *n)
 	json_t *gpus = json_array();
 	for (int i = 0; i < n->ngpus; i++) {
 		const struct gpu_slot *g = &n->gpus[i];
-		int64_t owner = (n->gpus_used & (1ull << g->index)) ? gpu_owner(st, n, g->index) : 0;
+		int64_t owner =
+		        (n->gpus_used & (1ull << g->index)) ? gpu_owner(st, n, g->index) : 0;
 		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:o}", "index", g->index,
-						      "uuid", g->uuid, "model", g->model,
-						      "memory_bytes", (json_int_t)g->memory_bytes,
-						      "job_id", opt_int(owner > 0, owner)));
+		                                      "uuid", g->uuid, "model", g->model,
+		                                      "memory_bytes", (json_int_t)g->memory_bytes,
+		                                      "job_id", opt_int(owner > 0, owner)));
 	}
 	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:i,s:i,s:o}", "id",
-			 (json_int_t)n->id, "name", n->name, "hostname", n->hostname, "address",
-			 n->address, "agent_url", n->agent_url, "state", node_state_name(n->state),
-			 "cpus", n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "backend",
-			 n->backend, "last_seen_ms_ago", (json_int_t)(now_ms() - n->last_seen_ms),
-			 "gpus_total", n->ngpus, "gpus_allocated",
-			 __builtin_popcountll(n->gpus_used), "gpus", gpus);
+	                 (json_int_t)n->id, "name", n->name, "hostname", n->hostname, "address",
+	                 n->address, "agent_url", n->agent_url, "state", node_state_name(n->state),
+	                 "cpus", n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "backend",
+	                 n->backend, "last_seen_ms_ago", (json_int_t)(now_ms() - n->last_seen_ms),
+	                 "gpus_total", n->ngpus, "gpus_allocated",
+	                 __builtin_popcountll(n->gpus_used), "gpus", gpus);
 }

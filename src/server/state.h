@@ -87,8 +87,7 @@ int state_put_queue(struct state *st, const char *name, int priority);
 
 /* Validates and enqueues a job from a request body. On failure returns a
  * code and a message naming the field; on success *out is the new job. */
-int state_submit(struct state *st, const json_t *body, struct job **out, char *err,
-		 size_t errlen);
+int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen);
 int state_cancel(struct state *st, struct job *j);
 /* Places pending jobs while they fit. */
 void state_schedule(struct state *st);
@@ -103,7 +102,7 @@ json_t *state_desired(struct state *st, struct node *n);
 void state_check_nodes(struct state *st, int64_t now);
 
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
-		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts);
 json_t *state_node_json(struct state *st, const struct node *n);

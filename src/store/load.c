@@ -1,8 +1,8 @@
 /* load.c - rebuilding the in-memory records from the database at start-up. */
 #include <errno.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -64,7 +64,7 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *s;
 	if (sqlite3_prepare_v2(db, "SELECT id, name, secret, state, generation, facts FROM nodes",
-			       -1, &s, NULL))
+	                       -1, &s, NULL))
 		return -EIO;
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		struct node *n = xcalloc(1, sizeof(*n));
@@ -154,15 +154,16 @@ static int load_jobs(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *js, *as;
 	if (sqlite3_prepare_v2(db,
-			       "SELECT id, name, queue, priority, gpus, nodes, command, env, cwd, "
-			       "grace_ms, state, submit_ms, start_ms, end_ms, exit_code, "
-			       "cancel_requested, reason FROM jobs ORDER BY id",
-			       -1, &js, NULL))
+	                       "SELECT id, name, queue, priority, gpus, nodes, command, env, cwd, "
+	                       "grace_ms, state, submit_ms, start_ms, end_ms, exit_code, "
+	                       "cancel_requested, reason FROM jobs ORDER BY id",
+	                       -1, &js, NULL))
 		return -EIO;
-	if (sqlite3_prepare_v2(db,
-			       "SELECT id, job_id, number, state, ending, master_addr, master_port, "
-			       "start_ms, end_ms, ranks FROM attempts ORDER BY job_id, number",
-			       -1, &as, NULL)) {
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT id, job_id, number, state, ending, master_addr, master_port, "
+	            "start_ms, end_ms, ranks FROM attempts ORDER BY job_id, number",
+	            -1, &as, NULL)) {
 		sqlite3_finalize(js);
 		return -EIO;
 	}
@@ -172,8 +173,9 @@ static int load_jobs(sqlite3 *db, const struct store_loader *l)
 		struct job *j = job_row(js);
 		while (ar == SQLITE_ROW && sqlite3_column_int64(as, 1) <= j->id) {
 			if (sqlite3_column_int64(as, 1) == j->id) {
-				j->attempts = xrealloc(j->attempts, sizeof(*j->attempts) *
-									(size_t)(j->nattempts + 1));
+				j->attempts =
+				        xrealloc(j->attempts,
+				                 sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
 				j->attempts[j->nattempts++] = attempt_row(as);
 			}
 			ar = sqlite3_step(as);

@@ -5,10 +5,10 @@
 
 #include "base/err.h"
 
-static const char *job_names[JOB_NSTATES] = {"pending",   "scheduled", "running", "succeeded",
-					     "failed",    "cancelled", "lost"};
-static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited",
-					       "failed_to_start", "lost"};
+static const char *job_names[JOB_NSTATES] = {"pending", "scheduled", "running", "succeeded",
+                                             "failed",  "cancelled", "lost"};
+static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited", "failed_to_start",
+                                               "lost"};
 static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned"};
 
 static int parse(const char *const *names, int n, const char *s, int *out)

@@ -37,9 +37,9 @@ enum job_state {
 enum rank_state {
 	RANK_ASSIGNED, /* placed; the agent has not reported it yet */
 	RANK_RUNNING,
-	RANK_EXITED,   /* final: exit_code/signal valid */
+	RANK_EXITED, /* final: exit_code/signal valid */
 	RANK_FAILED_START,
-	RANK_LOST,     /* final: its node stopped answering */
+	RANK_LOST, /* final: its node stopped answering */
 	RANK_NSTATES
 };
 
@@ -76,7 +76,7 @@ struct job {
 	char *name;
 	char *queue;
 	int priority;
-	int gpus;  /* per node */
+	int gpus; /* per node */
 	int nodes;
 	json_t *command; /* array of strings */
 	json_t *env;     /* object of strings */

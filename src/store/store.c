@@ -28,48 +28,48 @@ enum {
 };
 
 static const char *sql_text[ST_N] = {
-	[ST_BEGIN] = "BEGIN IMMEDIATE",
-	[ST_COMMIT] = "COMMIT",
-	[ST_ROLLBACK] = "ROLLBACK",
-	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
-	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2) "
-			"ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-	[ST_QUEUE_PUT] = "INSERT INTO queues(name, priority) VALUES (?1, ?2) "
-			 "ON CONFLICT(name) DO UPDATE SET priority = excluded.priority",
-	[ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts) "
-			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
-		       "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
-		       "exit_code, cancel_requested, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-		       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-	[ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
-			   "master_addr, master_port, start_ms, end_ms, ranks) VALUES "
-			   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-	[ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
-			 "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
+        [ST_BEGIN] = "BEGIN IMMEDIATE",
+        [ST_COMMIT] = "COMMIT",
+        [ST_ROLLBACK] = "ROLLBACK",
+        [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+        [ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [ST_QUEUE_PUT] = "INSERT INTO queues(name, priority) VALUES (?1, ?2) "
+                         "ON CONFLICT(name) DO UPDATE SET priority = excluded.priority",
+        [ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
+                       "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
+                       "exit_code, cancel_requested, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
+                           "master_addr, master_port, start_ms, end_ms, ranks) VALUES "
+                           "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
+                         "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
 };
 
 static const char schema[] =
-	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, priority INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS nodes(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
-	" secret TEXT NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL,"
-	" facts TEXT NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-	" queue TEXT NOT NULL, priority INTEGER NOT NULL, gpus INTEGER NOT NULL,"
-	" nodes INTEGER NOT NULL, command TEXT NOT NULL, env TEXT NOT NULL, cwd TEXT,"
-	" grace_ms INTEGER NOT NULL, state TEXT NOT NULL, submit_ms INTEGER NOT NULL,"
-	" start_ms INTEGER, end_ms INTEGER, exit_code INTEGER,"
-	" cancel_requested INTEGER NOT NULL, reason TEXT NOT NULL);"
-	"CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
-	"CREATE TABLE IF NOT EXISTS attempts(id INTEGER PRIMARY KEY,"
-	" job_id INTEGER NOT NULL REFERENCES jobs(id), number INTEGER NOT NULL,"
-	" state TEXT NOT NULL, ending INTEGER NOT NULL, master_addr TEXT NOT NULL,"
-	" master_port INTEGER NOT NULL, start_ms INTEGER, end_ms INTEGER, ranks TEXT NOT NULL);"
-	"CREATE INDEX IF NOT EXISTS attempts_job ON attempts(job_id);"
-	"CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT,"
-	" time_ms INTEGER NOT NULL, kind TEXT NOT NULL, job_id INTEGER, node_id INTEGER,"
-	" message TEXT NOT NULL);";
+        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, priority INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS nodes(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+        " secret TEXT NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL,"
+        " facts TEXT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " queue TEXT NOT NULL, priority INTEGER NOT NULL, gpus INTEGER NOT NULL,"
+        " nodes INTEGER NOT NULL, command TEXT NOT NULL, env TEXT NOT NULL, cwd TEXT,"
+        " grace_ms INTEGER NOT NULL, state TEXT NOT NULL, submit_ms INTEGER NOT NULL,"
+        " start_ms INTEGER, end_ms INTEGER, exit_code INTEGER,"
+        " cancel_requested INTEGER NOT NULL, reason TEXT NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
+        "CREATE TABLE IF NOT EXISTS attempts(id INTEGER PRIMARY KEY,"
+        " job_id INTEGER NOT NULL REFERENCES jobs(id), number INTEGER NOT NULL,"
+        " state TEXT NOT NULL, ending INTEGER NOT NULL, master_addr TEXT NOT NULL,"
+        " master_port INTEGER NOT NULL, start_ms INTEGER, end_ms INTEGER, ranks TEXT NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS attempts_job ON attempts(job_id);"
+        "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " time_ms INTEGER NOT NULL, kind TEXT NOT NULL, job_id INTEGER, node_id INTEGER,"
+        " message TEXT NOT NULL);";
 
 struct store {
 	sqlite3 *db;
@@ -102,19 +102,21 @@ int store_open(const char *path, int full_sync, struct store **out)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	int rc = 0;
-	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-						   SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+	if (sqlite3_open_v2(path, &st->db,
+	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+	                    NULL) != SQLITE_OK) {
 		rc = fail(st, "open");
 		goto out;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
 	if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL")) ||
-	    (rc = exec_sql(st, full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")) ||
+	    (rc = exec_sql(st,
+	                   full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")) ||
 	    (rc = exec_sql(st, "PRAGMA foreign_keys=ON")) || (rc = exec_sql(st, schema)))
 		goto out;
 	for (int i = 0; i < ST_N; i++) {
 		if (sqlite3_prepare_v3(st->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
-				       &st->st[i], NULL) != SQLITE_OK) {
+		                       &st->st[i], NULL) != SQLITE_OK) {
 			rc = fail(st, "prepare");
 			goto out;
 		}
@@ -201,13 +203,13 @@ static json_t *node_facts(const struct node *n)
 {
 	json_t *gpus = json_array();
 	for (int i = 0; i < n->ngpus; i++)
-		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I}", "index", n->gpus[i].index,
-						      "uuid", n->gpus[i].uuid, "model",
-						      n->gpus[i].model, "memory_bytes",
-						      (json_int_t)n->gpus[i].memory_bytes));
+		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I}", "index",
+		                                      n->gpus[i].index, "uuid", n->gpus[i].uuid,
+		                                      "model", n->gpus[i].model, "memory_bytes",
+		                                      (json_int_t)n->gpus[i].memory_bytes));
 	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:o}", "hostname", n->hostname, "address",
-			 n->address, "agent_url", n->agent_url, "backend", n->backend, "cpus",
-			 n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "gpus", gpus);
+	                 n->address, "agent_url", n->agent_url, "backend", n->backend, "cpus",
+	                 n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "gpus", gpus);
 }
 
 int store_put_node(struct store *st, const struct node *n)
@@ -240,11 +242,11 @@ static char *ranks_text(const struct attempt *a)
 	for (int i = 0; i < a->nranks; i++) {
 		const struct rank *r = &a->ranks[i];
 		json_array_append_new(arr, json_pack("{s:i,s:I,s:I,s:s,s:i,s:i,s:i,s:s}", "rank",
-						     r->rank, "node_id", (json_int_t)r->node_id,
-						     "gpus", (json_int_t)r->gpus, "state",
-						     rank_state_name(r->state), "pid", r->pid,
-						     "exit_code", r->exit_code, "signal", r->signal,
-						     "error", r->error));
+		                                     r->rank, "node_id", (json_int_t)r->node_id,
+		                                     "gpus", (json_int_t)r->gpus, "state",
+		                                     rank_state_name(r->state), "pid", r->pid,
+		                                     "exit_code", r->exit_code, "signal", r->signal,
+		                                     "error", r->error));
 	}
 	char *text = jv_dump(arr);
 	json_decref(arr);
@@ -306,7 +308,7 @@ int store_put_job(struct store *st, const struct job *j)
 }
 
 int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
-		    const char *message)
+                    const char *message)
 {
 	sqlite3_stmt *s = st->st[ST_EVENT_ADD];
 	sqlite3_bind_text(s, 1, kind, -1, SQLITE_STATIC);

@@ -34,7 +34,7 @@ int store_put_queue(struct store *st, const char *name, int priority);
 int store_put_node(struct store *st, const struct node *n);
 int store_put_job(struct store *st, const struct job *j); /* with its attempts */
 int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
-		    const char *message);
+                    const char *message);
 
 struct store_loader {
 	void *ctx;

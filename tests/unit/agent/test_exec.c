@@ -38,8 +38,12 @@ static void teardown(struct exec *e)
 static void start(struct exec *e, int64_t attempt, const char *script, const char *const *env)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	struct exec_spec s = {.attempt_id = attempt, .rank = 0, .job_id = attempt * 10,
-			      .argv = argv, .env = env, .grace_ms = 2000};
+	struct exec_spec s = {.attempt_id = attempt,
+	                      .rank = 0,
+	                      .job_id = attempt * 10,
+	                      .argv = argv,
+	                      .env = env,
+	                      .grace_ms = 2000};
 	CHECK_INT(exec_start(e, &s), 0);
 }
 
@@ -54,7 +58,7 @@ static struct exec_status wait_final(struct exec *e, int64_t attempt, int64_t ti
 			return st;
 		if (now_ms() > end)
 			FAIL_AT("attempt %lld still running after %lld ms", (long long)attempt,
-				(long long)timeout_ms);
+			        (long long)timeout_ms);
 		sleep_ms(5);
 	}
 }
@@ -99,8 +103,10 @@ TEST(exit_status_and_log)
 	CHECK_CONTAINS(log, "hello\n");
 	CHECK_CONTAINS(log, "oops\n");
 	free(log);
-	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 1, .rank = 0,
-			     .argv = (const char *const[]){"true", NULL}}), -EEXIST);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 1,
+	                                            .rank = 0,
+	                                            .argv = (const char *const[]){"true", NULL}}),
+	          -EEXIST);
 	CHECK_INT(exec_running(e), 0);
 	CHECK_INT(exec_started_total(e), 1);
 	teardown(e);
@@ -110,9 +116,10 @@ TEST(env_and_cwd)
 {
 	struct exec *e = setup();
 	const char *env[] = {"FOO=bar baz", "CUDA_VISIBLE_DEVICES=0,1", NULL};
-	start(e, 2, "echo \"foo=$FOO cvd=$CUDA_VISIBLE_DEVICES out=$ANVIL_OUTPUT_DIR\"; "
-		    "echo \"log=$ANVIL_LOG_FILE\"; echo \"pwd=$(pwd)\"; "
-		    "echo \"secret=${ANVIL_TEST_SECRET:-unset}\"",
+	start(e, 2,
+	      "echo \"foo=$FOO cvd=$CUDA_VISIBLE_DEVICES out=$ANVIL_OUTPUT_DIR\"; "
+	      "echo \"log=$ANVIL_LOG_FILE\"; echo \"pwd=$(pwd)\"; "
+	      "echo \"secret=${ANVIL_TEST_SECRET:-unset}\"",
 	      env);
 	setenv("ANVIL_TEST_SECRET", "leak", 1); /* set after start: must not matter */
 	struct exec_status st = wait_final(e, 2, 5000);
@@ -176,10 +183,10 @@ TEST(stop_kills_process_tree)
 	snprintf(pidfile, sizeof(pidfile), "%s/pids", work);
 	/* Children, a grandchild, and one that leaves the group with setsid. */
 	snprintf(script, sizeof(script),
-		 "sleep 100 & echo $! >> %s; sleep 100 & echo $! >> %s; "
-		 "sh -c 'sleep 100 & echo $! >> %s; wait' & "
-		 "setsid sleep 100 & echo $! >> %s; wait",
-		 pidfile, pidfile, pidfile, pidfile);
+	         "sleep 100 & echo $! >> %s; sleep 100 & echo $! >> %s; "
+	         "sh -c 'sleep 100 & echo $! >> %s; wait' & "
+	         "setsid sleep 100 & echo $! >> %s; wait",
+	         pidfile, pidfile, pidfile, pidfile);
 	start(e, 4, script, NULL);
 	pid_t pids[4];
 	read_pids(pidfile, pids, 4);
@@ -229,8 +236,10 @@ TEST(exec_failure_is_127_with_message)
 	const char *a3[] = {"true", NULL};
 	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 6, .argv = a1}), 0);
 	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 7, .argv = a2}), 0);
-	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 8, .argv = a3,
-			     .cwd = "/nonexistent-dir"}), 0);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 8,
+	                                            .argv = a3,
+	                                            .cwd = "/nonexistent-dir"}),
+	          0);
 	CHECK_INT(wait_final(e, 6, 5000).exit_code, 127);
 	CHECK_INT(wait_final(e, 7, 5000).exit_code, 127);
 	CHECK_INT(wait_final(e, 8, 5000).exit_code, 127);
@@ -293,8 +302,10 @@ TEST(stop_all_with_cap)
 	struct exec *e = setup();
 	const char *argv[] = {"sh", "-c", "trap '' TERM; sleep 100", NULL};
 	for (int i = 0; i < 3; i++)
-		CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 20 + i, .argv = argv,
-				     .grace_ms = 600000}), 0);
+		CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 20 + i,
+		                                            .argv = argv,
+		                                            .grace_ms = 600000}),
+		          0);
 	CHECK_INT(exec_running(e), 3);
 	sleep_ms(50);
 	exec_stop_all(e, 100);

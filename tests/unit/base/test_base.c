@@ -1,5 +1,5 @@
-#include <jansson.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 
 #include "../test.h"
@@ -29,11 +29,8 @@ TEST(err_table_maps_codes)
 }
 
 static const struct jv_field fields[] = {
-	{"command", JV_STRINGS, 1, 1, 4},
-	{"gpus", JV_INT, 0, 0, 64},
-	{"name", JV_STRING, 0, 0, 8},
-	{"env", JV_STRING_MAP, 0, 0, 2},
-	{NULL, 0, 0, 0, 0},
+        {"command", JV_STRINGS, 1, 1, 4}, {"gpus", JV_INT, 0, 0, 64}, {"name", JV_STRING, 0, 0, 8},
+        {"env", JV_STRING_MAP, 0, 0, 2},  {NULL, 0, 0, 0, 0},
 };
 
 static const char *check(const char *text)
@@ -57,7 +54,8 @@ TEST(jv_accepts_valid_body)
 
 TEST(jv_names_field_value_and_reason)
 {
-	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":-3}"), "field 'gpus': -3 is below the minimum 0");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":-3}"),
+	               "field 'gpus': -3 is below the minimum 0");
 	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":65}"), "above the maximum 64");
 	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpus\":\"2\"}"), "is not an integer");
 	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"gpu\":1}"), "field 'gpu': unknown field");

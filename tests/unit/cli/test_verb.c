@@ -32,7 +32,8 @@ TEST(jobs_table)
 {
 	char text[4096];
 	snprintf(text, sizeof(text),
-	         "[%s, {\"id\": 12, \"name\": \"\", \"queue\": \"high\", \"state\": \"pending\","
+	         "[%s, {\"id\": 12, \"placement\": [\"node-1:0,1\", \"node-2:0,1\"], \"name\": "
+	         "\"\", \"queue\": \"high\", \"state\": \"pending\","
 	         " \"gpus\": 8, \"nodes\": 16, \"command\": [\"sleep\", \"1\"],"
 	         " \"submit_time_ms\": 1790000060000, \"start_time_ms\": null,"
 	         " \"exit_code\": null, \"reason\": \"waiting for 16 nodes with 8 free GPUs\"}]",
@@ -42,12 +43,13 @@ TEST(jobs_table)
 	buf_init(&out);
 	verb_jobs_render(jobs, 1790000125000, &out);
 	CHECK_STR(out.data,
-	          "ID  NAME   STATE    QUEUE    NODES  GPUS/NODE  AGE    RUNTIME  EXIT  "
-	          "COMMAND                                REASON\n"
-	          " 7  train  running  default      2          4  2m05s  2m02s       -  "
-	          "python3 train.py --msg 'it'\\''s here'  -\n"
-	          "12  -      pending  high        16          8  1m05s  -           -  "
-	          "sleep 1                                waiting for 16 nodes with 8 free GPUs\n");
+	          "ID  NAME   STATE    WHERE                  QUEUE    NODES  GPUS/NODE  AGE    "
+	          "RUNTIME  EXIT  COMMAND                                REASON\n"
+	          " 7  train  running  -                      default      2          4  2m05s  "
+	          "2m02s       -  python3 train.py --msg 'it'\\''s here'  -\n"
+	          "12  -      pending  node-1:0,1 node-2:0,1  high        16          8  1m05s  "
+	          "-           -  sleep 1                                waiting for 16 nodes with "
+	          "8 free GPUs\n");
 	buf_reset(&out);
 	json_t *empty = json_array();
 	verb_jobs_render(empty, 0, &out);

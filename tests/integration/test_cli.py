@@ -1,0 +1,138 @@
+"""The CLI end to end against real daemons: run --wait exit codes and
+streamed output, jobs/show/logs/nodes with tables and --json, --help on
+every verb, server discovery (flags, environment, client file), metrics,
+and two `anvil up --port 0` clusters side by side."""
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from harness import ANVIL, cluster, run_tests, wait_for
+
+VERBS = ["run", "jobs", "show", "logs", "cancel", "nodes"]
+
+
+def test_run_wait_streams_and_exits_with_the_job_code():
+    with cluster(agents=2, gpus=2, name="cliwait") as c:
+        p = c.cli("run", "--gpus", "1", "--wait", "--", "sh", "-c", "echo hello-from-rank; exit 9")
+        assert p.returncode == 9, (p.returncode, p.stdout, p.stderr)
+        assert "hello-from-rank" in p.stdout, p.stdout
+        p = c.cli("run", "--wait", "--nodes", "2", "--gpus", "2", "--", "sh", "-c",
+                  "echo rank=$NODE_RANK world=$WORLD_SIZE")
+        assert p.returncode == 0, p.stderr
+        assert "rank=0 world=4" in p.stdout, p.stdout
+        p = c.cli("run", "--wait", "--", "sh", "-c", "kill -9 $$")
+        assert p.returncode == 137, (p.returncode, p.stderr)
+
+
+def test_listings_tables_and_json():
+    with cluster(agents=2, gpus=2, name="clilist") as c:
+        p = c.cli("run", "--name", "lister", "--gpus", "2", "--priority", "3", "--env", "FOO=bar",
+                  "--", "sh", "-c", "echo $FOO; echo to-stderr >&2", check=True)
+        jid = int(re.search(r"(\d+)", p.stdout + p.stderr).group(1))
+        c.wait_job(jid)
+        jobs = c.cli("jobs", check=True).stdout
+        assert "lister" in jobs and "succeeded" in jobs and "ID" in jobs, jobs
+        js = json.loads(c.cli("jobs", "--json", check=True).stdout)
+        assert js["jobs"][0]["id"] == jid and js["jobs"][0]["priority"] == 3
+        show = c.cli("show", str(jid), check=True).stdout
+        assert "lister" in show and "succeeded" in show, show
+        sj = json.loads(c.cli("show", "--json", str(jid), check=True).stdout)
+        assert sj["job"]["env"] == {"FOO": "bar"}
+        logs = c.cli("logs", str(jid), check=True).stdout
+        assert "bar" in logs and "to-stderr" in logs, logs
+        nodes = c.cli("nodes", check=True).stdout
+        assert "node-1" in nodes and "node-2" in nodes and "ready" in nodes, nodes
+        nj = json.loads(c.cli("nodes", "--json", check=True).stdout)
+        assert sorted(n["name"] for n in nj["nodes"]) == ["node-1", "node-2"]
+        assert all(n["gpus_total"] == 2 and n["backend"] == "sim" for n in nj["nodes"])
+        for verb in VERBS:
+            h = c.cli(verb, "--help")
+            assert h.returncode == 0 and "usage" in h.stdout.lower(), (verb, h.stdout, h.stderr)
+
+
+def test_logs_follow_until_the_job_ends():
+    with cluster(agents=1, gpus=1, name="clifollow") as c:
+        j = c.submit(["sh", "-c", "for i in 1 2 3; do echo line-$i; sleep 0.3; done"], gpus=1)
+        p = c.cli("logs", "-f", str(j["id"]), check=True, timeout=30)
+        assert p.stdout.split() == ["line-1", "line-2", "line-3"], p.stdout
+
+
+def test_server_discovery_order():
+    with cluster(agents=1, gpus=1, name="clidisc") as c:
+        # the client file alone
+        assert c.cli("jobs").returncode == 0
+        # environment beats the file: a wrong server from the environment fails
+        p = c.cli("jobs", env={"ANVIL_SERVER": "http://127.0.0.1:9"})
+        assert p.returncode == 3 and "ANVIL_SERVER" in p.stderr, p.stderr
+        # flags beat the environment
+        p = c.cli("--server", c.url, "jobs", env={"ANVIL_SERVER": "http://127.0.0.1:9"})
+        assert p.returncode == 0, p.stderr
+        p = c.cli("jobs", "--token", "wrong")
+        assert p.returncode == 1 and "token" in p.stderr.lower(), p.stderr
+        # no home, no flags: explains how to configure
+        p = c.cli("jobs", env={"ANVIL_HOME": os.path.join(c.dir, "empty")})
+        assert p.returncode == 3 and "ANVIL_SERVER" in p.stderr, p.stderr
+
+
+def test_metrics_and_health():
+    with cluster(agents=1, gpus=2, name="metrics") as c:
+        j = c.submit(["true"], gpus=1)
+        c.wait_job(j["id"])
+        text = urllib.request.urlopen(c.url + "/metrics").read().decode()
+        for needle in ['anvil_jobs{state="succeeded"} 1', "anvil_gpus_total 2",
+                       "anvil_gpus_allocated 0", 'anvil_nodes{state="ready"} 1',
+                       'anvil_http_requests_total{route="jobs_submit"} 1',
+                       'anvil_http_request_duration_seconds_bucket{route="jobs_submit",le="+Inf"} 1']:
+            assert needle in text, needle
+        agent_url = c.nodes()[0]["agent_url"]
+        assert "anvil_agent" in urllib.request.urlopen(agent_url + "/metrics").read().decode()
+        assert json.loads(urllib.request.urlopen(agent_url + "/healthz").read())["status"] == "ok"
+
+
+def start_up(home):
+    env = dict(os.environ, ANVIL_HOME=home)
+    p = subprocess.Popen([ANVIL, "up", "--port", "0", "--agents", "2", "--gpus-per-agent", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    lines = []
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        lines.append(line)
+        if "anvil up: ready" in line:
+            return p
+        if not line and p.poll() is not None:
+            break
+    p.kill()
+    raise AssertionError("anvil up did not get ready:\n" + "".join(lines))
+
+
+def test_two_up_clusters_side_by_side():
+    homes = [tempfile.mkdtemp(prefix="anvil-up-%d-" % i) for i in range(2)]
+    ups = []
+    try:
+        for h in homes:
+            ups.append(start_up(h))
+        urls = set()
+        for h in homes:
+            env = dict(os.environ, ANVIL_HOME=h)
+            r = subprocess.run([ANVIL, "run", "--wait", "--", "sh", "-c", "echo $ANVIL_JOB_ID"],
+                               capture_output=True, text=True, env=env, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.strip() == "1", r.stdout
+            urls.add(json.load(open(os.path.join(h, "client.json")))["server"])
+        assert len(urls) == 2, urls
+    finally:
+        for p in ups:
+            p.send_signal(signal.SIGINT)
+        for p in ups:
+            assert p.wait(30) == 0, "anvil up must exit 0 on Ctrl-C"
+
+
+run_tests([test_run_wait_streams_and_exits_with_the_job_code, test_listings_tables_and_json,
+           test_logs_follow_until_the_job_ends, test_server_discovery_order,
+           test_metrics_and_health, test_two_up_clusters_side_by_side])
