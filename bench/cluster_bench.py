@@ -599,7 +599,11 @@ def print_table(rows, facts):
     w = max(len(r["metric"]) for r in rows)
     print()
     print(f"host: {facts['hostname']}  nproc {facts['nproc']}  {facts['date']}  "
-          f"reps {facts['reps']}  jobs {facts['jobs']}  latency samples {facts['latency_jobs']}")
+          f"load {'/'.join(facts['loadavg_before'])} -> {'/'.join(facts['loadavg_after'])}  "
+          f"took {facts['wall_s']} s")
+    print(f"jobs: {facts['job']}; anvil: {facts['anvil_cluster']}; slurm: {facts['slurm_cluster']}")
+    print(f"latency: {facts['latency_jobs']} jobs at {facts['latency_rate_per_s']}/s (Poisson); "
+          f"throughput: {facts['jobs']} jobs, {facts['threads']} submitters; reps {facts['reps']}")
     print(f"{'metric':<{w}}  {'anvil':>9}  {'slurm':>9}  {'ratio':>8}")
     print(f"{'-' * w}  {'-' * 9}  {'-' * 9}  {'-' * 8}")
     for r in rows:
@@ -675,6 +679,7 @@ def main():
     with open("/proc/loadavg") as f:
         facts["loadavg_before"] = f.read().split()[:3]
 
+    t_begin = time.monotonic()
     listener = StartListener()
     results = {"facts": facts}
     with tempfile.TemporaryDirectory(prefix="anvil-bench-") as work:
@@ -713,6 +718,9 @@ def main():
         finally:
             listener.close()
 
+    with open("/proc/loadavg") as f:
+        facts["loadavg_after"] = f.read().split()[:3]
+    facts["wall_s"] = round(time.monotonic() - t_begin, 1)
     rows = build_table(results)
     results["table"] = rows
     print_table(rows, facts)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "cli/cli.h"
 
 int verb_connect(struct verb_ctx *v)
@@ -138,4 +139,23 @@ int verb_run_exit(const json_t *job)
 	if (code <= 0)
 		return CLI_EXIT_FAILED;
 	return code > 255 ? 255 : (int)code;
+}
+
+int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_render_fn render)
+{
+	json_t *resp = NULL;
+	int ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	if (cliargs_flag(&v->args, "json")) {
+		verb_print_json(resp);
+	} else {
+		struct buf out;
+		buf_init(&out);
+		render(json_object_get(resp, key), wall_ms(), &out);
+		fputs(out.data, stdout);
+		buf_cleanup(&out);
+	}
+	json_decref(resp);
+	return CLI_EXIT_OK;
 }

@@ -83,6 +83,12 @@ int verb_logs_stream(struct verb_ctx *v, int64_t job, int64_t rank, int follow, 
  * now_ms is the wall clock in epoch milliseconds. */
 void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out);
 void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
-void verb_nodes_render(const json_t *nodes, struct buf *out);
+void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out);
+
+/* Renders a listing or an object for people. */
+typedef void (*verb_render_fn)(const json_t *v, int64_t now_ms, struct buf *out);
+/* GETs path and prints the answer: its JSON with --json, else render() of
+ * the answer's member `key`. Returns the verb's exit status. */
+int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_render_fn render);
 
 #endif

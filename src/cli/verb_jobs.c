@@ -112,22 +112,9 @@ static int jobs_fn(struct verb_ctx *v)
 	}
 	if (limit->set)
 		buf_printf(&path, "%climit=%lld", state ? '&' : '?', (long long)limit->num);
-	json_t *resp = NULL;
-	ret = cliconn_call(&v->conn, "GET", path.data, NULL, &resp);
+	ret = verb_get_print(v, path.data, "jobs", verb_jobs_render);
 	buf_cleanup(&path);
-	if (ret != CLI_EXIT_OK)
-		return ret;
-	if (cliargs_flag(&v->args, "json")) {
-		verb_print_json(resp);
-	} else {
-		struct buf out;
-		buf_init(&out);
-		verb_jobs_render(json_object_get(resp, "jobs"), wall_ms(), &out);
-		fputs(out.data, stdout);
-		buf_cleanup(&out);
-	}
-	json_decref(resp);
-	return CLI_EXIT_OK;
+	return ret;
 }
 
 const struct verb verb_jobs = {

@@ -42,8 +42,9 @@ static void add_row(struct clitable *t, const json_t *node)
 	buf_cleanup(&model);
 }
 
-void verb_nodes_render(const json_t *nodes, struct buf *out)
+void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out)
 {
+	(void)now_ms; /* the server reports how long ago each node synced */
 	if (json_array_size(nodes) == 0) {
 		buf_adds(out, "no nodes\n");
 		return;
@@ -68,21 +69,9 @@ static const struct cliargs_opt opts[] = {
 static int nodes_fn(struct verb_ctx *v)
 {
 	int ret = verb_connect(v);
-	json_t *resp = NULL;
-	if (ret != CLI_EXIT_OK ||
-	    (ret = cliconn_call(&v->conn, "GET", "/v1/nodes", NULL, &resp)) != CLI_EXIT_OK)
+	if (ret != CLI_EXIT_OK)
 		return ret;
-	if (cliargs_flag(&v->args, "json")) {
-		verb_print_json(resp);
-	} else {
-		struct buf out;
-		buf_init(&out);
-		verb_nodes_render(json_object_get(resp, "nodes"), &out);
-		fputs(out.data, stdout);
-		buf_cleanup(&out);
-	}
-	json_decref(resp);
-	return CLI_EXIT_OK;
+	return verb_get_print(v, "/v1/nodes", "nodes", verb_nodes_render);
 }
 
 const struct verb verb_nodes = {

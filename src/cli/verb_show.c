@@ -155,21 +155,7 @@ static int show_fn(struct verb_ctx *v)
 		return ret;
 	char path[64];
 	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
-	json_t *resp = NULL;
-	ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
-	if (ret != CLI_EXIT_OK)
-		return ret;
-	if (cliargs_flag(&v->args, "json")) {
-		verb_print_json(resp);
-	} else {
-		struct buf out;
-		buf_init(&out);
-		verb_show_render(json_object_get(resp, "job"), wall_ms(), &out);
-		fputs(out.data, stdout);
-		buf_cleanup(&out);
-	}
-	json_decref(resp);
-	return CLI_EXIT_OK;
+	return verb_get_print(v, path, "job", verb_show_render);
 }
 
 const struct verb verb_show = {

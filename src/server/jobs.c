@@ -13,21 +13,6 @@
 #include "sched/place.h"
 #include "server/state.h"
 
-void state_mark_job(struct state *st, struct job *j);
-void state_index_job(struct state *st, struct job *j);
-void state_restore(struct state *st);
-
-static void bump(struct state *st, struct node *n)
-{
-	if (!n)
-		return;
-	n->generation++;
-	n->dirty = 1;
-	st->nodes_dirty = 1;
-	if (st->wake)
-		st->wake(st, n);
-}
-
 /* ---- ordering and indexes ---- */
 
 static int queue_priority(struct state *st, const struct job *j)
@@ -229,7 +214,7 @@ static struct attempt *start_attempt(struct state *st, struct job *j, struct pla
 	j->attempts[j->nattempts++] = a;
 	active_add(st, a);
 	for (int r = 0; r < j->nodes; r++)
-		bump(st, st->nodes[idx[r]]);
+		state_bump(st, st->nodes[idx[r]]);
 	return a;
 }
 

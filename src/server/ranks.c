@@ -11,20 +11,6 @@
 #include "base/util.h"
 #include "server/state.h"
 
-void state_mark_job(struct state *st, struct job *j);
-json_t *state_gpu_list(uint64_t mask);
-
-static void bump(struct state *st, struct node *n)
-{
-	if (!n)
-		return;
-	n->generation++;
-	n->dirty = 1;
-	st->nodes_dirty = 1;
-	if (st->wake)
-		st->wake(st, n);
-}
-
 static struct attempt *attempt_by_id(struct state *st, int64_t id)
 {
 	return id >= 1 && id <= st->nattempts ? st->attempts[id - 1] : NULL;
@@ -42,7 +28,7 @@ static void attempt_end(struct state *st, struct attempt *a)
 		if (rank_state_final(k->state))
 			continue;
 		struct node *n = state_node(st, k->node_id);
-		bump(st, n);
+		state_bump(st, n);
 		k->stop_gen = n ? n->generation : 0;
 	}
 }
@@ -337,7 +323,7 @@ static void node_lost(struct state *st, struct node *n)
 			rank_ended(st, state_job(st, a->job_id), a, k);
 		}
 	}
-	bump(st, n);
+	state_bump(st, n);
 }
 
 void state_check_nodes(struct state *st, int64_t now)

@@ -84,7 +84,6 @@ void state_event(struct state *st, const char *kind, int64_t job_id, int64_t nod
 	va_end(ap);
 }
 
-void state_mark_job(struct state *st, struct job *j);
 void state_mark_job(struct state *st, struct job *j)
 {
 	if (j->dirty)
@@ -128,6 +127,17 @@ int state_flush(struct state *st)
 	return 0;
 }
 
+void state_bump(struct state *st, struct node *n)
+{
+	if (!n)
+		return;
+	n->generation++;
+	n->dirty = 1;
+	st->nodes_dirty = 1;
+	if (st->wake)
+		st->wake(st, n);
+}
+
 /* ---- loading ---- */
 
 static void load_queue(void *ctx, const char *name, int priority)
@@ -148,8 +158,6 @@ static void load_node(void *ctx, struct node *n)
 	st->nodes[st->nnodes++] = n;
 }
 
-void state_index_job(struct state *st, struct job *j);
-
 static void load_job(void *ctx, struct job *j)
 {
 	struct state *st = ctx;
@@ -166,8 +174,6 @@ static void load_job(void *ctx, struct job *j)
 		st->attempts[st->nattempts++] = a;
 	}
 }
-
-void state_restore(struct state *st);
 
 int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
 {
@@ -220,7 +226,6 @@ static json_t *gpu_list(uint64_t mask)
 	return a;
 }
 
-json_t *state_gpu_list(uint64_t mask);
 json_t *state_gpu_list(uint64_t mask)
 {
 	return gpu_list(mask);

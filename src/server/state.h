@@ -104,6 +104,13 @@ void state_check_nodes(struct state *st, int64_t now);
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Internal to the server's state files (state.c, jobs.c, ranks.c). */
+void state_mark_job(struct state *st, struct job *j); /* dirty: flush writes it */
+void state_bump(struct state *st, struct node *n);    /* its desired set changed */
+void state_index_job(struct state *st, struct job *j);
+void state_restore(struct state *st); /* rebuild indexes after loading */
+json_t *state_gpu_list(uint64_t mask);
+
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts);
 json_t *state_node_json(struct state *st, const struct node *n);
 
