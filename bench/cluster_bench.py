@@ -13,12 +13,13 @@ What it does (details and the reasoning in docs/benchmarks.md):
   * Slurm: bench/slurm.sh configures munged + slurmctld + slurmd for this one host in a private
     directory (16 CPU slots, so 16 one-CPU jobs run at once) and starts them; jobs go through
     one `sbatch` process per job, and (Slurm's best case) one `sbatch --array=1-N`.
-  * Every job is the same trivial bash script whose first action is
-    `echo "KEY $EPOCHREALTIME" >/dev/tcp/127.0.0.1/PORT`: the job itself stamps the moment its
-    process got control and reports it to this script's listener. Both systems run on this host,
-    so job and client share one clock.
-  * latency: --latency-jobs sequential submits on an idle cluster, each waiting until its job
-    has started; submit-to-running = job's stamp - client clock just before the submit call.
+  * Every job is the same trivial program, bench/stamp.c built static: its first action reads
+    the wall clock and reports "KEY STAMP" to this script's listener over loopback TCP (anvil
+    runs it directly; Slurm's batch script has it as its #! interpreter). Both systems run on
+    this host, so job and client share one clock. --job bash uses bash + $EPOCHREALTIME.
+  * latency: --latency-jobs submitted one at a time at random (Poisson, --latency-rate per
+    second) moments on an otherwise idle cluster; submit-to-running = the job's stamp - the
+    client clock just before the submit call.
   * throughput: --jobs submitted as fast as --threads submitters can, then wait until the system
     reports every job finished; throughput = jobs / (all reported finished - first submit).
 
@@ -202,6 +203,7 @@ class Anvil:
         self.job = job
         self.gpus_per_job = gpus_per_job
         self.proc = None
+        self.failures = []
         self.out_lines = []
         self.server = None
         self.token = None
@@ -300,7 +302,23 @@ class Anvil:
         for j in jobs:
             if j["id"] in want:
                 counts[j["state"]] = counts.get(j["state"], 0) + 1
+                if j["state"] != "succeeded" and len(self.failures) < 20:
+                    self.failures.append(self.explain(j["id"]))
         return t_done, counts
+
+    def explain(self, job_id):
+        """A failed job's state, reason, exit code and log tail (for the JSON and the log)."""
+        j = self.request("GET", f"/v1/jobs/{job_id}")["job"]
+        out = {k: j.get(k) for k in ("id", "name", "state", "reason", "exit_code")}
+        try:
+            c = self._conn()
+            c.request("GET", f"/v1/jobs/{job_id}/logs?limit=2000",
+                      headers={"Authorization": f"Bearer {self.token}"})
+            out["log"] = c.getresponse().read().decode(errors="replace")[-500:]
+        except (http.client.HTTPException, OSError) as e:
+            out["log"] = f"(no log: {e})"
+        log(f"anvil: job {job_id} did not succeed: {out}")
+        return out
 
     def breakdown(self, trace):
         """Where the submit-to-running time goes, from the server's own timestamps (ms
@@ -701,6 +719,7 @@ def main():
                                            submit=a.submit_cli)
                     variants = [("cli_latency", cli_latency), ("cli_burst", cli_burst)]
                 results["anvil"] = run_system(a, listener, args, args.reps, variants)
+                results["anvil"]["failed_jobs"] = a.failures
             if not args.skip_slurm:
                 s = Slurm(work, job, args.agents * args.gpus_per_agent, args.slurm_proctrack)
                 variants = []
@@ -732,4 +751,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        sys.exit(f"cluster_bench: interrupted ({e or 'Ctrl-C'}); everything it started is stopped")

@@ -448,6 +448,13 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 {
 	if (find(e, spec->attempt_id, spec->rank, NULL))
 		return -EEXIST;
+	/* Its log outlives a forgotten rank: a rank that has run here once is
+	 * never run again, whatever a stale desired set may still list. */
+	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank);
+	int ran = access(log, F_OK) == 0;
+	free(log);
+	if (ran)
+		return -EALREADY;
 	struct rank *r = rank_add(e, spec->attempt_id, spec->rank);
 	r->job_id = spec->job_id;
 	r->grace_ms = spec->grace_ms;

@@ -70,7 +70,8 @@ void exec_free(struct exec *e);
 int exec_uses_cgroups(const struct exec *e);
 
 /* Starts a rank: 0 when it runs, or when it could not start (then it is
- * FAILED with the reason); -EEXIST when the executor knows it already. */
+ * FAILED with the reason); -EEXIST when the executor knows it already;
+ * -EALREADY when it ran here before (its log exists): ranks never rerun. */
 int exec_start(struct exec *e, const struct exec_spec *spec);
 /* SIGTERM now, SIGKILL after the rank's grace (at most cap_ms if cap_ms is
  * >= 0). 0, or ERR_NOTFOUND. A rank that is not RUNNING is left alone. */

@@ -51,7 +51,6 @@ struct syncer {
 	uint64_t facts_version;
 	int64_t generation;
 	uint64_t sent;    /* seq of the latest request sent */
-	uint64_t applied; /* seq of the latest answer applied */
 	int dirty;        /* local state changed since the latest request */
 	int closing;      /* syncer_flush: apply nothing */
 	int64_t next_try; /* monotonic ms */
@@ -115,6 +114,7 @@ void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
 {
 	s->node_id = node_id;
 	snprintf(s->secret, sizeof(s->secret), "%s", secret);
+	s->generation = 0; /* a new registration may start a new count */
 	s->auth_failed = 0;
 }
 
@@ -375,9 +375,13 @@ static void answered(struct syncer *s, struct call *c)
 		s->facts = NULL;
 	}
 	recovered(s);
-	if (c->seq > s->applied && !s->closing) {
-		s->applied = c->seq;
-		s->generation = jv_int(o, "generation", 0);
+	/* Answers on the two connections may arrive out of order, and an
+	 * answer is the desired set as of its generation: apply only answers
+	 * at least as new as the last one applied. Request order is no guide:
+	 * a superseded poll can be answered after a newer request was. */
+	int64_t gen = jv_int(o, "generation", 0);
+	if (gen >= s->generation && !s->closing) {
+		s->generation = gen;
 		reconcile(s, json_object_get(o, "ranks"));
 	}
 out:
