@@ -1,0 +1,223 @@
+/* sched.h - the scheduler: a snapshot of the cluster in, decisions out.
+ *
+ * Pure: no I/O, no clock, no globals. The caller (server/state.c) builds a
+ * struct sched_snapshot from its records, calls sched_cycle(), and applies
+ * the decisions: start these placements, stop (preempt) these attempts, and
+ * record why every other pending job waits. Same snapshot in, same decisions
+ * out (deterministic: ties break on ids, never on addresses or hashes).
+ *
+ * Strings are interned by the caller into small integer ids (queues, teams,
+ * GPU models, pools, node labels, topology domains); id 0 means "none/any".
+ *
+ * Policy, in the order a cycle applies it:
+ *   1. Order: pending jobs by queue priority, then team fair share (recent
+ *      decayed GPU-hours divided by team weight, lowest first), then job
+ *      priority plus aging (priority grows with time waited, so nothing
+ *      starves), then submission time, then id.
+ *   2. Admission and placement are one decision: a job is admitted only if
+ *      a concrete node+GPU assignment exists for all of it now AND its
+ *      team's quota in the queue allows it (nominal quota, or borrowing of
+ *      idle quota when the queue allows borrowing). A job that fits its
+ *      quota but no node never blocks the queue: the next job is tried.
+ *   3. Placement: single-node jobs best fit (the node with the fewest free
+ *      GPUs left over), so whole nodes stay free for gangs; a gang goes to
+ *      the smallest topology domain (switch, then rack, then block, then the
+ *      cluster) that has enough fitting nodes, best fit among domains, with
+ *      ranks ordered so that neighbours share the closest domain. Within a
+ *      node, GPUs come from one NVLink/NUMA group when one can hold them.
+ *      Constraints: GPU model, minimum GPU memory, pool, label selectors.
+ *      Unschedulable nodes and unhealthy GPUs are never used.
+ *   4. Backfill: the first job in order that cannot start gets a
+ *      reservation (the nodes and time at which running jobs' time limits
+ *      free enough GPUs); later jobs start only if they do not delay it
+ *      (they end before the reservation, or use no reserved GPU). Jobs with
+ *      no time limit get their queue's default.
+ *   5. Preemption: a job that cannot start may stop running attempts that
+ *      are (a) of lower priority in the same or a lower-priority queue, or
+ *      (b) borrowed quota that its own team's nominal quota needs back. It
+ *      happens only if stopping the chosen victims makes the job fit, and
+ *      victims are chosen to lose the least work (time since their last
+ *      checkpoint; checkpointing attempts first). Hysteresis: a team only
+ *      reclaims while it is below its nominal quota, and a borrower never
+ *      preempts to borrow, so two teams cannot preempt each other in a loop.
+ *
+ * Memory: struct sched owns reusable scratch space sized to the snapshot;
+ * a cycle allocates only when the snapshot grows. Results stay valid until
+ * the next sched_cycle() or sched_free(). One thread at a time.
+ */
+#ifndef ANVIL_SCHED_H
+#define ANVIL_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCHED_MAX_GPUS 64      /* per node: GPU sets are 64-bit masks */
+#define SCHED_MAX_LABELS 8     /* per node */
+#define SCHED_MAX_SELECTORS 4  /* per job */
+#define SCHED_MAX_NVLINK 8     /* GPU groups per node */
+#define SCHED_MAX_RANKS 1024   /* nodes per job */
+
+struct sched_node {
+	int64_t id;
+	uint32_t block, rack, sw; /* topology domains (interned; 0 = unlabelled) */
+	uint32_t pool;            /* 0 = the default pool */
+	uint32_t gpu_model;       /* interned model name */
+	uint64_t gpu_mem_mib;     /* memory of each GPU */
+	uint64_t gpus_all;        /* GPUs present */
+	uint64_t gpus_healthy;    /* subset of gpus_all that may be assigned */
+	uint64_t gpus_free;       /* healthy and not held by a running attempt */
+	uint64_t nvlink[SCHED_MAX_NVLINK]; /* GPU groups sharing NVLink/NUMA */
+	int nnvlink;
+	uint32_t labels[SCHED_MAX_LABELS]; /* interned "key=value" */
+	int nlabels;
+	int schedulable; /* ready: not cordoned, draining, lost */
+};
+
+struct sched_queue {
+	uint32_t id;
+	int priority;  /* higher first */
+	int weight;    /* share between queues of equal priority (>= 1) */
+	int borrowing; /* teams in it may use other teams' idle quota */
+	int64_t default_time_limit_ms;
+};
+
+/* A team's nominal GPUs in a queue. A team without an entry for a queue has
+ * a nominal quota of 0 there (it can only borrow); a queue without any quota
+ * entry is unlimited. */
+struct sched_quota {
+	uint32_t queue;
+	uint32_t team;
+	int nominal_gpus;
+};
+
+struct sched_team {
+	uint32_t id;
+	int weight;          /* >= 1 */
+	double usage;        /* decayed GPU-hours, computed by the caller */
+};
+
+struct sched_job {
+	int64_t id;
+	uint32_t queue, team;
+	int priority;
+	int64_t submit_ms;
+	int gpus;  /* per node */
+	int nodes; /* 1..SCHED_MAX_RANKS */
+	int64_t time_limit_ms; /* 0: the queue's default */
+	uint32_t gpu_model;    /* 0: any */
+	uint64_t min_gpu_mem_mib;
+	uint32_t pool;         /* 0: any pool */
+	uint32_t selectors[SCHED_MAX_SELECTORS]; /* labels every node must carry */
+	int nselectors;
+	int checkpointing;
+};
+
+struct sched_rank_hold {
+	int node;      /* index into snapshot nodes */
+	uint64_t gpus; /* mask held on that node */
+};
+
+struct sched_running {
+	int64_t attempt_id, job_id;
+	uint32_t queue, team;
+	int priority;
+	int64_t start_ms;
+	int64_t end_by_ms;          /* start + time limit */
+	int64_t last_checkpoint_ms; /* 0: never (loses all since start) */
+	int checkpointing;
+	int borrowed;   /* admitted beyond its team's nominal quota */
+	int stopping;   /* already being stopped: its GPUs free up soon */
+	int nranks;
+	const struct sched_rank_hold *ranks;
+};
+
+struct sched_config {
+	int64_t aging_ms;        /* one priority point per this much waiting (0: no aging) */
+	int backfill;            /* 1: reserve for the first blocked job and backfill */
+	int preemption;          /* 1: allowed */
+	int max_reservations;    /* blocked jobs that get a reservation (>= 1) */
+};
+
+struct sched_snapshot {
+	int64_t now_ms;
+	struct sched_config config;
+	const struct sched_node *nodes;
+	int nnodes;
+	const struct sched_queue *queues;
+	int nqueues;
+	const struct sched_quota *quotas;
+	int nquotas;
+	const struct sched_team *teams;
+	int nteams;
+	const struct sched_running *running;
+	int nrunning;
+	const struct sched_job *pending;
+	int npending;
+};
+
+/* Why a job did not start in this cycle. */
+enum sched_reason {
+	SCHED_WAIT_NONE,       /* placed */
+	SCHED_WAIT_RESOURCES,  /* no assignment exists now; a = fitting nodes, b = needed */
+	SCHED_WAIT_TOPOLOGY,   /* enough nodes, but no domain holds the gang; a = largest, b = needed */
+	SCHED_WAIT_QUOTA,      /* team quota in the queue is used up; a = used, b = nominal */
+	SCHED_WAIT_RESERVED,   /* would delay a reserved higher job; a = that job's id */
+	SCHED_WAIT_PREEMPTING, /* victims are being stopped for it */
+	SCHED_WAIT_UNFIT,      /* no node could ever take it (constraints); a = nodes matching */
+};
+
+struct sched_wait {
+	int64_t job_id;
+	enum sched_reason reason;
+	int64_t a, b;
+	int64_t blockers;     /* lower-priority jobs holding what it needs */
+	int64_t est_start_ms; /* 0: unknown; from the reservation dry run */
+};
+
+struct sched_placement {
+	int64_t job_id;
+	int borrowed; /* admitted on borrowed quota */
+	int nranks;
+	const struct sched_rank_hold *ranks; /* rank order */
+};
+
+struct sched_preemption {
+	int64_t attempt_id;
+	int64_t for_job_id;
+	int reclaim; /* 1: quota reclaim; 0: priority */
+};
+
+struct sched_result {
+	const struct sched_placement *placements;
+	int nplacements;
+	const struct sched_preemption *preemptions;
+	int npreemptions;
+	const struct sched_wait *waits; /* one per pending job not placed, in order */
+	int nwaits;
+};
+
+struct sched;
+
+struct sched *sched_new(void);
+void sched_free(struct sched *s);
+
+/* One scheduling cycle. 0, or ERR_INVALID for a malformed snapshot (an index
+ * out of range, a mask beyond a node's GPUs). */
+int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched_result *out);
+
+/* 0 if job could ever run on these nodes (all GPUs healthy and free, every
+ * node schedulable, constraints applied); ERR_UNFIT with the reason in why
+ * ("asks for 16 GPUs per node, but the largest node with model h200 has 8")
+ * otherwise. Used at submission so a job that can never run is rejected. */
+int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
+                    char *why, size_t whylen);
+
+/* Plain words for a wait, e.g. "needs 16 nodes x 8 GPUs in one block; the
+ * largest free block has 11 nodes; 3 lower-priority jobs hold 5 more". */
+void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, char *out,
+                     size_t outlen);
+
+/* Decays a usage figure: usage * 0.5^(elapsed / half_life). */
+double sched_decay(double usage, int64_t elapsed_ms, int64_t half_life_ms);
+
+#endif
