@@ -27,10 +27,10 @@
 
 struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
-	const char *listen, *address, *wait_ms, *log_level;
+	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
 	char host[256];
 	int port;
-	int64_t wait;
+	int64_t wait, spares;
 	enum log_level level;
 };
 
@@ -67,6 +67,7 @@ static const struct flag flags[] = {
         {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
         {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
         {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
+        {"spare-shims", OPT(spare_shims), "shims kept ready for the next ranks, 0-8 (2)"},
 };
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -158,6 +159,9 @@ static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
 		return bad_flag("--wait-ms '%s': expected milliseconds in [0, 600000]%s",
 		                o->wait_ms, "");
+	if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
+		return bad_flag("--spare-shims '%s': expected a count in [0, 8]%s", o->spare_shims,
+		                "");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		return bad_flag("--log-level '%s': expected error, warn, info or debug%s",
 		                o->log_level, "");
@@ -311,6 +315,7 @@ static int setup(struct agent *a)
 		log_error("cannot open the executor dir=%s error=\"%s\"", work, err_msg(rc));
 		return rc;
 	}
+	exec_set_spares(a->exec, (int)a->o.spares);
 	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, &a->serve)))
 		return rc;
 	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
@@ -346,6 +351,8 @@ static void publish(struct agent *a)
 {
 	atomic_store(&a->stats.ranks_running, exec_running(a->exec));
 	atomic_store(&a->stats.ranks_started_total, (long long)exec_started_total(a->exec));
+	atomic_store(&a->stats.ranks_started_spare_total,
+	             (long long)exec_started_spare_total(a->exec));
 }
 
 static int64_t earliest(int64_t x, int64_t y)
@@ -415,6 +422,7 @@ int agent_main(int argc, char **argv)
 	a.o = (struct agent_opts){.listen = "127.0.0.1:0",
 	                          .address = "127.0.0.1",
 	                          .wait_ms = "10000",
+	                          .spare_shims = "2",
 	                          .log_level = "info"};
 	char hostname[256] = "";
 	int rc = scan_flags(argc, argv, &a.o);

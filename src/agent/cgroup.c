@@ -123,22 +123,49 @@ int cgroup_open_procs(const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
-int cgroup_signal(const char *path, int sig)
+/* Signals the pid in text[0..len) unless it is spare; 1 when sent. */
+static int signal_one(const char *text, size_t len, int sig, pid_t spare)
+{
+	long pid = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] < '0' || text[i] > '9' || pid > INT_MAX / 10)
+			return 0;
+		pid = pid * 10 + (text[i] - '0');
+	}
+	return pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0;
+}
+
+int cgroup_signal(const char *path, int sig, pid_t spare)
 {
 	char file[PATH_MAX];
 	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
-	FILE *f = fopen(file, "re");
-	if (!f)
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
+	/* One pid per line; a line may straddle two reads. */
+	char buf[4096];
+	size_t have = 0;
 	int n = 0;
-	char line[32];
-	while (fgets(line, sizeof(line), f)) {
-		char *end;
-		long pid = strtol(line, &end, 10);
-		if (end != line && pid > 0 && kill((pid_t)pid, sig) == 0)
-			n++;
+	for (;;) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		char *line = buf, *nl;
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			n += signal_one(line, (size_t)(nl - line), sig, spare);
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf))
+			have = 0; /* no pid is this long */
 	}
-	fclose(f);
+	if (have)
+		n += signal_one(buf, have, sig, spare);
+	close(fd);
 	return n;
 }
 

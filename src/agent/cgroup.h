@@ -14,6 +14,8 @@
 #ifndef ANVIL_AGENT_CGROUP_H
 #define ANVIL_AGENT_CGROUP_H
 
+#include <sys/types.h>
+
 /* Finds a writable hierarchy and creates ROOT for node_name; *root_out is
  * heap-allocated (free it). 0, -ENOTSUP when there is none, or -errno. */
 int cgroup_setup(const char *node_name, char **root_out);
@@ -24,8 +26,10 @@ int cgroup_create(const char *root, const char *leaf, char **path_out);
 /* Opens path/cgroup.procs for writing (O_CLOEXEC); an fd or -errno. */
 int cgroup_open_procs(const char *path);
 
-/* Sends sig to every pid in path/cgroup.procs; the count signalled. */
-int cgroup_signal(const char *path, int sig);
+/* Sends sig to every pid in path/cgroup.procs but spare (0: none); the
+ * count signalled. The rank's shim is spared: a spare shim (shim.h) lives
+ * in its rank's cgroup and must outlive the command to record its exit. */
+int cgroup_signal(const char *path, int sig, pid_t spare);
 
 /* Removes the cgroup directory; 0, -EBUSY while processes remain, -errno. */
 int cgroup_remove(const char *path);

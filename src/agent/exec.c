@@ -25,6 +25,7 @@
 #define ADOPT_POLL_MS    250  /* adopted shims are not our children: no SIGCHLD */
 #define STARTING_LOST_MS 5000 /* an adopted rank whose shim never wrote its pid file */
 #define CGROUP_RETRY_MS  20
+#define SPARE_RETRY_MS   1000 /* after a spare could not be made */
 
 struct rank {
 	int64_t attempt_id;
@@ -47,12 +48,25 @@ struct rank {
 	int cgroup_left; /* the cgroup directory still has to be removed */
 };
 
+/* A spare shim ready for the next rank (shim.h), in its own cgroup. */
+struct spare {
+	struct shim_spare shim;
+	char *cgroup; /* ROOT/spare-<agent pid>-<n>; NULL without cgroups */
+};
+
 struct exec {
 	char *work_dir;
 	char *cgroup_root; /* NULL without cgroups */
+	int null_fd;       /* /dev/null for every shim */
 	struct rank **ranks;
 	size_t n, cap;
-	uint64_t started;
+	uint64_t started, started_spare;
+	struct spare spares[EXEC_SPARES_MAX]; /* oldest first */
+	int nspares, want_spares;
+	uint64_t spare_seq;
+	int64_t spare_retry_at; /* monotonic ms */
+	char **doomed;          /* spare cgroups still to empty and remove */
+	size_t ndoomed;
 };
 
 static char *rank_file(const struct rank *r, const char *ext)
@@ -100,31 +114,14 @@ static void rank_free(struct rank *r)
 	free(r);
 }
 
-/* tmp + rename without fsync: a record only matters while its processes
- * live, and they do not survive the machine going down. */
-static int write_small(const char *path, const char *text)
-{
-	char *tmp = xasprintf("%s.tmp", path);
-	int rc = 0;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	size_t len = strlen(text);
-	if (write(fd, text, len) != (ssize_t)len)
-		rc = errno ? -errno : -EIO;
-	close(fd);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-out:
-	free(tmp);
-	return rc;
-}
-
-static int record_write(const struct rank *r)
+/* The rank's record, rank-R.jsonl: JSON objects, one per line, each line
+ * appended in one write() (a process crash cannot split a write this
+ * small, so a reader sees whole lines); later keys win. The agent writes
+ * the first line before the shim starts and an "error" line if it could
+ * not start; the shim appends "shim"/"pgid" and then "wait_status" through
+ * the same file (no file of its own to create: on ext4 creating an inode
+ * is the costliest step of a start). */
+static json_t *record_line(const struct rank *r)
 {
 	json_t *o =
 	        json_pack("{s:I,s:i,s:I,s:I,s:I}", "attempt_id", (json_int_t)r->attempt_id, "rank",
@@ -132,13 +129,57 @@ static int record_write(const struct rank *r)
 	                  (json_int_t)r->grace_ms, "start_time_ms", (json_int_t)r->start_wall_ms);
 	if (r->error)
 		json_object_set_new(o, "error", json_string(r->error));
+	return o;
+}
+
+/* Opens the record (O_APPEND, for the shim too) and appends the rank's
+ * line; an fd or a negative errno. */
+static int record_append(const struct rank *r, int flags)
+{
+	char *path = rank_file(r, "jsonl");
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | flags, 0644);
+	free(path);
+	if (fd < 0)
+		return -errno;
+	json_t *o = record_line(r);
 	char *text = jv_dump(o);
 	json_decref(o);
-	char *path = rank_file(r, "json");
-	int rc = write_small(path, text);
-	free(path);
+	size_t len = strlen(text);
+	text[len] = '\n'; /* jv_dump's NUL: the line ends there */
+	int rc = write(fd, text, len + 1) == (ssize_t)len + 1 ? 0 : errno ? -errno : -EIO;
 	free(text);
-	return rc;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+#define RECORD_MAX (64 * 1024)
+
+/* The record's lines merged into one object; NULL when it cannot be read.
+ * A last line without its newline is being written: ignored. */
+static json_t *record_load(const struct rank *r)
+{
+	char *path = rank_file(r, "jsonl");
+	struct buf b;
+	buf_init(&b);
+	int rc = read_file(path, RECORD_MAX, &b);
+	free(path);
+	json_t *all = NULL;
+	char *line = b.data, *nl;
+	while (rc == 0 && (nl = memchr(line, '\n', b.len - (size_t)(line - b.data)))) {
+		json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
+		if (json_is_object(o)) {
+			if (!all)
+				all = json_object();
+			json_object_update(all, o);
+		}
+		json_decref(o);
+		line = nl + 1;
+	}
+	buf_cleanup(&b);
+	return all;
 }
 
 static void kill_rank(struct rank *r, int sig)
@@ -146,14 +187,14 @@ static void kill_rank(struct rank *r, int sig)
 	if (r->pgid > 0)
 		killpg(r->pgid, sig);
 	if (r->cgroup)
-		cgroup_signal(r->cgroup, sig);
+		cgroup_signal(r->cgroup, sig, r->shim > 0 ? r->shim : 0);
 }
 
 static void cgroup_tidy(struct rank *r)
 {
 	if (!r->cgroup_left)
 		return;
-	cgroup_signal(r->cgroup, SIGKILL);
+	cgroup_signal(r->cgroup, SIGKILL, r->shim > 0 ? r->shim : 0);
 	if (cgroup_remove(r->cgroup) == 0)
 		r->cgroup_left = 0;
 }
@@ -191,47 +232,31 @@ static void finish(struct rank *r, int st, const char *lost, int live)
 		         r->signal);
 }
 
-/* Reads rank-R.exit; 0 with the wait status, or a negative errno. */
+/* The wait status the shim recorded; 0, or ERR_NOTFOUND while none. */
 static int read_exit(const struct rank *r, int *status)
 {
-	char *path = rank_file(r, "exit");
-	struct buf b;
-	buf_init(&b);
-	int rc = read_file(path, 64, &b);
-	int64_t st = 0;
-	if (rc == 0) {
-		b.data[strcspn(b.data, "\n")] = '\0';
-		rc = parse_i64(b.data, INT32_MIN, INT32_MAX, &st);
-	}
+	json_t *rec = record_load(r);
+	json_t *st = json_object_get(rec, "wait_status");
+	int rc = json_is_integer(st) ? 0 : ERR_NOTFOUND;
 	if (rc == 0)
-		*status = (int)st;
-	buf_cleanup(&b);
-	free(path);
+		*status = (int)json_integer_value(st);
+	json_decref(rec);
 	return rc;
 }
 
-/* Reads rank-R.pid into r->shim and r->pgid; 0 or a negative errno. */
-static int read_pids(struct rank *r)
+/* Sets r->shim and r->pgid from what the shim recorded (rec, or read now
+ * when NULL); 0, or ERR_NOTFOUND while they are not there. */
+static int read_pids(struct rank *r, const json_t *rec)
 {
-	char *path = rank_file(r, "pid");
-	struct buf b;
-	buf_init(&b);
-	int rc = read_file(path, 64, &b);
-	long shim = 0, pgid = 0;
-	if (rc == 0) {
-		char *end, *end2;
-		shim = strtol(b.data, &end, 10);
-		pgid = strtol(end, &end2, 10);
-		if (end == b.data || end2 == end)
-			rc = ERR_INVALID;
-	}
-	if (rc == 0 && shim > 0 && pgid > 0) {
-		r->shim = (pid_t)shim;
-		r->pgid = (pid_t)pgid;
-	}
-	buf_cleanup(&b);
-	free(path);
-	return rc;
+	json_t *own = rec ? NULL : record_load(r);
+	const json_t *o = rec ? rec : own;
+	int64_t shim = jv_int(o, "shim", 0), pgid = jv_int(o, "pgid", 0);
+	json_decref(own);
+	if (shim <= 0 || pgid <= 0 || shim > INT32_MAX || pgid > INT32_MAX)
+		return ERR_NOTFOUND;
+	r->shim = (pid_t)shim;
+	r->pgid = (pid_t)pgid;
+	return 0;
 }
 
 /* A NULL-terminated vector of owned strings. */
@@ -332,14 +357,14 @@ struct launch {
 	struct shim_launch l;
 	struct strv argv, env;
 	char *path, *cwd, *out_dir, *log_path;
-	char *files[4]; /* pid, pid tmp, exit, exit tmp */
 	char *msgs[3];
 };
 
-static void launch_init(struct launch *la)
+static void launch_init(struct launch *la, int null_fd)
 {
 	memset(la, 0, sizeof(*la));
-	la->l.log_fd = la->l.null_fd = la->l.cgroup_fd = -1;
+	la->l.log_fd = la->l.cgroup_fd = la->l.record_fd = -1;
+	la->l.null_fd = null_fd; /* borrowed from the executor */
 }
 
 static void launch_cleanup(struct launch *la)
@@ -350,29 +375,23 @@ static void launch_cleanup(struct launch *la)
 	free(la->cwd);
 	free(la->out_dir);
 	free(la->log_path);
-	for (int i = 0; i < 4; i++)
-		free(la->files[i]);
 	for (int i = 0; i < 3; i++)
 		free(la->msgs[i]);
 	if (la->l.log_fd >= 0)
 		close(la->l.log_fd);
-	if (la->l.null_fd >= 0)
-		close(la->l.null_fd);
+	if (la->l.record_fd >= 0)
+		close(la->l.record_fd);
 	if (la->l.cgroup_fd >= 0)
 		close(la->l.cgroup_fd);
 }
 
-static void launch_strings(struct launch *la, struct rank *r, const struct exec_spec *spec)
+static void launch_strings(struct launch *la, const struct exec_spec *spec)
 {
 	for (size_t i = 0; spec->argv[i]; i++)
 		strv_push(&la->argv, xstrdup(spec->argv[i]));
 	build_env(&la->env, spec, la->out_dir, la->log_path);
 	la->path = resolve(spec->argv[0], env_get(&la->env, "PATH"));
 	la->cwd = xstrdup(spec->cwd ? spec->cwd : la->out_dir);
-	la->files[0] = rank_file(r, "pid");
-	la->files[1] = rank_file(r, "pid.tmp");
-	la->files[2] = rank_file(r, "exit");
-	la->files[3] = rank_file(r, "exit.tmp");
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
 	                        spec->argv[0], env_get(&la->env, "PATH"));
 	la->msgs[1] = xasprintf("anvil: cannot execute '%s': ", la->path ? la->path : "");
@@ -385,23 +404,31 @@ static void launch_strings(struct launch *la, struct rank *r, const struct exec_
 	        .log_fd = la->l.log_fd,
 	        .null_fd = la->l.null_fd,
 	        .cgroup_fd = la->l.cgroup_fd,
-	        .pid_file = la->files[0],
-	        .pid_tmp = la->files[1],
-	        .exit_file = la->files[2],
-	        .exit_tmp = la->files[3],
+	        .record_fd = la->l.record_fd,
 	        .msg_notfound = la->msgs[0],
 	        .msg_exec = la->msgs[1],
 	        .msg_cwd = la->msgs[2],
 	};
 }
 
-/* Everything the shim needs, prepared before the fork. */
+/* dir and dir/output; mkdir_p only when attempts/ itself has gone. */
+static int make_dirs(const char *dir, const char *out_dir)
+{
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return errno == ENOENT ? mkdir_p(out_dir, 0755) : -errno;
+	if (mkdir(out_dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Everything the shim needs, prepared before the fork; the cgroup comes
+ * later (a spare brings its own). */
 static int launch_prepare(struct launch *la, struct rank *r, const struct exec_spec *spec,
                           char *err, size_t errlen)
 {
 	la->out_dir = xasprintf("%s/output", r->dir);
 	la->log_path = rank_file(r, "log");
-	int rc = mkdir_p(la->out_dir, 0755);
+	int rc = make_dirs(r->dir, la->out_dir);
 	if (rc) {
 		snprintf(err, errlen, "cannot create %s: %s", la->out_dir, strerror(-rc));
 		return rc;
@@ -411,35 +438,87 @@ static int launch_prepare(struct launch *la, struct rank *r, const struct exec_s
 		snprintf(err, errlen, "cannot open %s: %s", la->log_path, strerror(-rc));
 		return rc;
 	}
-	rc = la->l.null_fd = open_high("/dev/null", O_RDWR, 0);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot open /dev/null: %s", strerror(-rc));
+	launch_strings(la, spec);
+	return 0;
+}
+
+/* The direct path's cgroup: the command joins it itself before exec. */
+static void launch_cgroup(struct launch *la, struct rank *r)
+{
+	if (!r->cgroup)
+		return;
+	int rc = mkdir(r->cgroup, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	la->l.cgroup_fd = rc ? rc : cgroup_open_procs(r->cgroup);
+	if (la->l.cgroup_fd >= 0)
+		return;
+	log_warn("rank runs without a cgroup attempt=%lld rank=%d cgroup=%s error=\"%s\"",
+	         (long long)r->attempt_id, r->rank, r->cgroup, strerror(-la->l.cgroup_fd));
+	la->l.cgroup_fd = -1;
+	free(r->cgroup);
+	r->cgroup = NULL;
+}
+
+static void spare_discard(struct exec *e, struct spare *s);
+
+/* The rank's shim from the oldest spare: its cgroup is renamed to the
+ * rank's (the spare is already in it, so the command is too, by fork),
+ * then the launch is sent. 0; -ECHILD when the spare took the launch and
+ * died (the rank cannot be known to run); another code when no spare was
+ * used and nothing started. */
+static int launch_spare(struct exec *e, struct rank *r, struct launch *la)
+{
+	if (e->nspares == 0 || !shim_spare_fits(&la->l))
+		return -EAGAIN;
+	struct spare s = e->spares[0];
+	if (s.cgroup && rename(s.cgroup, r->cgroup) < 0) {
+		int rc = -errno; /* e.g. a stale cgroup of that name: keep the spare */
+		log_debug("spare not used attempt=%lld rank=%d error=\"%s\"",
+		          (long long)r->attempt_id, r->rank, strerror(-rc));
 		return rc;
 	}
-	if (r->cgroup) {
-		rc = mkdir(r->cgroup, 0755) < 0 && errno != EEXIST ? -errno : 0;
-		la->l.cgroup_fd = rc ? rc : cgroup_open_procs(r->cgroup);
-		if (la->l.cgroup_fd < 0) {
-			log_warn("rank runs without a cgroup attempt=%lld rank=%d cgroup=%s "
-			         "error=\"%s\"",
-			         (long long)r->attempt_id, r->rank, r->cgroup,
-			         strerror(-la->l.cgroup_fd));
-			la->l.cgroup_fd = -1;
-			free(r->cgroup);
-			r->cgroup = NULL;
-		}
+	memmove(&e->spares[0], &e->spares[1], (size_t)--e->nspares * sizeof(e->spares[0]));
+	free(s.cgroup);
+	s.cgroup = NULL; /* it is the rank's now */
+	int rc = shim_spare_launch(&s.shim, &la->l, &r->pgid);
+	if (rc == 0) {
+		r->shim = s.shim.pid;
+		e->started_spare++;
+		return 0;
 	}
-	launch_strings(la, r, spec);
-	return 0;
+	log_warn("spare shim failed attempt=%lld rank=%d pid=%d error=\"%s\"",
+	         (long long)r->attempt_id, r->rank, (int)s.shim.pid, strerror(-rc));
+	spare_discard(e, &s);
+	return rc == -ECHILD ? rc : -EAGAIN;
+}
+
+/* Starts the rank's shim: from a spare when one is ready, else forked now. */
+static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, size_t errlen)
+{
+	int rc = launch_spare(e, r, la);
+	if (rc == 0)
+		return 0;
+	if (rc == -ECHILD) {
+		snprintf(err, errlen, "the spare shim ended before reporting the command");
+		return rc;
+	}
+	launch_cgroup(la, r);
+	rc = shim_spawn(&la->l, &r->shim, &r->pgid);
+	if (rc)
+		snprintf(err, errlen, "cannot fork: %s", strerror(-rc));
+	return rc;
 }
 
 static void start_failed(struct rank *r, const char *why)
 {
 	r->state = EXEC_FAILED;
 	r->error = xstrdup(why);
-	record_write(r); /* with the error: a restarted agent reports the same */
-	if (r->cgroup)
-		cgroup_remove(r->cgroup);
+	int fd = record_append(r, O_CREAT); /* a restarted agent reports the same */
+	if (fd >= 0)
+		close(fd);
+	if (r->cgroup) {
+		r->cgroup_left = 1;
+		cgroup_tidy(r);
+	}
 	log_warn("rank failed to start attempt=%lld rank=%d job=%lld error=\"%s\"",
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
@@ -462,13 +541,15 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	e->started++;
 	char err[512] = "";
 	struct launch la;
-	launch_init(&la);
+	launch_init(&la, e->null_fd);
 	int rc = launch_prepare(&la, r, spec, err, sizeof(err));
-	if (rc == 0 && (rc = record_write(r)) != 0)
+	if (rc == 0 && (rc = la.l.record_fd = record_append(r, O_CREAT | O_TRUNC)) < 0)
 		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", r->dir,
 		         strerror(-rc));
-	if (rc == 0 && (rc = shim_spawn(&la.l, &r->shim, &r->pgid)) != 0)
-		snprintf(err, sizeof(err), "cannot fork: %s", strerror(-rc));
+	else if (rc > 0)
+		rc = 0;
+	if (rc == 0)
+		rc = launch(e, r, &la, err, sizeof(err));
 	launch_cleanup(&la);
 	if (rc) {
 		start_failed(r, err);
@@ -480,6 +561,154 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
 	         r->cgroup ? "yes" : "no");
 	return 0;
+}
+
+/* Spares. A spare-* cgroup only ever holds a spare shim: a spare's cgroup
+ * is renamed to its rank's before the launch is sent. So whatever is left
+ * in one (after a crash, say) can be killed and the cgroup removed. */
+
+/* Kills what is in the cgroup and removes it, now or from exec_poll. */
+static void doom_cgroup(struct exec *e, char *path)
+{
+	cgroup_signal(path, SIGKILL, 0);
+	if (cgroup_remove(path) == 0) {
+		free(path);
+		return;
+	}
+	e->doomed = xrealloc(e->doomed, (e->ndoomed + 1) * sizeof(*e->doomed));
+	e->doomed[e->ndoomed++] = path;
+}
+
+static void tidy_doomed(struct exec *e)
+{
+	for (size_t i = e->ndoomed; i-- > 0;) {
+		cgroup_signal(e->doomed[i], SIGKILL, 0);
+		if (cgroup_remove(e->doomed[i]) == 0) {
+			free(e->doomed[i]);
+			e->doomed[i] = e->doomed[--e->ndoomed];
+		}
+	}
+}
+
+/* Ends a spare that is out of the pool: it exits on EOF, SIGKILL makes sure. */
+static void spare_discard(struct exec *e, struct spare *s)
+{
+	shim_spare_close(&s->shim);
+	if (s->shim.pid > 0) {
+		kill(s->shim.pid, SIGKILL);
+		while (waitpid(s->shim.pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (s->cgroup)
+		doom_cgroup(e, s->cgroup);
+	s->cgroup = NULL;
+	s->shim.pid = 0;
+}
+
+/* Forks one spare into a fresh cgroup of its own. */
+static int spare_add(struct exec *e)
+{
+	struct spare s = {.shim = {.pid = 0, .sock = -1}};
+	int fd = -1, rc = 0;
+	if (e->cgroup_root) {
+		s.cgroup = xasprintf("%s/spare-%d-%llu", e->cgroup_root, (int)getpid(),
+		                     (unsigned long long)++e->spare_seq);
+		if (mkdir(s.cgroup, 0755) < 0) {
+			rc = -errno;
+			free(s.cgroup);
+			return rc;
+		}
+		if ((fd = rc = cgroup_open_procs(s.cgroup)) < 0)
+			goto out;
+	}
+	rc = shim_spare_fork(fd, e->null_fd, &s.shim);
+	if (rc == 0) {
+		e->spares[e->nspares++] = s;
+		s.cgroup = NULL;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (s.cgroup) {
+		cgroup_remove(s.cgroup);
+		free(s.cgroup);
+	}
+	return rc;
+}
+
+/* Drops spares that died, then makes up the number. */
+static void spares_refill(struct exec *e, int64_t now)
+{
+	for (int i = e->nspares; i-- > 0;) {
+		struct spare *s = &e->spares[i];
+		if (waitpid(s->shim.pid, NULL, WNOHANG) != s->shim.pid)
+			continue;
+		log_warn("spare shim ended by itself pid=%d", (int)s->shim.pid);
+		s->shim.pid = 0;
+		struct spare gone = *s;
+		memmove(s, s + 1, (size_t)(--e->nspares - i) * sizeof(*s));
+		spare_discard(e, &gone);
+	}
+	while (e->nspares > e->want_spares) {
+		struct spare gone = e->spares[--e->nspares];
+		spare_discard(e, &gone);
+	}
+	if (e->nspares >= e->want_spares || now < e->spare_retry_at)
+		return;
+	while (e->nspares < e->want_spares) {
+		int rc = spare_add(e);
+		if (rc) {
+			log_warn("cannot make a spare shim, ranks start without one "
+			         "retry_ms=%d error=\"%s\"",
+			         SPARE_RETRY_MS, strerror(-rc));
+			e->spare_retry_at = now + SPARE_RETRY_MS;
+			return;
+		}
+	}
+}
+
+/* A restarted agent removes the spares of the one before it. */
+static void spares_remove_stale(struct exec *e)
+{
+	DIR *d = e->cgroup_root ? opendir(e->cgroup_root) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "spare-", 6) != 0)
+			continue;
+		char *path = xasprintf("%s/%s", e->cgroup_root, de->d_name);
+		log_info("removing a stale spare cgroup=%s", path);
+		doom_cgroup(e, path);
+	}
+	if (d)
+		closedir(d);
+	/* A killed process leaves its cgroup a moment after the signal. */
+	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
+		sleep_ms(5);
+		tidy_doomed(e);
+	}
+}
+
+void exec_set_spares(struct exec *e, int n)
+{
+	e->want_spares = n < 0 ? 0 : n > EXEC_SPARES_MAX ? EXEC_SPARES_MAX : n;
+	e->spare_retry_at = 0;
+}
+
+int exec_spares(const struct exec *e, int *pids, int max)
+{
+	for (int i = 0; i < e->nspares && i < max; i++)
+		pids[i] = (int)e->spares[i].shim.pid;
+	return e->nspares;
+}
+
+uint64_t exec_started_spare_total(const struct exec *e)
+{
+	return e->started_spare;
+}
+
+const char *exec_cgroup_root(const struct exec *e)
+{
+	return e->cgroup_root;
 }
 
 static void stop_rank(struct rank *r, int64_t cap_ms)
@@ -533,7 +762,7 @@ static int shim_gone(struct rank *r)
 
 static int poll_running(struct rank *r, int64_t now, int live)
 {
-	if (r->shim == 0 && read_pids(r) == 0 && r->stopping)
+	if (r->shim == 0 && read_pids(r, NULL) == 0 && r->stopping)
 		kill_rank(r, r->killed ? SIGKILL : SIGTERM); /* stopped before we knew it */
 	int gone = r->shim < 0 || shim_gone(r);
 	int st;
@@ -569,12 +798,20 @@ int exec_poll(struct exec *e)
 			changed += poll_running(r, now, 1);
 		cgroup_tidy(r);
 	}
+	tidy_doomed(e);
+	spares_refill(e, now);
 	return changed;
 }
 
 int64_t exec_next_poll_ms(const struct exec *e)
 {
 	int64_t now = now_ms(), next = -1;
+	if (e->nspares != e->want_spares)
+		next = e->nspares > e->want_spares || now >= e->spare_retry_at
+		               ? 0
+		               : e->spare_retry_at - now;
+	if (e->ndoomed && (next < 0 || next > CGROUP_RETRY_MS))
+		next = CGROUP_RETRY_MS;
 	for (size_t i = 0; i < e->n; i++) {
 		const struct rank *r = e->ranks[i];
 		int64_t in = -1;
@@ -592,13 +829,11 @@ int64_t exec_next_poll_ms(const struct exec *e)
 	return next;
 }
 
-/* Re-adopts the rank recorded in DIR/rank-R.json. */
+/* Re-adopts the rank recorded in DIR/rank-R.jsonl. */
 static void adopt(struct exec *e, int64_t attempt_id, int rank)
 {
 	struct rank *r = rank_add(e, attempt_id, rank);
-	char *path = rank_file(r, "json");
-	json_t *rec = json_load_file(path, 0, NULL);
-	free(path);
+	json_t *rec = record_load(r);
 	r->job_id = jv_int(rec, "job_id", 0);
 	r->grace_ms = jv_int(rec, "grace_ms", 10000);
 	r->start_wall_ms = jv_int(rec, "start_time_ms", 0);
@@ -611,7 +846,7 @@ static void adopt(struct exec *e, int64_t attempt_id, int rank)
 	if (error) {
 		r->state = EXEC_FAILED;
 		r->error = xstrdup(error);
-	} else if (read_pids(r) != 0) {
+	} else if (read_pids(r, rec) != 0) {
 		r->lost_at = now_ms() + STARTING_LOST_MS; /* the shim may still write it */
 	}
 	json_decref(rec);
@@ -633,7 +868,7 @@ static void adopt_attempt(struct exec *e, const char *dir, int64_t attempt_id)
 			continue;
 		char *end;
 		long rank = strtol(de->d_name + 5, &end, 10);
-		if (end != de->d_name + 5 && strcmp(end, ".json") == 0 && rank >= 0 &&
+		if (end != de->d_name + 5 && strcmp(end, ".jsonl") == 0 && rank >= 0 &&
 		    rank < 100000 && !find(e, attempt_id, (int)rank, NULL))
 			adopt(e, attempt_id, (int)rank);
 	}
@@ -665,8 +900,13 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	free(top);
 	if (rc)
 		return rc;
+	int null_fd = open_high("/dev/null", O_RDWR, 0);
+	if (null_fd < 0)
+		return null_fd;
 	struct exec *e = xcalloc(1, sizeof(*e));
 	e->work_dir = xstrdup(work_dir);
+	e->null_fd = null_fd;
+	e->want_spares = EXEC_SPARES_DEFAULT;
 	/* The group is named by node and work dir, so that agents of different
 	 * clusters on one machine (tests, several `anvil up`s) never share one,
 	 * while a restarted agent finds its ranks' groups again. */
@@ -679,6 +919,7 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	if (rc)
 		log_info("running ranks without cgroups reason=\"%s\"",
 		         rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
+	spares_remove_stale(e);
 	adopt_all(e);
 	*out = e;
 	return 0;
@@ -688,6 +929,16 @@ void exec_free(struct exec *e)
 {
 	if (!e)
 		return;
+	for (int i = 0; i < e->nspares; i++)
+		spare_discard(e, &e->spares[i]);
+	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
+		sleep_ms(5);
+		tidy_doomed(e);
+	}
+	for (size_t i = 0; i < e->ndoomed; i++)
+		free(e->doomed[i]);
+	free(e->doomed);
+	close(e->null_fd);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		/* A killed process leaves its cgroup a moment after the signal. */
@@ -768,12 +1019,9 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 	struct rank *r = find(e, attempt_id, rank, &i);
 	if (!r || r->state == EXEC_RUNNING)
 		return;
-	const char *exts[] = {"json", "pid"};
-	for (int k = 0; k < 2; k++) {
-		char *path = rank_file(r, exts[k]);
-		unlink(path);
-		free(path);
-	}
+	char *path = rank_file(r, "jsonl");
+	unlink(path);
+	free(path);
 	cgroup_tidy(r);
 	rank_free(r);
 	e->ranks[i] = e->ranks[--e->n];

@@ -1,16 +1,20 @@
 /* exec.h - the executor: runs a node's ranks as process trees.
  *
- * Each rank runs under a small shim process: the agent forks the shim, the
- * shim calls setsid() (so it outlives an agent killed with SIGKILL), forks
- * the rank's command into a new process group (and, where the machine has
- * a writable v1 cgroup hierarchy, a per-rank cgroup: agent/cgroup.h),
- * waits for it and writes its wait status to a file. Files per rank, under
+ * Each rank runs under a small shim process (agent/shim.h): the shim calls
+ * setsid() (so it outlives an agent killed with SIGKILL), vforks the rank's
+ * command into a new process group (and, where the machine has a writable
+ * v1 cgroup hierarchy, a per-rank cgroup: agent/cgroup.h), waits for it and
+ * records its wait status. The shim is usually a spare, forked ahead of
+ * time and already in a cgroup that becomes the rank's (see "Spare shims"
+ * below); else the agent forks one at the start. Files per rank, under
  * WORK_DIR/attempts/<attempt_id>/:
  *
- *   rank-R.json   the record (attempt, rank, job, grace, start time), written
- *                 by the agent before the fork; removed by exec_forget()
- *   rank-R.pid    "SHIM_PID COMMAND_PGID\n", written by the shim
- *   rank-R.exit   "WAIT_STATUS\n", written by the shim when the command ends
+ *   rank-R.jsonl  the record, one JSON object per line, appended: the
+ *                 agent's {attempt_id, rank, job_id, grace_ms,
+ *                 start_time_ms} before the shim starts (or with "error"
+ *                 when it cannot start); the shim's {shim, pgid} once the
+ *                 command runs and {wait_status} when it ends. Removed by
+ *                 exec_forget()
  *   rank-R.log    the command's stdout and stderr (appended)
  *   output/       ANVIL_OUTPUT_DIR, the default working directory
  *
@@ -61,13 +65,31 @@ struct exec_status {
 	int acked;         /* the final state was acknowledged (exec_ack) */
 };
 
-/* Opens the executor over work_dir (created if needed) and re-adopts the
- * ranks recorded there. node_name names the cgroup folder. */
+/* Opens the executor over work_dir (created if needed), removes the spare
+ * shims and cgroups a crashed executor left, and re-adopts the ranks
+ * recorded there. node_name names the cgroup folder. */
 int exec_new(const char *work_dir, const char *node_name, struct exec **out);
 /* Frees the executor without touching running ranks (they keep running);
- * removes the cgroups of finished ones (waits up to 100 ms for them). */
+ * ends the spare shims and removes the cgroups of finished ones and of the
+ * spares (waits up to 100 ms for them). */
 void exec_free(struct exec *e);
 int exec_uses_cgroups(const struct exec *e);
+/* ROOT of the ranks' cgroups (agent/cgroup.h); NULL without cgroups. */
+const char *exec_cgroup_root(const struct exec *e);
+
+/* Spare shims (agent/shim.h), each waiting in a cgroup ROOT/spare-*, take
+ * the cgroup join and the fork of the shim off a rank's start. exec_poll
+ * makes up their number (ending extra ones), so exec_next_poll_ms is 0
+ * while one is missing; a rank that finds none, or whose launch does not
+ * fit a spare, starts by the direct path. */
+#define EXEC_SPARES_DEFAULT 2
+#define EXEC_SPARES_MAX     8
+/* How many spares to keep, 0 to EXEC_SPARES_MAX. */
+void exec_set_spares(struct exec *e, int n);
+/* The number of spares ready now; up to max of their pids into pids. */
+int exec_spares(const struct exec *e, int *pids, int max);
+/* Ranks started through a spare. */
+uint64_t exec_started_spare_total(const struct exec *e);
 
 /* Starts a rank: 0 when it runs, or when it could not start (then it is
  * FAILED with the reason); -EEXIST when the executor knows it already;
@@ -78,8 +100,9 @@ int exec_start(struct exec *e, const struct exec_spec *spec);
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms);
 void exec_stop_all(struct exec *e, int64_t cap_ms);
 
-/* Reaps shims, reads exit files, sends due SIGKILLs and cleans cgroups;
- * returns how many ranks reached a final state. */
+/* Reaps shims, reads their records, sends due SIGKILLs, cleans cgroups
+ * and makes up the spare shims; returns how many ranks reached a final
+ * state. */
 int exec_poll(struct exec *e);
 /* Milliseconds until exec_poll is next due (besides SIGCHLD); -1: never. */
 int64_t exec_next_poll_ms(const struct exec *e);
@@ -94,7 +117,7 @@ int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_st
 
 /* The server has recorded the rank's final state: stop reporting it. */
 void exec_ack(struct exec *e, int64_t attempt_id, int rank);
-/* Drops a final rank and its record (its log, exit file and output stay). */
+/* Drops a final rank and its record (its log and output stay). */
 void exec_forget(struct exec *e, int64_t attempt_id, int rank);
 
 /* WORK_DIR/attempts/<attempt_id>/rank-<rank>.log; free() it. */

@@ -22,6 +22,7 @@
 struct serve_stats {
 	atomic_llong ranks_running;
 	atomic_llong ranks_started_total;
+	atomic_llong ranks_started_spare_total;
 	atomic_llong sync_total;
 	atomic_llong sync_errors_total;
 	atomic_llong gpus;

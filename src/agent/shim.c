@@ -3,11 +3,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define SPARE_MAGIC  0x6c766e61u /* "anvl" */
+#define SPARE_FIXED  5           /* strings before argv: see encode_launch */
+#define SPARE_FDS    2           /* log_fd, record_fd */
+#define SPARE_HEADER (4 * sizeof(uint32_t))
 
 /* Everything below until shim_spawn runs in a forked child of a process
  * that may have other threads: async-signal-safe calls only (no malloc, no
@@ -48,15 +56,32 @@ static char *fmt_long(char *end, long v)
 	return end;
 }
 
-/* Writes text to tmp, then renames it over path. */
-static void put_file(const char *tmp, const char *path, const char *text)
+/* Appends {"KEY_A":a[,"KEY_B":b]}\n to the record in one write(): a
+ * reader (or a crash) sees the whole line or none of it. */
+static void put_record(int fd, const char *key_a, long a, const char *key_b, long b)
 {
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	put(fd, text);
-	close(fd);
-	rename(tmp, path);
+	char line[128], *end = line + sizeof(line) - 1;
+	*end = '\0';
+	char *p = end;
+	*--p = '\n';
+	*--p = '}';
+	if (key_b) {
+		p = fmt_long(p, b);
+		*--p = ':';
+		*--p = '"';
+		for (size_t n = strlen(key_b); n > 0; n--)
+			*--p = key_b[n - 1];
+		*--p = '"';
+		*--p = ',';
+	}
+	p = fmt_long(p, a);
+	*--p = ':';
+	*--p = '"';
+	for (size_t n = strlen(key_a); n > 0; n--)
+		*--p = key_a[n - 1];
+	*--p = '"';
+	*--p = '{';
+	put(fd, p);
 }
 
 static void close_range_from(unsigned lo, unsigned hi)
@@ -69,19 +94,22 @@ static void close_range_from(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-/* Closes every fd above 2 except keep_a and keep_b (-1 for none). */
-static void close_others(int keep_a, int keep_b)
+/* Closes every fd above 2 except the three given (-1 for none). */
+static void close_others(int a, int b, int c)
 {
-	int lo = keep_a < keep_b ? keep_a : keep_b;
-	int hi = keep_a < keep_b ? keep_b : keep_a;
+	int keep[3] = {a, b, c};
+	for (int i = 1; i < 3; i++) /* sort the three */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
 	unsigned from = 3;
-	if (lo >= 3) {
-		close_range_from(from, (unsigned)lo - 1);
-		from = (unsigned)lo + 1;
-	}
-	if (hi >= 3) {
-		close_range_from(from, (unsigned)hi - 1);
-		from = (unsigned)hi + 1;
+	for (int i = 0; i < 3; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		close_range_from(from, (unsigned)keep[i] - 1);
+		from = (unsigned)keep[i] + 1;
 	}
 	close_range_from(from, ~0u);
 }
@@ -110,6 +138,7 @@ static _Noreturn void run_command(const struct shim_launch *l, int pipe_w)
 		close(l->cgroup_fd);
 	}
 	close(pipe_w);
+	close(l->record_fd);
 	if (chdir(l->cwd) < 0) {
 		put_errno(2, l->msg_cwd, errno);
 		_exit(127);
@@ -123,7 +152,19 @@ static _Noreturn void run_command(const struct shim_launch *l, int pipe_w)
 	_exit(127);
 }
 
-static _Noreturn void run_shim(const struct shim_launch *l, int pipe_w)
+/* The shim is single-threaded and the child only makes async-signal-safe
+ * calls before execve or _exit, so vfork: no copy of the address space
+ * (a fork of the agent's), and the shim resumes once the command execs. */
+static pid_t spawn_command(const struct shim_launch *l, int pipe_w)
+{
+	pid_t pid = vfork();
+	if (pid == 0)
+		run_command(l, pipe_w);
+	return pid;
+}
+
+/* The shim ignores the signals a terminal or a stop sends to its group. */
+static void block_signals(void)
 {
 	sigset_t block;
 	sigemptyset(&block);
@@ -133,39 +174,36 @@ static _Noreturn void run_shim(const struct shim_launch *l, int pipe_w)
 	sigaddset(&block, SIGQUIT);
 	sigaddset(&block, SIGPIPE);
 	sigprocmask(SIG_BLOCK, &block, NULL);
-	setsid();
+}
+
+static _Noreturn void run_shim(const struct shim_launch *l, int pipe_w)
+{
+	block_signals();
+	setsid(); /* fails harmlessly in a spare, which did it already */
 	dup2(l->null_fd, 0);
 	dup2(l->log_fd, 1);
 	dup2(l->log_fd, 2);
-	close_others(l->cgroup_fd, pipe_w);
+	close_others(l->cgroup_fd, pipe_w, l->record_fd);
 	int status = 127 << 8;
-	pid_t cmd = fork();
-	if (cmd == 0)
-		run_command(l, pipe_w);
+	pid_t cmd = spawn_command(l, pipe_w);
 	if (l->cgroup_fd >= 0)
 		close(l->cgroup_fd);
 	if (cmd < 0) {
 		put_errno(2, "anvil: cannot fork the command: ", errno);
+		cmd = 0; /* "taken, but no command": the record says 127 */
+		ssize_t w = write(pipe_w, &cmd, sizeof(cmd));
+		(void)w;
 		close(pipe_w);
 	} else {
 		setpgid(cmd, cmd); /* also here: the group exists before we report it */
-		char text[64], *end = text + sizeof(text) - 1;
-		*end = '\0';
-		*--end = '\n';
-		char *p = fmt_long(end, (long)cmd);
-		*--p = ' ';
-		p = fmt_long(p, (long)getpid());
-		put_file(l->pid_tmp, l->pid_file, p);
+		put_record(l->record_fd, "shim", (long)getpid(), "pgid", (long)cmd);
 		ssize_t w = write(pipe_w, &cmd, sizeof(cmd));
 		(void)w;
 		close(pipe_w);
 		while (waitpid(cmd, &status, 0) < 0 && errno == EINTR)
 			;
 	}
-	char text[32], *end = text + sizeof(text) - 1;
-	*end = '\0';
-	*--end = '\n';
-	put_file(l->exit_tmp, l->exit_file, fmt_long(end, (long)status));
+	put_record(l->record_fd, "wait_status", (long)status, NULL, 0);
 	_exit(0);
 }
 
@@ -194,4 +232,250 @@ int shim_spawn(const struct shim_launch *l, pid_t *shim_pid, pid_t *pgid)
 	*shim_pid = pid;
 	*pgid = r == (ssize_t)sizeof(cmd) ? cmd : 0;
 	return 0;
+}
+
+/* Spare shims. From here to shim_spare_fork's fork: the child side. */
+
+/* The next NUL-terminated string at *p before end; NULL when none. */
+static char *next_string(char **p, char *end)
+{
+	char *s = *p, *nul = s < end ? memchr(s, '\0', (size_t)(end - s)) : NULL;
+	if (!nul)
+		return NULL;
+	*p = nul + 1;
+	return s;
+}
+
+/* Decodes what encode_launch wrote; vec has SHIM_SPARE_MAX_STRINGS slots. */
+static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *l)
+{
+	uint32_t h[4];
+	if (len < SPARE_HEADER)
+		return -1;
+	memcpy(h, buf, sizeof(h));
+	if (h[0] != SPARE_MAGIC || h[1] < 1 || (uint64_t)h[1] + h[2] + 2 > SHIM_SPARE_MAX_STRINGS)
+		return -1;
+	char *p = buf + SPARE_HEADER, *end = buf + len, *fixed[SPARE_FIXED];
+	for (int i = 0; i < SPARE_FIXED; i++)
+		if (!(fixed[i] = next_string(&p, end)))
+			return -1;
+	uint32_t argc = h[1], envc = h[2];
+	for (uint32_t i = 0; i < argc + 1 + envc; i++)
+		if (i != argc && !(vec[i] = next_string(&p, end)))
+			return -1;
+	vec[argc] = NULL;
+	vec[argc + 1 + envc] = NULL;
+	*l = (struct shim_launch){
+	        .path = h[3] ? fixed[0] : NULL,
+	        .argv = vec,
+	        .envp = vec + argc + 1,
+	        .cwd = fixed[1],
+	        .log_fd = -1,
+	        .null_fd = 0, /* already /dev/null */
+	        .cgroup_fd = -1,
+	        .record_fd = -1,
+	        .msg_notfound = fixed[2],
+	        .msg_exec = fixed[3],
+	        .msg_cwd = fixed[4],
+	};
+	return 0;
+}
+
+/* One launch datagram with its fds (log, record); its length, or 0 at
+ * EOF or on any error (the caller exits: the agent is gone or sent
+ * nonsense). */
+static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS])
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(SPARE_FDS * sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = buf, .iov_len = SHIM_SPARE_MAX_REQUEST};
+	struct msghdr m = {.msg_iov = &iov,
+	                   .msg_iovlen = 1,
+	                   .msg_control = ctl.space,
+	                   .msg_controllen = sizeof(ctl.space)};
+	ssize_t n;
+	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (!c || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || c->cmsg_level != SOL_SOCKET ||
+	    c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(SPARE_FDS * sizeof(int)))
+		return 0;
+	memcpy(fds, CMSG_DATA(c), SPARE_FDS * sizeof(int));
+	return (size_t)n;
+}
+
+static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf, char **vec)
+{
+	block_signals();
+	setsid();
+	dup2(null_fd, 0);
+	dup2(null_fd, 1);
+	dup2(null_fd, 2);
+	close_others(sock, cgroup_fd, -1);
+	/* The slow step, done while nobody waits: the command inherits it. */
+	int join_err = 0;
+	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) < 0)
+		join_err = errno;
+	if (cgroup_fd >= 0)
+		close(cgroup_fd);
+	int fds[SPARE_FDS] = {-1, -1};
+	size_t n = receive_launch(sock, buf, fds);
+	struct shim_launch l;
+	if (n == 0 || decode_launch(buf, n, vec, &l) != 0)
+		_exit(n == 0 ? 0 : 1);
+	l.log_fd = fds[0];
+	l.record_fd = fds[1];
+	if (join_err)
+		put_errno(l.log_fd, "anvil: warning: cannot join the rank's cgroup: ", join_err);
+	run_shim(&l, sock);
+}
+
+int shim_spare_fork(int cgroup_fd, int null_fd, struct shim_spare *out)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	/* The child may not malloc: its buffers are made here. */
+	char *buf = malloc(SHIM_SPARE_MAX_REQUEST);
+	char **vec = calloc(SHIM_SPARE_MAX_STRINGS, sizeof(char *));
+	int rc = 0;
+	if (!buf || !vec) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		run_spare(sv[1], cgroup_fd, null_fd, buf, vec);
+	}
+	if (pid < 0) {
+		rc = -errno;
+		goto out;
+	}
+	*out = (struct shim_spare){.pid = pid, .sock = sv[0]};
+	sv[0] = -1;
+out:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	close(sv[1]);
+	free(buf);
+	free(vec);
+	return rc;
+}
+
+/* The strings of l in decode_launch's order. */
+static size_t launch_strings(const struct shim_launch *l, const char **out, size_t max)
+{
+	const char *fixed[SPARE_FIXED] = {l->path ? l->path : "", l->cwd, l->msg_notfound,
+	                                  l->msg_exec, l->msg_cwd};
+	size_t n = 0;
+	for (int i = 0; i < SPARE_FIXED; i++)
+		if (n < max)
+			out[n++] = fixed[i];
+	for (size_t i = 0; l->argv[i]; i++)
+		if (n < max)
+			out[n++] = l->argv[i];
+	for (size_t i = 0; l->envp && l->envp[i]; i++)
+		if (n < max)
+			out[n++] = l->envp[i];
+	return n;
+}
+
+static size_t count(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	return n;
+}
+
+/* The launch as one datagram: header, then NUL-terminated strings; NULL
+ * when it does not fit the caps. */
+static char *encode_launch(const struct shim_launch *l, size_t *len_out)
+{
+	size_t argc = count(l->argv), envc = count(l->envp);
+	if (l->cgroup_fd >= 0 || argc < 1 || argc + envc + 2 > SHIM_SPARE_MAX_STRINGS)
+		return NULL;
+	const char **strs = calloc(SPARE_FIXED + argc + envc, sizeof(char *));
+	if (!strs)
+		return NULL;
+	size_t n = launch_strings(l, strs, SPARE_FIXED + argc + envc), len = SPARE_HEADER;
+	for (size_t i = 0; i < n; i++)
+		len += strlen(strs[i]) + 1;
+	char *buf = len <= SHIM_SPARE_MAX_REQUEST ? malloc(len) : NULL;
+	if (buf) {
+		uint32_t h[4] = {SPARE_MAGIC, (uint32_t)argc, (uint32_t)envc, l->path != NULL};
+		memcpy(buf, h, sizeof(h));
+		char *p = buf + SPARE_HEADER;
+		for (size_t i = 0; i < n; i++) {
+			size_t sl = strlen(strs[i]) + 1;
+			memcpy(p, strs[i], sl);
+			p += sl;
+		}
+		*len_out = len;
+	}
+	free(strs);
+	return buf;
+}
+
+int shim_spare_fits(const struct shim_launch *l)
+{
+	size_t len;
+	char *buf = encode_launch(l, &len);
+	free(buf);
+	return buf != NULL;
+}
+
+static int send_launch(int sock, const char *buf, size_t len, const int fds[SPARE_FDS])
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(SPARE_FDS * sizeof(int))];
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr m = {.msg_iov = &iov,
+	                   .msg_iovlen = 1,
+	                   .msg_control = ctl.space,
+	                   .msg_controllen = sizeof(ctl.space)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(SPARE_FDS * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, SPARE_FDS * sizeof(int));
+	ssize_t w;
+	while ((w = sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+}
+
+int shim_spare_launch(struct shim_spare *s, const struct shim_launch *l, pid_t *pgid)
+{
+	size_t len;
+	char *buf = encode_launch(l, &len);
+	if (!buf)
+		return -E2BIG;
+	int fds[SPARE_FDS] = {l->log_fd, l->record_fd};
+	int rc = send_launch(s->sock, buf, len, fds);
+	free(buf);
+	if (rc)
+		return rc;
+	pid_t cmd = 0;
+	ssize_t r;
+	while ((r = recv(s->sock, &cmd, sizeof(cmd), 0)) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)sizeof(cmd))
+		return -ECHILD;
+	shim_spare_close(s);
+	*pgid = cmd;
+	return 0;
+}
+
+void shim_spare_close(struct shim_spare *s)
+{
+	if (s->sock >= 0)
+		close(s->sock);
+	s->sock = -1;
 }

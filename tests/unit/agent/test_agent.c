@@ -258,6 +258,9 @@ TEST(bad_flags_exit_2)
 	char *a4[] = {"agent",  "--server",  "http://x", "--work-dir",
 	              "/tmp/x", "--wait-ms", "-1",       NULL};
 	CHECK_INT(agent_main(7, a4), 2);
+	char *a7[] = {"agent",  "--server",      "http://x", "--work-dir",
+	              "/tmp/x", "--spare-shims", "9",        NULL};
+	CHECK_INT(agent_main(7, a7), 2);
 	char *a5[] = {"agent", "--server", NULL};
 	CHECK_INT(agent_main(2, a5), 2);
 	char *a6[] = {"agent", "--help", NULL};

@@ -1,14 +1,17 @@
 /* test_exec.c - the executor through agent/exec.h: real processes. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../test.h"
 #include "agent/exec.h"
+#include "agent/shim.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -26,6 +29,8 @@ static struct exec *setup(void)
 	snprintf(node, sizeof(node), "test-%d", (int)getpid());
 	struct exec *e = NULL;
 	CHECK_INT(exec_new(work, node, &e), 0);
+	exec_poll(e); /* makes the spares: the first ranks start from them */
+	CHECK_INT(exec_spares(e, NULL, 0), EXEC_SPARES_DEFAULT);
 	return e;
 }
 
@@ -312,6 +317,191 @@ TEST(stop_all_with_cap)
 	for (int i = 0; i < 3; i++)
 		CHECK_INT(wait_final(e, 20 + i, 3000).signal, SIGKILL);
 	CHECK_INT(exec_running(e), 0);
+	teardown(e);
+}
+
+/* The spare-* cgroups under the executor's cgroup root. */
+static int spare_cgroups(const char *root)
+{
+	DIR *d = root ? opendir(root) : NULL;
+	int n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		n += strncmp(de->d_name, "spare-", 6) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Runs "echo ppid=$PPID", the command's cgroup lines and its open fds. */
+static char *run_whoami(struct exec *e, int64_t attempt)
+{
+	start(e, attempt,
+	      "echo ppid=$PPID; grep -E ':(pids|freezer):' /proc/self/cgroup; "
+	      "echo fds:; ls /proc/$$/fd; echo end",
+	      NULL);
+	struct exec_status st = wait_final(e, attempt, 5000);
+	CHECK_INT(st.exit_code, 0);
+	char *log = read_log(attempt);
+	/* Nothing of the agent's or the shim's leaks in. */
+	CHECK_CONTAINS(log, "fds:\n0\n1\n2\nend\n");
+	return log;
+}
+
+/* The rank ran in its own cgroup ROOT/<attempt>-0 (when there are cgroups). */
+static void check_rank_cgroup(struct exec *e, const char *log, int64_t attempt)
+{
+	if (!exec_uses_cgroups(e))
+		return;
+	char want[64];
+	snprintf(want, sizeof(want), "/%lld-0\n", (long long)attempt);
+	CHECK_CONTAINS(log, want);
+}
+
+TEST(spare_runs_the_rank_in_its_cgroup)
+{
+	struct exec *e = setup();
+	int pids[EXEC_SPARES_MAX];
+	CHECK_INT(exec_spares(e, pids, EXEC_SPARES_MAX), EXEC_SPARES_DEFAULT);
+	CHECK_INT(spare_cgroups(exec_cgroup_root(e)),
+	          exec_uses_cgroups(e) ? EXEC_SPARES_DEFAULT : 0);
+	char *log = run_whoami(e, 30);
+	/* The oldest spare became the rank's shim: the command's parent. */
+	char want[64];
+	snprintf(want, sizeof(want), "ppid=%d\n", pids[0]);
+	CHECK_CONTAINS(log, want);
+	check_rank_cgroup(e, log, 30);
+	free(log);
+	CHECK_INT(exec_started_spare_total(e), 1);
+	/* exec_poll made a new one (wait_final polls); it is not the used one. */
+	int now[EXEC_SPARES_MAX];
+	CHECK_INT(exec_spares(e, now, EXEC_SPARES_MAX), EXEC_SPARES_DEFAULT);
+	for (int i = 0; i < EXEC_SPARES_DEFAULT; i++)
+		CHECK(now[i] != pids[0]);
+	CHECK_INT(spare_cgroups(exec_cgroup_root(e)),
+	          exec_uses_cgroups(e) ? EXEC_SPARES_DEFAULT : 0);
+	teardown(e);
+}
+
+TEST(no_spare_left_starts_directly)
+{
+	struct exec *e = setup();
+	exec_set_spares(e, 1);
+	CHECK_INT(exec_next_poll_ms(e), 0); /* one too many */
+	exec_poll(e);
+	CHECK_INT(exec_spares(e, NULL, 0), 1);
+	/* Two ranks before the next exec_poll: the second finds no spare. */
+	const char *script = "echo ppid=$PPID; grep -E ':(pids|freezer):' /proc/self/cgroup";
+	start(e, 31, script, NULL);
+	start(e, 32, script, NULL);
+	CHECK_INT(exec_started_spare_total(e), 1);
+	CHECK_INT(exec_spares(e, NULL, 0), 0);
+	CHECK_INT(exec_next_poll_ms(e), 0);
+	for (int64_t a = 31; a <= 32; a++) {
+		CHECK_INT(wait_final(e, a, 5000).exit_code, 0);
+		char *log = read_log(a);
+		check_rank_cgroup(e, log, a);
+		free(log);
+	}
+	CHECK_INT(exec_spares(e, NULL, 0), 1);
+	/* Without spares at all, every rank starts directly. */
+	exec_set_spares(e, 0);
+	exec_poll(e);
+	CHECK_INT(exec_spares(e, NULL, 0), 0);
+	CHECK_INT(spare_cgroups(exec_cgroup_root(e)), 0);
+	char *log = run_whoami(e, 33);
+	check_rank_cgroup(e, log, 33);
+	free(log);
+	CHECK_INT(exec_started_spare_total(e), 1);
+	teardown(e);
+}
+
+TEST(big_launch_starts_directly)
+{
+	struct exec *e = setup();
+	char *big = xmalloc(SHIM_SPARE_MAX_REQUEST + 100);
+	memset(big, 'x', SHIM_SPARE_MAX_REQUEST + 99);
+	memcpy(big, "BIG=", 4);
+	big[SHIM_SPARE_MAX_REQUEST + 99] = '\0';
+	const char *env[] = {big, NULL};
+	start(e, 34, "echo len=${#BIG}", env);
+	CHECK_INT(wait_final(e, 34, 5000).exit_code, 0);
+	free(big);
+	char *log = read_log(34);
+	char want[64];
+	snprintf(want, sizeof(want), "len=%d\n", SHIM_SPARE_MAX_REQUEST + 95);
+	CHECK_CONTAINS(log, want);
+	free(log);
+	CHECK_INT(exec_started_spare_total(e), 0);
+	CHECK_INT(exec_spares(e, NULL, 0), EXEC_SPARES_DEFAULT);
+	teardown(e);
+}
+
+static void wait_gone(pid_t pid)
+{
+	int64_t end = now_ms() + 3000;
+	while (alive(pid)) {
+		if (now_ms() > end)
+			FAIL_AT("spare %d still alive", (int)pid);
+		sleep_ms(5);
+	}
+}
+
+TEST(spares_end_with_the_executor)
+{
+	struct exec *e = setup();
+	int pids[EXEC_SPARES_MAX];
+	int n = exec_spares(e, pids, EXEC_SPARES_MAX);
+	char *root = exec_cgroup_root(e) ? xstrdup(exec_cgroup_root(e)) : NULL;
+	exec_free(e);
+	for (int i = 0; i < n; i++)
+		CHECK(kill(pids[i], 0) < 0 && errno == ESRCH); /* killed and reaped */
+	CHECK_INT(spare_cgroups(root), 0);
+	free(root);
+	rm_rf(work);
+}
+
+/* An agent killed with SIGKILL: its spares exit by themselves, a new
+ * executor removes their cgroups and re-adopts the rank a spare ran. */
+TEST(crash_leaves_no_spare_and_rank_is_adopted)
+{
+	struct exec *e = setup();
+	exec_free(e);
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	pid_t child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		struct exec *c = NULL;
+		if (exec_new(work, node, &c) != 0)
+			_exit(2);
+		exec_poll(c);
+		start(c, 40, "sleep 0.5; exit 7", NULL);
+		int pids[EXEC_SPARES_MAX + 1];
+		pids[0] = exec_spares(c, pids + 1, EXEC_SPARES_MAX);
+		pids[0] = (int)exec_started_spare_total(c) == 1 ? pids[0] : -1;
+		if (write(fds[1], pids, sizeof(pids)) != (ssize_t)sizeof(pids))
+			_exit(3);
+		raise(SIGKILL);
+	}
+	close(fds[1]);
+	int pids[EXEC_SPARES_MAX + 1];
+	CHECK(read(fds[0], pids, sizeof(pids)) == (ssize_t)sizeof(pids));
+	close(fds[0]);
+	int st;
+	CHECK(waitpid(child, &st, 0) == child);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK_INT(pids[0], EXEC_SPARES_DEFAULT - 1); /* one was used for the rank */
+	for (int i = 0; i < pids[0]; i++)
+		wait_gone(pids[1 + i]); /* EOF on their socket */
+	CHECK_INT(exec_new(work, node, &e), 0);
+	CHECK_INT(spare_cgroups(exec_cgroup_root(e)), 0);
+	struct exec_status s;
+	CHECK_INT(exec_find(e, 40, 0, &s), 0);
+	CHECK_INT(s.state, EXEC_RUNNING);
+	s = wait_final(e, 40, 5000);
+	CHECK_INT(s.state, EXEC_EXITED);
+	CHECK_INT(s.exit_code, 7);
 	teardown(e);
 }
 
