@@ -152,7 +152,7 @@ int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_r
 	} else {
 		struct buf out;
 		buf_init(&out);
-		render(json_object_get(resp, key), wall_ms(), &out);
+		render(key ? json_object_get(resp, key) : resp, wall_ms(), &out);
 		fputs(out.data, stdout);
 		buf_cleanup(&out);
 	}

@@ -43,7 +43,8 @@ struct verb {
 	const char *help;     /* description, ends with a newline */
 };
 
-extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes;
+extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes,
+        verb_why, verb_queue, verb_team, verb_node;
 
 /* Resolves the server (cliconn_resolve). CLI_EXIT_OK, or prints why not and
  * returns CLI_EXIT_UNREACHABLE. */
@@ -84,11 +85,14 @@ int verb_logs_stream(struct verb_ctx *v, int64_t job, int64_t rank, int follow, 
 void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out);
 void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out);
+void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out);
+void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out);
 
 /* Renders a listing or an object for people. */
 typedef void (*verb_render_fn)(const json_t *v, int64_t now_ms, struct buf *out);
 /* GETs path and prints the answer: its JSON with --json, else render() of
- * the answer's member `key`. Returns the verb's exit status. */
+ * the answer's member `key` (the whole answer when key is NULL). Returns the
+ * verb's exit status. */
 int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_render_fn render);
 
 #endif

@@ -12,6 +12,15 @@ static const struct cliargs_opt opts[] = {
         {"gpus", 0, CLIARGS_INT, "G", "GPUs per node (server default 1)"},
         {"nodes", 0, CLIARGS_INT, "N", "nodes, one rank each (default 1)"},
         {"queue", 0, CLIARGS_STR, "Q", "queue (default \"default\")"},
+        {"team", 0, CLIARGS_STR, "TEAM", "team whose quota and fair share it counts against"},
+        {"time", 't', CLIARGS_DURATION, "DURATION",
+         "time limit: stopped when reached; lets it backfill (default: the queue's)"},
+        {"gpu-type", 0, CLIARGS_STR, "MODEL", "GPU model, e.g. h200 or a100"},
+        {"gpu-mem", 0, CLIARGS_STR, "SIZE", "minimum memory per GPU: 80G, 141G, 40960M"},
+        {"pool", 0, CLIARGS_STR, "POOL", "only nodes of this pool"},
+        {"selector", 0, CLIARGS_KV, "K=V", "only nodes with this label (repeatable)"},
+        {"checkpointing", 0, CLIARGS_FLAG, NULL,
+         "the job checkpoints: preferred when preemption must stop something"},
         {"priority", 0, CLIARGS_INT, "P", "priority within the queue, -1000..1000 (default 0)"},
         {"name", 0, CLIARGS_STR, "NAME", "a name to show in listings"},
         {"env", 'e', CLIARGS_KV, "K=V", "set an environment variable (repeatable)"},
@@ -26,7 +35,34 @@ static const struct cliargs_opt opts[] = {
 
 /* Integer options that go into the body under the same name. */
 static const char *const int_fields[] = {"gpus", "nodes", "priority"};
-static const char *const str_fields[] = {"queue", "name", "cwd"};
+static const char *const str_fields[] = {"queue", "name", "cwd", "team", "pool"};
+
+/* "80G", "141GiB", "40960M", or bytes; -1 when it is none of these. */
+static int64_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		return -1;
+	int64_t mult = 1;
+	if (*end == 'K' || *end == 'k')
+		mult = 1LL << 10;
+	else if (*end == 'M' || *end == 'm')
+		mult = 1LL << 20;
+	else if (*end == 'G' || *end == 'g')
+		mult = 1LL << 30;
+	else if (*end == 'T' || *end == 't')
+		mult = 1LL << 40;
+	else if (*end != '\0')
+		return -1;
+	if (*end)
+		end++;
+	if (*end == 'i')
+		end++;
+	if (*end == 'B')
+		end++;
+	return *end ? -1 : (int64_t)(v * (double)mult);
+}
 
 static json_t *env_object(const struct cliargs_value *env)
 {
@@ -67,6 +103,20 @@ static json_t *submit_body(const struct verb_ctx *v)
 	const struct cliargs_value *grace = cliargs_get(a, "grace");
 	if (grace->set)
 		json_object_set_new(body, "grace_ms", json_integer(grace->num));
+	const struct cliargs_value *limit = cliargs_get(a, "time");
+	if (limit->set)
+		json_object_set_new(body, "time_limit_ms", json_integer(limit->num));
+	const char *model = cliargs_str(a, "gpu-type");
+	if (model)
+		json_object_set_new(body, "gpu_type", json_string(model));
+	const char *mem = cliargs_str(a, "gpu-mem");
+	if (mem)
+		json_object_set_new(body, "min_gpu_memory_bytes", json_integer(parse_size(mem)));
+	const struct cliargs_value *sel = cliargs_get(a, "selector");
+	if (sel->set)
+		json_object_set_new(body, "selectors", env_object(sel));
+	if (cliargs_flag(a, "checkpointing"))
+		json_object_set_new(body, "checkpointing", json_true());
 	return body;
 }
 
@@ -83,6 +133,10 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
+	const char *mem = cliargs_str(a, "gpu-mem");
+	if (mem && parse_size(mem) < 0)
+		return verb_usage_error(v, "--gpu-mem: \"%s\" is not a size like 80G or 40960M",
+		                        mem);
 	return CLI_EXIT_OK;
 }
 

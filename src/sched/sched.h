@@ -21,9 +21,11 @@
  *      quota but no node never blocks the queue: the next job is tried.
  *   3. Placement: single-node jobs best fit (the node with the fewest free
  *      GPUs left over), so whole nodes stay free for gangs; a gang goes to
- *      the smallest topology domain (switch, then rack, then block, then the
- *      cluster) that has enough fitting nodes, best fit among domains, with
- *      ranks ordered so that neighbours share the closest domain. Within a
+ *      the smallest topology domain (switch, then rack, then block) that has
+ *      enough fitting nodes, best fit among domains, with ranks ordered so
+ *      that neighbours share the closest domain. A gang never spans blocks;
+ *      the label value 0 counts as one more value, so an unlabelled cluster
+ *      is a single block (and a single switch). Within a
  *      node, GPUs come from one NVLink/NUMA group when one can hold them.
  *      Constraints: GPU model, minimum GPU memory, pool, label selectors.
  *      Unschedulable nodes and unhealthy GPUs are never used.
@@ -33,13 +35,18 @@
  *      (they end before the reservation, or use no reserved GPU). Jobs with
  *      no time limit get their queue's default.
  *   5. Preemption: a job that cannot start may stop running attempts that
- *      are (a) of lower priority in the same or a lower-priority queue, or
- *      (b) borrowed quota that its own team's nominal quota needs back. It
- *      happens only if stopping the chosen victims makes the job fit, and
- *      victims are chosen to lose the least work (time since their last
- *      checkpoint; checkpointing attempts first). Hysteresis: a team only
- *      reclaims while it is below its nominal quota, and a borrower never
- *      preempts to borrow, so two teams cannot preempt each other in a loop.
+ *      are (a) lower-priority work: in a lower-priority queue, or its own
+ *      team's lower-priority jobs in the same queue, or (b) another team's
+ *      attempts admitted on borrowed quota in its queue, while that team is
+ *      still above its nominal quota (reclaim). It happens only if stopping
+ *      the chosen victims makes the job fit, and victims are chosen to lose
+ *      the least work (time since their last checkpoint; checkpointing
+ *      attempts first). The job then holds the free part of its assignment
+ *      and its quota; next cycle, jobs that attempts are stopping_for go
+ *      first. Hysteresis: a job preempts only within its nominal quota (a
+ *      borrower never preempts), and work admitted within nominal quota is
+ *      never reclaimed, so two teams cannot preempt each other in a loop.
+ *      At most 16 jobs per cycle search for victims (bounded work).
  *
  * Memory: struct sched owns reusable scratch space sized to the snapshot;
  * a cycle allocates only when the snapshot grows. Results stay valid until
@@ -51,21 +58,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SCHED_MAX_GPUS 64      /* per node: GPU sets are 64-bit masks */
-#define SCHED_MAX_LABELS 8     /* per node */
-#define SCHED_MAX_SELECTORS 4  /* per job */
-#define SCHED_MAX_NVLINK 8     /* GPU groups per node */
-#define SCHED_MAX_RANKS 1024   /* nodes per job */
+#define SCHED_MAX_GPUS      64   /* per node: GPU sets are 64-bit masks */
+#define SCHED_MAX_LABELS    8    /* per node */
+#define SCHED_MAX_SELECTORS 4    /* per job */
+#define SCHED_MAX_NVLINK    8    /* GPU groups per node */
+#define SCHED_MAX_RANKS     1024 /* nodes per job */
 
 struct sched_node {
 	int64_t id;
-	uint32_t block, rack, sw; /* topology domains (interned; 0 = unlabelled) */
-	uint32_t pool;            /* 0 = the default pool */
-	uint32_t gpu_model;       /* interned model name */
-	uint64_t gpu_mem_mib;     /* memory of each GPU */
-	uint64_t gpus_all;        /* GPUs present */
-	uint64_t gpus_healthy;    /* subset of gpus_all that may be assigned */
-	uint64_t gpus_free;       /* healthy and not held by a running attempt */
+	uint32_t block, rack, sw;          /* topology domains (interned; 0 = unlabelled) */
+	uint32_t pool;                     /* 0 = the default pool */
+	uint32_t gpu_model;                /* interned model name */
+	uint64_t gpu_mem_mib;              /* memory of each GPU */
+	uint64_t gpus_all;                 /* GPUs present */
+	uint64_t gpus_healthy;             /* subset of gpus_all that may be assigned */
+	uint64_t gpus_free;                /* healthy and not held by a running attempt */
 	uint64_t nvlink[SCHED_MAX_NVLINK]; /* GPU groups sharing NVLink/NUMA */
 	int nnvlink;
 	uint32_t labels[SCHED_MAX_LABELS]; /* interned "key=value" */
@@ -92,8 +99,8 @@ struct sched_quota {
 
 struct sched_team {
 	uint32_t id;
-	int weight;          /* >= 1 */
-	double usage;        /* decayed GPU-hours, computed by the caller */
+	int weight;   /* >= 1 */
+	double usage; /* decayed GPU-hours, computed by the caller */
 };
 
 struct sched_job {
@@ -101,12 +108,12 @@ struct sched_job {
 	uint32_t queue, team;
 	int priority;
 	int64_t submit_ms;
-	int gpus;  /* per node */
-	int nodes; /* 1..SCHED_MAX_RANKS */
+	int gpus;              /* per node */
+	int nodes;             /* 1..SCHED_MAX_RANKS */
 	int64_t time_limit_ms; /* 0: the queue's default */
 	uint32_t gpu_model;    /* 0: any */
 	uint64_t min_gpu_mem_mib;
-	uint32_t pool;         /* 0: any pool */
+	uint32_t pool;                           /* 0: any pool */
 	uint32_t selectors[SCHED_MAX_SELECTORS]; /* labels every node must carry */
 	int nselectors;
 	int checkpointing;
@@ -125,17 +132,20 @@ struct sched_running {
 	int64_t end_by_ms;          /* start + time limit */
 	int64_t last_checkpoint_ms; /* 0: never (loses all since start) */
 	int checkpointing;
-	int borrowed;   /* admitted beyond its team's nominal quota */
-	int stopping;   /* already being stopped: its GPUs free up soon */
+	int borrowed;         /* admitted beyond its team's nominal quota */
+	int stopping;         /* already being stopped: its GPUs free up soon */
+	int64_t stopping_for; /* the job it is being stopped for (0: none); that
+	                       * job is decided first, so that what was taken for
+	                       * it (GPUs, quota) goes to it */
 	int nranks;
 	const struct sched_rank_hold *ranks;
 };
 
 struct sched_config {
-	int64_t aging_ms;        /* one priority point per this much waiting (0: no aging) */
-	int backfill;            /* 1: reserve for the first blocked job and backfill */
-	int preemption;          /* 1: allowed */
-	int max_reservations;    /* blocked jobs that get a reservation (>= 1) */
+	int64_t aging_ms;     /* one priority point per this much waiting (0: no aging) */
+	int backfill;         /* 1: reserve for the first blocked job and backfill */
+	int preemption;       /* 1: allowed */
+	int max_reservations; /* blocked jobs that get a reservation (>= 1) */
 };
 
 struct sched_snapshot {
@@ -157,21 +167,25 @@ struct sched_snapshot {
 
 /* Why a job did not start in this cycle. */
 enum sched_reason {
-	SCHED_WAIT_NONE,       /* placed */
-	SCHED_WAIT_RESOURCES,  /* no assignment exists now; a = fitting nodes, b = needed */
-	SCHED_WAIT_TOPOLOGY,   /* enough nodes, but no domain holds the gang; a = largest, b = needed */
-	SCHED_WAIT_QUOTA,      /* team quota in the queue is used up; a = used, b = nominal */
+	SCHED_WAIT_NONE,      /* placed */
+	SCHED_WAIT_RESOURCES, /* no assignment exists now; a = fitting nodes, b = needed */
+	SCHED_WAIT_TOPOLOGY, /* enough nodes, but no domain holds the gang; a = largest, b = needed */
+	SCHED_WAIT_QUOTA,    /* team quota in the queue is used up; a = used, b = nominal */
 	SCHED_WAIT_RESERVED,   /* would delay a reserved higher job; a = that job's id */
-	SCHED_WAIT_PREEMPTING, /* victims are being stopped for it */
-	SCHED_WAIT_UNFIT,      /* no node could ever take it (constraints); a = nodes matching */
+	SCHED_WAIT_PREEMPTING, /* victims are being stopped for it; a = attempts */
+	SCHED_WAIT_UNFIT, /* no schedulable matching node could take it; a = most matching nodes
+	                   * with enough usable GPUs in one block, b = needed */
 };
 
 struct sched_wait {
 	int64_t job_id;
 	enum sched_reason reason;
 	int64_t a, b;
-	int64_t blockers;     /* lower-priority jobs holding what it needs */
-	int64_t est_start_ms; /* 0: unknown; from the reservation dry run */
+	int64_t blockers;      /* lower-priority jobs holding what it needs */
+	int64_t est_start_ms;  /* 0: unknown; from the reservation dry run */
+	int64_t blocker_nodes; /* fitting nodes the blockers' GPUs would add */
+	int64_t most_free;     /* RESOURCES, UNFIT: most free (usable) GPUs on one matching node */
+	int64_t idle_quota;    /* QUOTA: idle GPUs of the queue to borrow; -1: no borrowing */
 };
 
 struct sched_placement {
@@ -202,13 +216,17 @@ struct sched *sched_new(void);
 void sched_free(struct sched *s);
 
 /* One scheduling cycle. 0, or ERR_INVALID for a malformed snapshot (an index
- * out of range, a mask beyond a node's GPUs). */
+ * out of range, a mask beyond a node's GPUs, a job outside the limits that
+ * sched_fits_ever() checks). Unknown queue or team ids get defaults:
+ * priority 0, weight 1, no quota, no borrowing. */
 int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched_result *out);
 
 /* 0 if job could ever run on these nodes (all GPUs healthy and free, every
- * node schedulable, constraints applied); ERR_UNFIT with the reason in why
- * ("asks for 16 GPUs per node, but the largest node with model h200 has 8")
- * otherwise. Used at submission so a job that can never run is rejected. */
+ * node schedulable, constraints applied, a gang within one block);
+ * ERR_UNFIT with the reason in why ("asks for 16 GPUs per node, but the
+ * largest matching node has 8") otherwise, or ERR_INVALID for a job outside
+ * the limits above (gpus 1..64, nodes 1..1024, selectors 0..4). Used at
+ * submission so a job that can never run is rejected. */
 int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
                     char *why, size_t whylen);
 

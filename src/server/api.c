@@ -262,11 +262,139 @@ static void node_get(struct server *s, struct httpd_req *req, const char *name)
 	state_unlock(st);
 }
 
+static json_t *body_or_error(struct httpd_req *req, const struct jv_field *fields);
+
+static const struct jv_field node_fields[] = {
+        {"labels", JV_OBJECT, 0, 0, 0},
+        {"pool", JV_STRING, 0, 0, 63},
+        {"state", JV_STRING, 0, 1, 16},
+        {NULL, 0, 0, 0, 0},
+};
+
+static int node_update(struct state *st, struct node *n, const json_t *body, char *err,
+                       size_t errlen)
+{
+	const char *to = jv_str(body, "state", NULL);
+	if (to && strcmp(to, "cordoned") != 0 && strcmp(to, "ready") != 0) {
+		snprintf(err, errlen, "field 'state': '%.16s' is not cordoned or ready", to);
+		return ERR_INVALID;
+	}
+	const json_t *labels = json_object_get(body, "labels");
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)labels, k, v) {
+		if (!*k || strlen(k) > 63 || strchr(k, '=') ||
+		    !(json_is_null(v) || (json_is_string(v) && json_string_length(v) <= 63))) {
+			snprintf(err, errlen,
+			         "field 'labels.%.64s': keys are 1-63 characters without '=', "
+			         "values "
+			         "strings of at most 63 characters (null removes the label)",
+			         k);
+			return ERR_INVALID;
+		}
+	}
+	if (!n->labels)
+		n->labels = json_object();
+	json_object_foreach ((json_t *)labels, k, v) {
+		if (json_is_null(v))
+			json_object_del(n->labels, k);
+		else
+			json_object_set(n->labels, k, v);
+	}
+	if (json_object_size(n->labels) > 8) {
+		snprintf(err, errlen, "field 'labels': a node carries at most 8 labels");
+		return ERR_INVALID;
+	}
+	if (json_object_get(body, "pool")) {
+		free(n->pool);
+		const char *pool = jv_str(body, "pool", NULL);
+		n->pool = pool && *pool ? xstrdup(pool) : NULL;
+	}
+	if (to && n->state != NODE_LOST)
+		n->state = strcmp(to, "cordoned") == 0 ? NODE_CORDONED : NODE_READY;
+	n->s_cached = 0;
+	n->dirty = 1;
+	st->nodes_dirty = 1;
+	st->need_schedule = 1;
+	char *text = jv_dump(body);
+	state_event(st, "node.changed", 0, n->id, "node %s: %s", n->name, text);
+	free(text);
+	return 0;
+}
+
+static void node_post(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_update";
+	json_t *body = body_or_error(req, node_fields);
+	if (!body)
+		return;
+	struct state *st = &s->state;
+	char err[256];
+	state_lock(st);
+	struct node *n = state_node_by_name(st, name);
+	int rc = n ? node_update(st, n, body, err, sizeof(err)) : ERR_NOTFOUND;
+	if (rc == ERR_NOTFOUND)
+		snprintf(err, sizeof(err), "no node named '%.64s'", name);
+	if (rc) {
+		httpd_error(req, rc, err);
+	} else if (flush_or_fail(st, req) == 0) {
+		state_schedule(st);
+		state_flush(st);
+		send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n)));
+	}
+	state_unlock(st);
+	json_decref(body);
+}
+
 static const struct jv_field queue_fields[] = {
         {"name", JV_STRING, 1, 1, 63},
         {"priority", JV_INT, 0, -1000, 1000},
+        {"weight", JV_INT, 0, 1, 1000},
+        {"borrowing", JV_BOOL, 0, 0, 0},
+        {"default_time_limit_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000},
+        {"quotas", JV_OBJECT, 0, 0, 0},
         {NULL, 0, 0, 0, 0},
 };
+
+static int check_quotas(const json_t *quotas, char *err, size_t errlen)
+{
+	const char *team;
+	json_t *v;
+	json_object_foreach ((json_t *)quotas, team, v) {
+		if (!*team || strlen(team) > 63) {
+			snprintf(err, errlen, "field 'quotas': team names are 1 to 63 characters");
+			return ERR_INVALID;
+		}
+		if (!json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		                         json_integer_value(v) > 1000000)) {
+			snprintf(err, errlen,
+			         "field 'quotas.%s': must be a GPU count from 0 to 1000000 (or "
+			         "null to "
+			         "remove it)",
+			         team);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
+/* Parses and validates a POST body against fields; answers 400 itself. */
+static json_t *body_or_error(struct httpd_req *req, const struct jv_field *fields)
+{
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc == 0)
+		rc = jv_check(body, fields, err, sizeof(err));
+	if (rc == 0 && json_object_get(body, "quotas"))
+		rc = check_quotas(json_object_get(body, "quotas"), err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		json_decref(body);
+		return NULL;
+	}
+	return body;
+}
 
 static void queues(struct server *s, struct httpd_req *req)
 {
@@ -274,31 +402,72 @@ static void queues(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	json_t *body = NULL;
 	char err[256];
-	if (strcmp(req->method, "POST") == 0) {
-		int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
-		if (rc == 0)
-			rc = jv_check(body, queue_fields, err, sizeof(err));
-		if (rc) {
-			httpd_error(req, rc, err);
-			json_decref(body);
-			return;
-		}
-	}
+	if (strcmp(req->method, "POST") == 0 && !(body = body_or_error(req, queue_fields)))
+		return;
 	state_lock(st);
-	if (body && state_put_queue(st, jv_str(body, "name", ""), (int)jv_int(body, "priority", 0)))
-		httpd_error(req, -EIO, "cannot persist the queue");
-	else if (body && flush_or_fail(st, req))
-		;
-	else {
+	int rc = body ? state_put_queue(st, body, err, sizeof(err)) : 0;
+	if (rc) {
+		httpd_error(req, rc, rc == ERR_INVALID ? err : "cannot persist the queue");
+	} else if (!body || flush_or_fail(st, req) == 0) {
+		if (body)
+			state_schedule(st); /* new quotas may let jobs start */
 		json_t *arr = json_array();
 		for (int i = 0; i < st->nqueues; i++)
-			json_array_append_new(arr,
-			                      json_pack("{s:s,s:i}", "name", st->queues[i].name,
-			                                "priority", st->queues[i].priority));
-		send_json(req, 200, json_pack("{s:o}", "queues", arr));
+			json_array_append_new(arr, state_queue_json(st, &st->queues[i]));
+		json_t *teams = json_array();
+		for (int i = 0; i < st->nteams; i++)
+			json_array_append_new(teams, state_team_json(st, &st->teams[i]));
+		state_flush(st);
+		send_json(req, 200, json_pack("{s:o,s:o}", "queues", arr, "teams", teams));
 	}
 	state_unlock(st);
 	json_decref(body);
+}
+
+static const struct jv_field team_fields[] = {
+        {"name", JV_STRING, 1, 1, 63},
+        {"weight", JV_INT, 1, 1, 1000},
+        {NULL, 0, 0, 0, 0},
+};
+
+static void teams(struct server *s, struct httpd_req *req)
+{
+	req->route = "teams";
+	struct state *st = &s->state;
+	json_t *body = NULL;
+	if (strcmp(req->method, "POST") == 0 && !(body = body_or_error(req, team_fields)))
+		return;
+	state_lock(st);
+	if (body && state_put_team(st, jv_str(body, "name", ""), (int)jv_int(body, "weight", 1))) {
+		httpd_error(req, -EIO, "cannot persist the team");
+	} else {
+		json_t *arr = json_array();
+		for (int i = 0; i < st->nteams; i++)
+			json_array_append_new(arr, state_team_json(st, &st->teams[i]));
+		send_json(req, 200, json_pack("{s:o}", "teams", arr));
+	}
+	state_unlock(st);
+	json_decref(body);
+}
+
+static void events(struct server *s, struct httpd_req *req)
+{
+	req->route = "events";
+	int64_t limit = 100, job = 0;
+	const char *l = httpd_query(req, "limit"), *j = httpd_query(req, "job");
+	if ((l && parse_i64(l, 1, 10000, &limit)) || (j && parse_i64(j, 1, INT64_MAX, &job))) {
+		httpd_error(req, ERR_INVALID,
+		            "query 'limit' must be 1 to 10000 and 'job' a positive job id");
+		return;
+	}
+	state_lock(&s->state);
+	state_flush(&s->state);
+	json_t *arr = store_events(s->state.store, (int)limit, job);
+	state_unlock(&s->state);
+	if (!arr)
+		httpd_error(req, -EIO, "cannot read the event log");
+	else
+		send_json(req, 200, json_pack("{s:o}", "events", arr));
 }
 
 void server_metrics(struct server *s, struct buf *out);
@@ -365,8 +534,14 @@ int server_handle(struct httpd_req *req, void *ctx)
 		nodes_list(s, req);
 	else if (get && strncmp(p, "/v1/nodes/", 10) == 0)
 		node_get(s, req, p + 10);
+	else if (post && strncmp(p, "/v1/nodes/", 10) == 0)
+		node_post(s, req, p + 10);
 	else if ((get || post) && strcmp(p, "/v1/queues") == 0)
 		queues(s, req);
+	else if ((get || post) && strcmp(p, "/v1/teams") == 0)
+		teams(s, req);
+	else if (get && strcmp(p, "/v1/events") == 0)
+		events(s, req);
 	else
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 	return HTTPD_DONE;

@@ -10,7 +10,6 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "sched/place.h"
 #include "server/state.h"
 
 /* ---- ordering and indexes ---- */
@@ -44,7 +43,7 @@ static void pending_insert(struct state *st, struct job *j)
 	st->npending++;
 }
 
-static void active_add(struct state *st, struct attempt *a)
+void state_active_add(struct state *st, struct attempt *a)
 {
 	XGROW(st->active, st->nactive, st->capactive);
 	st->active[st->nactive++] = a;
@@ -63,13 +62,17 @@ void state_restore(struct state *st)
 		struct job *j = st->jobs[i];
 		if (!j)
 			continue;
+		state_team(st, j->team, 1);
+		state_job_cache(st, j);
 		if (j->state == JOB_PENDING)
 			pending_insert(st, j);
 		for (int k = 0; k < j->nattempts; k++) {
 			struct attempt *a = j->attempts[k];
-			if (job_state_final(a->state))
+			if (job_state_final(a->state)) {
+				state_account(st, j, a);
 				continue;
-			active_add(st, a);
+			}
+			state_active_add(st, a);
 			for (int r = 0; r < a->nranks; r++) {
 				struct node *n = state_node(st, a->ranks[r].node_id);
 				if (n && !rank_state_final(a->ranks[r].state)) {
@@ -84,14 +87,38 @@ void state_restore(struct state *st)
 /* ---- submission ---- */
 
 static const struct jv_field job_fields[] = {
-        {"command", JV_STRINGS, 1, 1, 1024},  {"gpus", JV_INT, 0, 0, MODEL_MAX_GPUS},
-        {"nodes", JV_INT, 0, 1, 1024},        {"queue", JV_STRING, 0, 1, 63},
-        {"priority", JV_INT, 0, -1000, 1000}, {"name", JV_STRING, 0, 0, 128},
-        {"env", JV_STRING_MAP, 0, 0, 256},    {"cwd", JV_STRING, 0, 1, 4096},
-        {"grace_ms", JV_INT, 0, 0, 600000},   {NULL, 0, 0, 0, 0},
+        {"command", JV_STRINGS, 1, 1, 1024},
+        {"gpus", JV_INT, 0, 0, MODEL_MAX_GPUS},
+        {"nodes", JV_INT, 0, 1, 1024},
+        {"queue", JV_STRING, 0, 1, 63},
+        {"team", JV_STRING, 0, 1, 63},
+        {"priority", JV_INT, 0, -1000, 1000},
+        {"name", JV_STRING, 0, 0, 128},
+        {"env", JV_STRING_MAP, 0, 0, 256},
+        {"cwd", JV_STRING, 0, 1, 4096},
+        {"grace_ms", JV_INT, 0, 0, 600000},
+        {"time_limit_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000},
+        {"gpu_type", JV_STRING, 0, 1, 95},
+        {"min_gpu_memory_bytes", JV_INT, 0, 0, 1LL << 50},
+        {"pool", JV_STRING, 0, 1, 63},
+        {"selectors", JV_STRING_MAP, 0, 0, 4},
+        {"checkpointing", JV_BOOL, 0, 0, 0},
+        {NULL, 0, 0, 0, 0},
 };
 
-static int snapshot(struct state *st, struct place_node **out);
+static int check_env(const json_t *env, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach ((json_t *)env, key, v) {
+		if (!*key || strchr(key, '=')) {
+			snprintf(err, errlen, "field 'env': '%.64s' is not a valid variable name",
+			         key);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
 
 static int check_semantics(struct state *st, const json_t *body, char *err, size_t errlen)
 {
@@ -105,38 +132,41 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		snprintf(err, errlen, "field 'queue': no queue named '%.63s'", queue);
 		return ERR_INVALID;
 	}
-	const json_t *env = json_object_get(body, "env");
 	const char *key;
 	json_t *v;
-	json_object_foreach ((json_t *)env, key, v) {
-		if (!*key || strchr(key, '=')) {
-			snprintf(err, errlen, "field 'env': '%.64s' is not a valid variable name",
+	json_object_foreach ((json_t *)json_object_get(body, "selectors"), key, v) {
+		if (!*key || strchr(key, '=') || json_string_length(v) == 0) {
+			snprintf(err, errlen,
+			         "field 'selectors': '%.64s' needs a non-empty key without '=' and "
+			         "a "
+			         "non-empty value",
 			         key);
 			return ERR_INVALID;
 		}
 	}
-	if (st->nnodes == 0)
-		return 0; /* nothing registered yet: wait rather than judge */
-	struct place_node *snap;
-	int n = snapshot(st, &snap);
-	struct place_request req = {.gpus = (int)jv_int(body, "gpus", 1),
-	                            .nodes = (int)jv_int(body, "nodes", 1)};
-	int rc = place_fits_ever(snap, n, &req, err, errlen);
-	free(snap);
-	return rc;
+	return check_env(json_object_get(body, "env"), err, errlen);
 }
 
-int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
+/* The job's placement constraints as stored: only what was asked for. */
+static json_t *constraints_of(const json_t *body)
 {
-	int rc = jv_check(body, job_fields, err, errlen);
-	if (rc == 0)
-		rc = check_semantics(st, body, err, errlen);
-	if (rc)
-		return rc;
+	json_t *c = json_object();
+	static const char *const keys[] = {"gpu_type", "min_gpu_memory_bytes", "pool", "selectors"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_t *v = json_object_get(body, keys[i]);
+		if (v && !json_is_null(v))
+			json_object_set(c, keys[i], v);
+	}
+	return c;
+}
+
+static struct job *job_from_body(struct state *st, const json_t *body)
+{
 	struct job *j = xcalloc(1, sizeof(*j));
 	j->id = st->njobs + 1;
 	j->name = xstrdup(jv_str(body, "name", ""));
 	j->queue = xstrdup(jv_str(body, "queue", "default"));
+	j->team = xstrdup(jv_str(body, "team", "default"));
 	j->priority = (int)jv_int(body, "priority", 0);
 	j->gpus = (int)jv_int(body, "gpus", 1);
 	j->nodes = (int)jv_int(body, "nodes", 1);
@@ -146,9 +176,30 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	const char *cwd = jv_str(body, "cwd", NULL);
 	j->cwd = cwd ? xstrdup(cwd) : NULL;
 	j->grace_ms = jv_int(body, "grace_ms", 10000);
+	j->time_limit_ms = jv_int(body, "time_limit_ms", 0);
+	j->constraints = constraints_of(body);
+	j->checkpointing = jv_bool(body, "checkpointing", 0);
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	snprintf(j->reason, sizeof(j->reason), "waiting to be scheduled");
+	return j;
+}
+
+int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
+{
+	int rc = jv_check(body, job_fields, err, errlen);
+	if (rc == 0)
+		rc = check_semantics(st, body, err, errlen);
+	if (rc)
+		return rc;
+	struct job *j = job_from_body(st, body);
+	state_team(st, j->team, 1);
+	state_job_cache(st, j);
+	rc = state_fits_ever(st, j, err, errlen);
+	if (rc) {
+		job_free(j);
+		return rc;
+	}
 	state_index_job(st, j);
 	pending_insert(st, j);
 	state_mark_job(st, j);
@@ -160,98 +211,18 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	return 0;
 }
 
-/* ---- placement ---- */
-
-static int snapshot(struct state *st, struct place_node **out)
+void state_pending_remove(struct state *st, struct job *j)
 {
-	struct place_node *s = xcalloc((size_t)st->nnodes + 1, sizeof(*s));
-	for (int i = 0; i < st->nnodes; i++) {
-		struct node *n = st->nodes[i];
-		uint64_t all = n->ngpus >= 64 ? ~0ull : ((1ull << n->ngpus) - 1);
-		s[i].id = n->id;
-		s[i].total = n->ngpus;
-		s[i].free = all & ~n->gpus_used;
-		s[i].usable = n->state == NODE_READY;
-	}
-	*out = s;
-	return st->nnodes;
-}
-
-static void pending_remove_at(struct state *st, int i)
-{
-	memmove(&st->pending[i], &st->pending[i + 1],
-	        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
-	st->npending--;
-}
-
-static struct attempt *start_attempt(struct state *st, struct job *j, struct place_node *snap,
-                                     const int *idx, const uint64_t *gpus)
-{
-	struct attempt *a = xcalloc(1, sizeof(*a));
-	a->id = st->nattempts + 1;
-	a->job_id = j->id;
-	a->number = j->nattempts + 1;
-	a->state = JOB_SCHEDULED;
-	a->nranks = j->nodes;
-	a->ranks = xcalloc((size_t)j->nodes, sizeof(*a->ranks));
-	for (int r = 0; r < j->nodes; r++) {
-		struct node *n = st->nodes[idx[r]];
-		a->ranks[r].rank = r;
-		a->ranks[r].node_id = n->id;
-		a->ranks[r].gpus = gpus[r];
-		a->ranks[r].state = RANK_ASSIGNED;
-		n->gpus_used |= gpus[r];
-		snap[idx[r]].free &= ~gpus[r];
-	}
-	struct node *master = st->nodes[idx[0]];
-	snprintf(a->master_addr, sizeof(a->master_addr), "%s", master->address);
-	/* Attempt ids are unique and increasing, so ports only repeat after
-	 * 20,000 attempts: far longer than any rendezvous lives. */
-	a->master_port = 20000 + (int)(a->id % 20000);
-	XGROW(st->attempts, st->nattempts, st->capattempts);
-	st->attempts[st->nattempts++] = a;
-	j->attempts = xrealloc(j->attempts, sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
-	j->attempts[j->nattempts++] = a;
-	active_add(st, a);
-	for (int r = 0; r < j->nodes; r++)
-		state_bump(st, st->nodes[idx[r]]);
-	return a;
-}
-
-void state_schedule(struct state *st)
-{
-	if (!st->npending)
-		return;
-	int64_t t0 = now_us();
-	struct place_node *snap;
-	int n = snapshot(st, &snap);
-	int idx[1024];
-	uint64_t gpus[1024];
-	for (int i = 0; i < st->npending;) {
-		struct job *j = st->pending[i];
-		struct place_request req = {.gpus = j->gpus, .nodes = j->nodes};
-		char why[256];
-		if (n == 0) {
-			snprintf(why, sizeof(why), "no nodes have registered yet");
-		} else if (place_job(snap, n, &req, idx, gpus, why, sizeof(why)) == 0) {
-			struct attempt *a = start_attempt(st, j, snap, idx, gpus);
-			j->state = JOB_SCHEDULED;
-			snprintf(j->reason, sizeof(j->reason), "placed");
-			state_mark_job(st, j);
-			st->placed_total++;
-			state_event(st, "job.placed", j->id, a->ranks[0].node_id,
-			            "attempt %lld placed on %d node(s)", (long long)a->id,
-			            j->nodes);
-			pending_remove_at(st, i);
-			continue;
+	for (int i = 0; i < st->npending; i++)
+		if (st->pending[i] == j) {
+			memmove(&st->pending[i], &st->pending[i + 1],
+			        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
+			st->npending--;
+			return;
 		}
-		if (strcmp(why, j->reason) != 0) {
-			snprintf(j->reason, sizeof(j->reason), "%s", why);
-			state_mark_job(st, j);
-		}
-		i++;
-	}
-	free(snap);
-	st->sched_passes++;
-	st->sched_seconds += (double)(now_us() - t0) / 1e6;
+}
+
+void state_pending_add(struct state *st, struct job *j)
+{
+	pending_insert(st, j);
 }

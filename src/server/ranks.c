@@ -18,7 +18,7 @@ static struct attempt *attempt_by_id(struct state *st, int64_t id)
 
 /* Asks every rank of a that still runs to stop (its nodes' desired sets
  * lose it); each rank's end is then reported by its agent. */
-static void attempt_end(struct state *st, struct attempt *a)
+void state_attempt_stop(struct state *st, struct attempt *a)
 {
 	if (a->ending)
 		return;
@@ -45,11 +45,30 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		          (k->state == RANK_EXITED && (k->exit_code || k->signal));
 	}
 	enum job_state s = j->cancel_requested ? JOB_CANCELLED
+	                   : a->preempted      ? JOB_PREEMPTED
 	                   : lost              ? JOB_LOST
 	                   : failed            ? JOB_FAILED
 	                                       : JOB_SUCCEEDED;
 	a->state = s;
 	a->end_ms = wall_ms();
+	state_account(st, j, a);
+	for (int i = 0; i < st->nactive; i++)
+		if (st->active[i] == a) {
+			st->active[i] = st->active[--st->nactive];
+			break;
+		}
+	st->need_schedule = 1;
+	state_mark_job(st, j);
+	if (s == JOB_PREEMPTED) { /* back in the queue; a new attempt later */
+		j->state = JOB_PENDING;
+		j->has_exit = 0;
+		j->exit_code = 0;
+		j->start_ms = 0;
+		state_pending_add(st, j);
+		state_event(st, "job.requeued", j->id, 0, "attempt %lld preempted; job requeued",
+		            (long long)a->id);
+		return;
+	}
 	j->state = s;
 	j->end_ms = a->end_ms;
 	if (!j->has_exit) {
@@ -66,15 +85,10 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		snprintf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
 	else if (s == JOB_CANCELLED)
 		snprintf(j->reason, sizeof(j->reason), "cancelled by request");
-	state_mark_job(st, j);
-	for (int i = 0; i < st->nactive; i++)
-		if (st->active[i] == a) {
-			st->active[i] = st->active[--st->nactive];
-			break;
-		}
+	else if (a->timed_out)
+		snprintf(j->reason, sizeof(j->reason), "stopped at its time limit");
 	state_event(st, "job.finished", j->id, 0, "job %lld %s exit_code=%d", (long long)j->id,
 	            job_state_name(s), j->exit_code);
-	st->need_schedule = 1;
 }
 
 /* Rank k has ended: free its GPUs, and end the gang if it failed. */
@@ -84,7 +98,7 @@ static void rank_ended(struct state *st, struct job *j, struct attempt *a, struc
 	if (n)
 		n->gpus_used &= ~k->gpus;
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
-	if (bad && !j->has_exit && !j->cancel_requested) {
+	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out) {
 		j->has_exit = 1;
 		j->exit_code = k->state == RANK_EXITED
 		                       ? (k->signal ? 128 + k->signal : k->exit_code)
@@ -99,7 +113,7 @@ static void rank_ended(struct state *st, struct job *j, struct attempt *a, struc
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
 	if (bad)
-		attempt_end(st, a);
+		state_attempt_stop(st, a);
 	state_mark_job(st, j);
 	st->need_schedule = 1;
 	finish_attempt(st, j, a);
@@ -126,7 +140,7 @@ int state_cancel(struct state *st, struct job *j)
 		return 0;
 	}
 	snprintf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
-	attempt_end(st, j->attempts[j->nattempts - 1]);
+	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
 	return 0;
 }
 
@@ -326,8 +340,37 @@ static void node_lost(struct state *st, struct node *n)
 	state_bump(st, n);
 }
 
+static int64_t limit_of(struct state *st, const struct job *j)
+{
+	if (j->time_limit_ms > 0)
+		return j->time_limit_ms;
+	struct queue *q = state_queue(st, j->queue);
+	return q ? q->default_time_limit_ms : 0;
+}
+
+/* Stops attempts past their time limit, as Slurm does (TIMEOUT). */
+static void check_time_limits(struct state *st)
+{
+	int64_t now = wall_ms();
+	for (int i = st->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->active[i];
+		struct job *j = state_job(st, a->job_id);
+		int64_t limit = limit_of(st, j);
+		if (a->ending || a->start_ms <= 0 || limit <= 0 || now - a->start_ms < limit)
+			continue;
+		a->timed_out = 1;
+		snprintf(j->reason, sizeof(j->reason), "reached its time limit of %lld s; stopping",
+		         (long long)(limit / 1000));
+		state_mark_job(st, j);
+		state_event(st, "job.timeout", j->id, 0, "time limit %lld ms reached",
+		            (long long)limit);
+		state_attempt_stop(st, a);
+	}
+}
+
 void state_check_nodes(struct state *st, int64_t now)
 {
+	check_time_limits(st);
 	for (int i = 0; i < st->nnodes; i++) {
 		struct node *n = st->nodes[i];
 		if (n->state != NODE_LOST && !n->waiter &&
@@ -379,6 +422,7 @@ void state_node_facts(struct state *st, struct node *n, const json_t *f)
 		}
 	}
 	n->dirty = 1;
+	n->s_cached = 0;
 	st->nodes_dirty = 1;
 }
 

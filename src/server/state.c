@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "sched/sched.h"
 
 void state_lock(struct state *st)
 {
@@ -46,26 +48,137 @@ struct queue *state_queue(struct state *st, const char *name)
 	return NULL;
 }
 
-static void add_queue(struct state *st, const char *name, int priority)
+static struct queue *add_queue(struct state *st, const char *name)
 {
 	struct queue *q = state_queue(st, name);
-	if (!q) {
-		st->queues = xrealloc(st->queues, sizeof(*st->queues) * (size_t)(st->nqueues + 1));
-		q = &st->queues[st->nqueues++];
-		snprintf(q->name, sizeof(q->name), "%s", name);
-	}
-	q->priority = priority;
+	if (q)
+		return q;
+	st->queues = xrealloc(st->queues, sizeof(*st->queues) * (size_t)(st->nqueues + 1));
+	q = &st->queues[st->nqueues++];
+	memset(q, 0, sizeof(*q));
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	q->weight = 1;
+	q->borrowing = 1;
+	q->default_time_limit_ms = 24 * 3600 * 1000LL;
+	q->sched_id = state_intern(st, name);
+	return q;
 }
 
-int state_put_queue(struct state *st, const char *name, int priority)
+/* Applies the settings in o (an API body or a stored extra) to q. */
+static void queue_apply(struct queue *q, const json_t *o)
 {
-	add_queue(st, name, priority);
-	state_event(st, "queue", 0, 0, "queue %s priority %d", name, priority);
+	q->priority = (int)jv_int(o, "priority", q->priority);
+	q->weight = (int)jv_int(o, "weight", q->weight);
+	q->borrowing = jv_bool(o, "borrowing", q->borrowing);
+	q->default_time_limit_ms = jv_int(o, "default_time_limit_ms", q->default_time_limit_ms);
+	const json_t *quotas = json_object_get(o, "quotas");
+	if (!json_is_object(quotas))
+		return;
+	const char *team;
+	json_t *v;
+	json_object_foreach ((json_t *)quotas, team, v) {
+		int k = 0;
+		while (k < q->nquotas && strcmp(q->quotas[k].team, team) != 0)
+			k++;
+		if (json_is_null(v)) { /* null removes the team's quota */
+			if (k < q->nquotas)
+				q->quotas[k] = q->quotas[--q->nquotas];
+			continue;
+		}
+		if (k == q->nquotas && q->nquotas == STATE_MAX_QUOTAS)
+			continue; /* the API caps the count first */
+		if (k == q->nquotas)
+			snprintf(q->quotas[q->nquotas++].team, sizeof(q->quotas[0].team), "%s",
+			         team);
+		q->quotas[k].nominal_gpus = (int)json_integer_value(v);
+	}
+}
+
+static json_t *queue_extra(const struct queue *q)
+{
+	json_t *quotas = json_object();
+	for (int k = 0; k < q->nquotas; k++)
+		json_object_set_new(quotas, q->quotas[k].team,
+		                    json_integer(q->quotas[k].nominal_gpus));
+	return json_pack("{s:i,s:b,s:I,s:o}", "weight", q->weight, "borrowing", q->borrowing,
+	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms, "quotas",
+	                 quotas);
+}
+
+int state_put_queue(struct state *st, const json_t *body, char *err, size_t errlen)
+{
+	const char *name = jv_str(body, "name", "");
+	const json_t *quotas = json_object_get(body, "quotas");
+	struct queue *existing = state_queue(st, name);
+	int have = existing ? existing->nquotas : 0;
+	if (json_object_size(quotas) + (size_t)have > STATE_MAX_QUOTAS) {
+		snprintf(err, errlen, "field 'quotas': at most %d teams per queue",
+		         STATE_MAX_QUOTAS);
+		return ERR_INVALID;
+	}
+	struct queue *q = add_queue(st, name);
+	queue_apply(q, body);
+	const char *team;
+	json_t *v;
+	json_object_foreach ((json_t *)quotas, team, v)
+		state_team(st, team, 1);
+	json_t *extra = queue_extra(q);
+	char *text = jv_dump(extra);
+	state_event(st, "queue.changed", 0, 0, "queue %s: priority %d %s", name, q->priority, text);
+	free(text);
 	int rc = store_begin(st->store);
 	if (rc == 0)
-		rc = store_put_queue(st->store, name, priority);
+		rc = store_put_queue(st->store, name, q->priority, extra);
 	if (rc == 0)
 		rc = store_commit(st->store);
+	json_decref(extra);
+	st->need_schedule = 1;
+	return rc;
+}
+
+uint32_t state_intern(struct state *st, const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (int i = 0; i < st->names.n; i++)
+		if (strcmp(st->names.v[i], s) == 0)
+			return (uint32_t)i + 1;
+	XGROW(st->names.v, st->names.n, st->names.cap);
+	st->names.v[st->names.n++] = xstrdup(s);
+	return (uint32_t)st->names.n;
+}
+
+struct team *state_team(struct state *st, const char *name, int create)
+{
+	for (int i = 0; i < st->nteams; i++)
+		if (strcmp(st->teams[i].name, name) == 0)
+			return &st->teams[i];
+	if (!create)
+		return NULL;
+	st->teams = xrealloc(st->teams, sizeof(*st->teams) * (size_t)(st->nteams + 1));
+	struct team *t = &st->teams[st->nteams++];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->weight = 1;
+	t->usage_ms = wall_ms();
+	t->sched_id = state_intern(st, name);
+	return t;
+}
+
+int state_put_team(struct state *st, const char *name, int weight)
+{
+	struct team *t = state_team(st, name, 1);
+	t->weight = weight;
+	t->configured = 1;
+	state_event(st, "team.changed", 0, 0, "team %s: weight %d", name, weight);
+	json_t *extra = json_pack("{s:i}", "weight", weight);
+	int rc = store_begin(st->store);
+	if (rc == 0)
+		rc = store_put_team(st->store, name, extra);
+	if (rc == 0)
+		rc = store_commit(st->store);
+	json_decref(extra);
+	st->need_schedule = 1;
 	return rc;
 }
 
@@ -140,9 +253,18 @@ void state_bump(struct state *st, struct node *n)
 
 /* ---- loading ---- */
 
-static void load_queue(void *ctx, const char *name, int priority)
+static void load_queue(void *ctx, const char *name, int priority, const json_t *extra)
 {
-	add_queue(ctx, name, priority);
+	struct queue *q = add_queue(ctx, name);
+	queue_apply(q, extra);
+	q->priority = priority;
+}
+
+static void load_team(void *ctx, const char *name, const json_t *extra)
+{
+	struct team *t = state_team(ctx, name, 1);
+	t->weight = (int)jv_int(extra, "weight", 1);
+	t->configured = 1;
 }
 
 static void load_node(void *ctx, struct node *n)
@@ -180,16 +302,25 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_init(&st->mu, NULL);
 	st->node_timeout_ms = node_timeout_ms;
+	st->usage_half_life_ms = 24 * 3600 * 1000LL;
+	st->aging_ms = 60 * 1000;
 	int rc = store_open(db_path, full_sync, &st->store);
 	if (rc)
 		return rc;
-	struct store_loader l = {
-	        .ctx = st, .queue = load_queue, .node = load_node, .job = load_job};
+	struct store_loader l = {.ctx = st,
+	                         .queue = load_queue,
+	                         .team = load_team,
+	                         .node = load_node,
+	                         .job = load_job};
 	rc = store_load(st->store, &l);
 	if (rc)
 		return rc;
-	if (!state_queue(st, "default"))
-		rc = state_put_queue(st, "default", 0);
+	if (!state_queue(st, "default")) {
+		char err[128];
+		json_t *dflt = json_pack("{s:s,s:i}", "name", "default", "priority", 0);
+		rc = state_put_queue(st, dflt, err, sizeof(err));
+		json_decref(dflt);
+	}
 	state_restore(st);
 	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
 	         (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
@@ -209,6 +340,11 @@ void state_close(struct state *st)
 	free(st->pending);
 	free(st->active);
 	free(st->queues);
+	free(st->teams);
+	for (int i = 0; i < st->names.n; i++)
+		free(st->names.v[i]);
+	free(st->names.v);
+	state_sched_free(st);
 	free(st->dirty_jobs);
 	free(st->events);
 	store_close(st->store);
@@ -255,11 +391,16 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	json_t *ranks = json_array();
 	for (int i = 0; i < a->nranks; i++)
 		json_array_append_new(ranks, rank_json(st, &a->ranks[i]));
-	return json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id, "number",
-	                 a->number, "state", job_state_name(a->state), "ending", a->ending,
-	                 "master_addr", a->master_addr, "master_port", a->master_port,
-	                 "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
-	                 opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
+	json_t *o =
+	        json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
+	                  "number", a->number, "state", job_state_name(a->state), "ending",
+	                  a->ending, "master_addr", a->master_addr, "master_port", a->master_port,
+	                  "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
+	                  opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
+	json_object_set_new(o, "borrowed", json_boolean(a->borrowed));
+	if (a->preempted)
+		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
+	return o;
 }
 
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
@@ -273,6 +414,12 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	        "start_time_ms", opt_int(j->start_ms > 0, j->start_ms), "end_time_ms",
 	        opt_int(j->end_ms > 0, j->end_ms), "exit_code", opt_int(j->has_exit, j->exit_code),
 	        "reason", j->reason, "cancel_requested", j->cancel_requested);
+	json_object_set_new(o, "team", json_string(j->team ? j->team : "default"));
+	json_object_set_new(o, "time_limit_ms", opt_int(j->time_limit_ms > 0, j->time_limit_ms));
+	json_object_set_new(o, "constraints",
+	                    j->constraints ? json_incref(j->constraints) : json_object());
+	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
+	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)
@@ -324,11 +471,99 @@ json_t *state_node_json(struct state *st, const struct node *n)
 		                                      "memory_bytes", (json_int_t)g->memory_bytes,
 		                                      "job_id", opt_int(owner > 0, owner)));
 	}
-	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:i,s:i,s:o}", "id",
-	                 (json_int_t)n->id, "name", n->name, "hostname", n->hostname, "address",
-	                 n->address, "agent_url", n->agent_url, "state", node_state_name(n->state),
-	                 "cpus", n->cpus, "memory_bytes", (json_int_t)n->memory_bytes, "backend",
-	                 n->backend, "last_seen_ms_ago", (json_int_t)(now_ms() - n->last_seen_ms),
-	                 "gpus_total", n->ngpus, "gpus_allocated",
-	                 __builtin_popcountll(n->gpus_used), "gpus", gpus);
+	json_t *o = json_pack(
+	        "{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:i,s:i,s:o}", "id", (json_int_t)n->id,
+	        "name", n->name, "hostname", n->hostname, "address", n->address, "agent_url",
+	        n->agent_url, "state", node_state_name(n->state), "cpus", n->cpus, "memory_bytes",
+	        (json_int_t)n->memory_bytes, "backend", n->backend, "last_seen_ms_ago",
+	        (json_int_t)(now_ms() - n->last_seen_ms), "gpus_total", n->ngpus, "gpus_allocated",
+	        __builtin_popcountll(n->gpus_used), "gpus", gpus);
+	json_object_set_new(o, "labels", n->labels ? json_incref(n->labels) : json_object());
+	json_object_set_new(o, "pool", n->pool ? json_string(n->pool) : json_null());
+	return o;
+}
+
+/* ---- queues and teams as JSON ---- */
+
+static int64_t attempt_gpus(const struct job *j)
+{
+	return (int64_t)j->gpus * j->nodes;
+}
+
+int state_team_gpus(struct state *st, const char *queue, const char *team)
+{
+	int64_t n = 0;
+	for (int i = 0; i < st->nactive; i++) {
+		const struct job *j = state_job(st, st->active[i]->job_id);
+		if (strcmp(j->queue, queue) == 0 && strcmp(j->team, team) == 0)
+			n += attempt_gpus(j);
+	}
+	return (int)n;
+}
+
+double state_team_usage(struct state *st, struct team *t, int64_t now)
+{
+	double u = sched_decay(t->usage, now - t->usage_ms, st->usage_half_life_ms);
+	for (int i = 0; i < st->nactive; i++) {
+		const struct attempt *a = st->active[i];
+		const struct job *j = state_job(st, a->job_id);
+		if (strcmp(j->team, t->name) == 0 && a->start_ms > 0 && now > a->start_ms)
+			u += (double)attempt_gpus(j) * (double)(now - a->start_ms) / 3.6e6;
+	}
+	return u;
+}
+
+/* Adds a finished attempt's GPU-hours to its team's decayed usage. */
+void state_account(struct state *st, const struct job *j, const struct attempt *a)
+{
+	if (a->start_ms <= 0 || a->end_ms <= a->start_ms)
+		return;
+	struct team *t = state_team(st, j->team, 1);
+	int64_t now = a->end_ms;
+	double add = (double)attempt_gpus(j) * (double)(a->end_ms - a->start_ms) / 3.6e6;
+	if (now >= t->usage_ms) {
+		t->usage = sched_decay(t->usage, now - t->usage_ms, st->usage_half_life_ms) + add;
+		t->usage_ms = now;
+	} else { /* loading history out of order: decay the addition instead */
+		t->usage += sched_decay(add, t->usage_ms - now, st->usage_half_life_ms);
+	}
+}
+
+json_t *state_queue_json(struct state *st, const struct queue *q)
+{
+	json_t *quotas = json_array();
+	for (int k = 0; k < q->nquotas; k++)
+		json_array_append_new(
+		        quotas, json_pack("{s:s,s:i,s:i}", "team", q->quotas[k].team,
+		                          "nominal_gpus", q->quotas[k].nominal_gpus, "used_gpus",
+		                          state_team_gpus(st, q->name, q->quotas[k].team)));
+	int pending = 0, running = 0, used = 0;
+	for (int i = 0; i < st->npending; i++)
+		pending += strcmp(st->pending[i]->queue, q->name) == 0;
+	for (int i = 0; i < st->nactive; i++) {
+		const struct job *j = state_job(st, st->active[i]->job_id);
+		if (strcmp(j->queue, q->name) == 0) {
+			running++;
+			used += (int)attempt_gpus(j);
+		}
+	}
+	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:o,s:i,s:i,s:i}", "name", q->name, "priority",
+	                 q->priority, "weight", q->weight, "borrowing", q->borrowing,
+	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms, "quotas",
+	                 quotas, "pending_jobs", pending, "running_jobs", running, "used_gpus",
+	                 used);
+}
+
+json_t *state_team_json(struct state *st, const struct team *t)
+{
+	double usage = state_team_usage(st, (struct team *)t, wall_ms());
+	int gpus = 0;
+	for (int i = 0; i < st->nactive; i++) {
+		const struct job *j = state_job(st, st->active[i]->job_id);
+		if (strcmp(j->team, t->name) == 0)
+			gpus += (int)attempt_gpus(j);
+	}
+	return json_pack("{s:s,s:i,s:f,s:f,s:i}", "name", t->name, "weight", t->weight,
+	                 "usage_gpu_hours", usage, "fair_share_score",
+	                 usage / (t->weight ? t->weight : 1), "used_gpus", gpus);
 }

@@ -24,9 +24,38 @@
 #include "store/model.h"
 #include "store/store.h"
 
+#define STATE_MAX_QUOTAS 64 /* teams with a quota in one queue */
+
+struct quota {
+	char team[64];
+	int nominal_gpus;
+};
+
+/* A queue's scheduling settings (sched.h explains each). */
 struct queue {
 	char name[64];
 	int priority;
+	int weight;
+	int borrowing;
+	int64_t default_time_limit_ms;
+	int nquotas; /* 0: unlimited */
+	struct quota quotas[STATE_MAX_QUOTAS];
+	uint32_t sched_id;
+};
+
+struct team {
+	char name[64];
+	int weight;
+	int configured; /* set through the API (persisted), not just seen on a job */
+	double usage;   /* decayed GPU-hours as of usage_ms */
+	int64_t usage_ms;
+	uint32_t sched_id;
+};
+
+/* Interned strings for the scheduler: id = index + 1; 0 means none. */
+struct names {
+	char **v;
+	int n, cap;
 };
 
 struct event {
@@ -55,6 +84,13 @@ struct state {
 	int nactive, capactive;
 	struct queue *queues;
 	int nqueues;
+	struct team *teams;
+	int nteams;
+	struct names names;
+	int64_t usage_half_life_ms;
+	int64_t aging_ms;
+	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */
+	void *scratch;
 
 	struct job **dirty_jobs;
 	int ndirty_jobs, capdirty_jobs;
@@ -83,7 +119,18 @@ struct job *state_job(struct state *st, int64_t id);
 struct node *state_node(struct state *st, int64_t id);
 struct node *state_node_by_name(struct state *st, const char *name);
 struct queue *state_queue(struct state *st, const char *name);
-int state_put_queue(struct state *st, const char *name, int priority);
+/* Creates or updates a queue from an API body (validated by the caller):
+ * fields not given keep their values. */
+int state_put_queue(struct state *st, const json_t *body, char *err, size_t errlen);
+struct team *state_team(struct state *st, const char *name, int create);
+int state_put_team(struct state *st, const char *name, int weight);
+uint32_t state_intern(struct state *st, const char *s);
+json_t *state_queue_json(struct state *st, const struct queue *q);
+json_t *state_team_json(struct state *st, const struct team *t);
+/* GPUs a team holds in a queue now (running attempts). */
+int state_team_gpus(struct state *st, const char *queue, const char *team);
+/* The team's usage decayed to now, running attempts included. */
+double state_team_usage(struct state *st, struct team *t, int64_t now_wall_ms);
 
 /* Validates and enqueues a job from a request body. On failure returns a
  * code and a message naming the field; on success *out is the new job. */
@@ -104,7 +151,18 @@ void state_check_nodes(struct state *st, int64_t now);
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Internal to the server's state files (state.c, jobs.c, ranks.c). */
+/* Internal to the server's state files (state.c, jobs.c, ranks.c, schedule.c). */
+void state_account(struct state *st, const struct job *j, const struct attempt *a);
+void state_sched_free(struct state *st);
+void state_pending_remove(struct state *st, struct job *j);
+/* Stops every rank of a that still runs (the gang ends; see ranks.c). */
+void state_attempt_stop(struct state *st, struct attempt *a);
+void state_pending_add(struct state *st, struct job *j);
+void state_active_add(struct state *st, struct attempt *a);
+/* Interns the job's queue, team and constraints for the scheduler. */
+void state_job_cache(struct state *st, struct job *j);
+/* 0 if j could ever run on the registered nodes, else ERR_UNFIT + why. */
+int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
 void state_mark_job(struct state *st, struct job *j); /* dirty: flush writes it */
 void state_bump(struct state *st, struct node *n);    /* its desired set changed */
 void state_index_job(struct state *st, struct job *j);

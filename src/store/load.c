@@ -30,10 +30,23 @@ static json_t *col_json(sqlite3_stmt *s, int i)
 static int load_queues(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(db, "SELECT name, priority FROM queues", -1, &s, NULL))
+	if (sqlite3_prepare_v2(db, "SELECT name, priority, extra FROM queues", -1, &s, NULL))
 		return -EIO;
-	while (sqlite3_step(s) == SQLITE_ROW)
-		l->queue(l->ctx, (const char *)sqlite3_column_text(s, 0), sqlite3_column_int(s, 1));
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		json_t *extra = col_json(s, 2);
+		l->queue(l->ctx, (const char *)sqlite3_column_text(s, 0), sqlite3_column_int(s, 1),
+		         extra);
+		json_decref(extra);
+	}
+	sqlite3_finalize(s);
+	if (sqlite3_prepare_v2(db, "SELECT name, extra FROM teams", -1, &s, NULL))
+		return -EIO;
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		json_t *extra = col_json(s, 1);
+		if (l->team)
+			l->team(l->ctx, (const char *)sqlite3_column_text(s, 0), extra);
+		json_decref(extra);
+	}
 	sqlite3_finalize(s);
 	return 0;
 }
@@ -63,8 +76,9 @@ static void node_from_facts(struct node *n, json_t *facts)
 static int load_nodes(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *s;
-	if (sqlite3_prepare_v2(db, "SELECT id, name, secret, state, generation, facts FROM nodes",
-	                       -1, &s, NULL))
+	if (sqlite3_prepare_v2(
+	            db, "SELECT id, name, secret, state, generation, facts, extra FROM nodes", -1,
+	            &s, NULL))
 		return -EIO;
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		struct node *n = xcalloc(1, sizeof(*n));
@@ -77,6 +91,12 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 		json_t *facts = col_json(s, 5);
 		node_from_facts(n, facts);
 		json_decref(facts);
+		json_t *extra = col_json(s, 6);
+		json_t *labels = json_object_get(extra, "labels");
+		n->labels = json_is_object(labels) ? json_incref(labels) : json_object();
+		const char *pool = jv_str(extra, "pool", NULL);
+		n->pool = pool ? xstrdup(pool) : NULL;
+		json_decref(extra);
 		l->node(l->ctx, n);
 	}
 	sqlite3_finalize(s);
@@ -118,6 +138,11 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	json_t *ranks = col_json(s, 9);
 	ranks_from_json(a, ranks);
 	json_decref(ranks);
+	json_t *extra = col_json(s, 10);
+	a->preempted = jv_bool(extra, "preempted", 0);
+	a->borrowed = jv_bool(extra, "borrowed", 0);
+	a->preempted_for = jv_int(extra, "preempted_for", 0);
+	json_decref(extra);
 	return a;
 }
 
@@ -147,6 +172,13 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->exit_code = sqlite3_column_int(s, 14);
 	j->cancel_requested = sqlite3_column_int(s, 15);
 	snprintf(j->reason, sizeof(j->reason), "%s", sqlite3_column_text(s, 16));
+	json_t *extra = col_json(s, 17);
+	j->team = xstrdup(jv_str(extra, "team", "default"));
+	j->time_limit_ms = jv_int(extra, "time_limit_ms", 0);
+	json_t *c = json_object_get(extra, "constraints");
+	j->constraints = json_is_object(c) ? json_incref(c) : NULL;
+	j->checkpointing = jv_bool(extra, "checkpointing", 0);
+	json_decref(extra);
 	return j;
 }
 
@@ -156,13 +188,13 @@ static int load_jobs(sqlite3 *db, const struct store_loader *l)
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT id, name, queue, priority, gpus, nodes, command, env, cwd, "
 	                       "grace_ms, state, submit_ms, start_ms, end_ms, exit_code, "
-	                       "cancel_requested, reason FROM jobs ORDER BY id",
+	                       "cancel_requested, reason, extra FROM jobs ORDER BY id",
 	                       -1, &js, NULL))
 		return -EIO;
 	if (sqlite3_prepare_v2(
 	            db,
 	            "SELECT id, job_id, number, state, ending, master_addr, master_port, "
-	            "start_ms, end_ms, ranks FROM attempts ORDER BY job_id, number",
+	            "start_ms, end_ms, ranks, extra FROM attempts ORDER BY job_id, number",
 	            -1, &as, NULL)) {
 		sqlite3_finalize(js);
 		return -EIO;

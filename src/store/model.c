@@ -6,7 +6,7 @@
 #include "base/err.h"
 
 static const char *job_names[JOB_NSTATES] = {"pending", "scheduled", "running", "succeeded",
-                                             "failed",  "cancelled", "lost"};
+                                             "failed",  "cancelled", "lost",    "preempted"};
 static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited", "failed_to_start",
                                                "lost"};
 static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned"};
@@ -88,6 +88,8 @@ void job_free(struct job *j)
 	free(j->name);
 	free(j->queue);
 	free(j->cwd);
+	free(j->team);
+	json_decref(j->constraints);
 	json_decref(j->command);
 	json_decref(j->env);
 	for (int i = 0; i < j->nattempts; i++)
@@ -106,6 +108,8 @@ void node_free(struct node *n)
 	free(n->address);
 	free(n->agent_url);
 	free(n->backend);
+	free(n->pool);
+	json_decref(n->labels);
 	free(n->gpus);
 	free(n);
 }

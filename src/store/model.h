@@ -31,6 +31,7 @@ enum job_state {
 	JOB_FAILED,
 	JOB_CANCELLED,
 	JOB_LOST,
+	JOB_PREEMPTED, /* attempts only: stopped for other work; the job is requeued */
 	JOB_NSTATES
 };
 
@@ -61,8 +62,12 @@ struct attempt {
 	int64_t id;
 	int64_t job_id;
 	int number;
-	enum job_state state; /* scheduled, running, or a final state */
-	int ending;           /* stop every rank that still runs */
+	enum job_state state;  /* scheduled, running, or a final state */
+	int ending;            /* stop every rank that still runs */
+	int preempted;         /* ending because the scheduler preempted it */
+	int borrowed;          /* admitted on another team's idle quota */
+	int64_t preempted_for; /* the job it made room for */
+	int timed_out;         /* in memory: stopped at its time limit */
 	char master_addr[64];
 	int master_port;
 	int64_t start_ms;
@@ -82,6 +87,16 @@ struct job {
 	json_t *env;     /* object of strings */
 	char *cwd;       /* NULL: the agent's default */
 	int64_t grace_ms;
+	char *team;
+	int64_t time_limit_ms; /* 0: the queue's default */
+	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
+	int checkpointing;
+	int64_t est_start_ms; /* from the last scheduling cycle; 0 unknown */
+	/* interned for the scheduler (server/schedule.c); valid when s_cached */
+	int s_cached;
+	uint32_t s_queue, s_team, s_model, s_pool, s_sel[4];
+	int s_nsel;
+	uint64_t s_min_mem_mib;
 	enum job_state state;
 	int64_t submit_ms;
 	int64_t start_ms;
@@ -110,6 +125,13 @@ struct node {
 	char *address;   /* MASTER_ADDR for ranks on this node */
 	char *agent_url; /* the agent's HTTP endpoint */
 	char *backend;
+	json_t *labels; /* operator-set {"key": "value"}: block, rack, switch, ... */
+	char *pool;
+	/* interned for the scheduler (server/schedule.c); valid when s_cached */
+	int s_cached;
+	uint32_t s_labels[8], s_block, s_rack, s_sw, s_pool, s_model;
+	int s_nlabels;
+	uint64_t s_mem_mib;
 	int cpus;
 	uint64_t memory_bytes;
 	enum node_state state;

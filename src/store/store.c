@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 enum {
 	ST_BEGIN,
@@ -20,6 +20,7 @@ enum {
 	ST_META_GET,
 	ST_META_SET,
 	ST_QUEUE_PUT,
+	ST_TEAM_PUT,
 	ST_NODE_PUT,
 	ST_JOB_PUT,
 	ST_ATTEMPT_PUT,
@@ -34,17 +35,20 @@ static const char *sql_text[ST_N] = {
         [ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
         [ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        [ST_QUEUE_PUT] = "INSERT INTO queues(name, priority) VALUES (?1, ?2) "
-                         "ON CONFLICT(name) DO UPDATE SET priority = excluded.priority",
-        [ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [ST_QUEUE_PUT] = "INSERT INTO queues(name, priority, extra) VALUES (?1, ?2, ?3) "
+                         "ON CONFLICT(name) DO UPDATE SET priority = excluded.priority, "
+                         "extra = excluded.extra",
+        [ST_TEAM_PUT] = "INSERT INTO teams(name, extra) VALUES (?1, ?2) "
+                        "ON CONFLICT(name) DO UPDATE SET extra = excluded.extra",
+        [ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts, "
+                        "extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
                        "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
-                       "exit_code, cancel_requested, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                       "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                       "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
+                       "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
-                           "master_addr, master_port, start_ms, end_ms, ranks) VALUES "
-                           "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                           "master_addr, master_port, start_ms, end_ms, ranks, extra) VALUES "
+                           "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
 };
@@ -70,6 +74,17 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS events(id INTEGER PRIMARY KEY AUTOINCREMENT,"
         " time_ms INTEGER NOT NULL, kind TEXT NOT NULL, job_id INTEGER, node_id INTEGER,"
         " message TEXT NOT NULL);";
+
+/* Schema migrations, applied in order to a database older than each step.
+ * Version 2: the scheduler's fields (teams, quotas, constraints, labels) as
+ * JSON in an `extra` column per table. */
+static const char *const migrations[] = {
+        [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
+              "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
+              "ALTER TABLE nodes ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
+              "ALTER TABLE queues ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
+              "CREATE TABLE IF NOT EXISTS teams(name TEXT PRIMARY KEY, extra TEXT NOT NULL);",
+};
 
 struct store {
 	sqlite3 *db;
@@ -98,6 +113,42 @@ static int exec_sql(struct store *st, const char *sql)
 	return 0;
 }
 
+/* The version the database is at: 1 for one created by the version-1
+ * schema above (fresh, or written before versions were recorded). */
+static int schema_version(struct store *st)
+{
+	sqlite3_stmt *s;
+	int v = 1;
+	if (sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1,
+	                       &s, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = (int)strtol((const char *)sqlite3_column_text(s, 0), NULL, 10);
+	sqlite3_finalize(s);
+	return v;
+}
+
+static int migrate(struct store *st)
+{
+	int v = schema_version(st);
+	if (v < 1 || v > SCHEMA_VERSION) {
+		log_error("database schema version %d is not one this anvil knows (1..%d)", v,
+		          SCHEMA_VERSION);
+		return ERR_INVALID;
+	}
+	int rc = v < SCHEMA_VERSION ? exec_sql(st, "BEGIN IMMEDIATE") : 0;
+	for (int step = v + 1; rc == 0 && step <= SCHEMA_VERSION; step++)
+		rc = exec_sql(st, migrations[step]);
+	if (v < SCHEMA_VERSION) {
+		int end = exec_sql(st, rc == 0 ? "COMMIT" : "ROLLBACK");
+		if (rc == 0)
+			rc = end;
+	}
+	if (v < SCHEMA_VERSION && rc == 0)
+		log_info("database migrated from_version=%d to_version=%d", v, SCHEMA_VERSION);
+	return rc;
+}
+
 int store_open(const char *path, int full_sync, struct store **out)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
@@ -112,7 +163,8 @@ int store_open(const char *path, int full_sync, struct store **out)
 	if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL")) ||
 	    (rc = exec_sql(st,
 	                   full_sync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")) ||
-	    (rc = exec_sql(st, "PRAGMA foreign_keys=ON")) || (rc = exec_sql(st, schema)))
+	    (rc = exec_sql(st, "PRAGMA foreign_keys=ON")) || (rc = exec_sql(st, schema)) ||
+	    (rc = migrate(st)))
 		goto out;
 	for (int i = 0; i < ST_N; i++) {
 		if (sqlite3_prepare_v3(st->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
@@ -191,12 +243,28 @@ int store_meta_set(struct store *st, const char *key, const char *value)
 	return step_done(st, s, "meta set");
 }
 
-int store_put_queue(struct store *st, const char *name, int priority)
+static void bind_json(sqlite3_stmt *s, int i, const json_t *v)
+{
+	char *text = v ? jv_dump(v) : NULL;
+	sqlite3_bind_text(s, i, text ? text : "{}", -1, SQLITE_TRANSIENT);
+	free(text);
+}
+
+int store_put_queue(struct store *st, const char *name, int priority, const json_t *extra)
 {
 	sqlite3_stmt *s = st->st[ST_QUEUE_PUT];
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 2, priority);
+	bind_json(s, 3, extra);
 	return step_done(st, s, "queue put");
+}
+
+int store_put_team(struct store *st, const char *name, const json_t *extra)
+{
+	sqlite3_stmt *s = st->st[ST_TEAM_PUT];
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	bind_json(s, 2, extra);
+	return step_done(st, s, "team put");
 }
 
 static json_t *node_facts(const struct node *n)
@@ -225,6 +293,9 @@ int store_put_node(struct store *st, const struct node *n)
 	sqlite3_bind_int64(s, 5, n->generation);
 	sqlite3_bind_text(s, 6, text, -1, SQLITE_TRANSIENT);
 	free(text);
+	json_t *extra = json_pack("{s:O?,s:s?}", "labels", n->labels, "pool", n->pool);
+	bind_json(s, 7, extra);
+	json_decref(extra);
 	return step_done(st, s, "node put");
 }
 
@@ -268,6 +339,10 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	bind_opt_ms(s, 9, a->end_ms);
 	sqlite3_bind_text(s, 10, ranks, -1, SQLITE_TRANSIENT);
 	free(ranks);
+	json_t *extra = json_pack("{s:b,s:b,s:I}", "preempted", a->preempted, "borrowed",
+	                          a->borrowed, "preempted_for", (json_int_t)a->preempted_for);
+	bind_json(s, 11, extra);
+	json_decref(extra);
 	return step_done(st, s, "attempt put");
 }
 
@@ -299,6 +374,11 @@ int store_put_job(struct store *st, const struct job *j)
 		sqlite3_bind_null(s, 15);
 	sqlite3_bind_int(s, 16, j->cancel_requested);
 	sqlite3_bind_text(s, 17, j->reason, -1, SQLITE_STATIC);
+	json_t *extra = json_pack("{s:s?,s:I,s:O?,s:b}", "team", j->team, "time_limit_ms",
+	                          (json_int_t)j->time_limit_ms, "constraints", j->constraints,
+	                          "checkpointing", j->checkpointing);
+	bind_json(s, 18, extra);
+	json_decref(extra);
 	free(command);
 	free(env);
 	int rc = step_done(st, s, "job put");
@@ -324,4 +404,38 @@ sqlite3 *store_db(struct store *st);
 sqlite3 *store_db(struct store *st)
 {
 	return st->db;
+}
+
+json_t *store_events(struct store *st, int limit, int64_t job_id)
+{
+	sqlite3_stmt *s;
+	const char *sql =
+	        job_id > 0 ? "SELECT id, time_ms, kind, job_id, node_id, message FROM events "
+	                     "WHERE job_id = ?2 ORDER BY id DESC LIMIT ?1"
+	                   : "SELECT id, time_ms, kind, job_id, node_id, message FROM events "
+	                     "ORDER BY id DESC LIMIT ?1";
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+		return NULL;
+	sqlite3_bind_int(s, 1, limit);
+	if (job_id > 0)
+		sqlite3_bind_int64(s, 2, job_id);
+	json_t *arr = json_array();
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		json_t *e =
+		        json_pack("{s:I,s:I,s:s,s:s}", "id", (json_int_t)sqlite3_column_int64(s, 0),
+		                  "time_ms", (json_int_t)sqlite3_column_int64(s, 1), "kind",
+		                  (const char *)sqlite3_column_text(s, 2), "message",
+		                  (const char *)sqlite3_column_text(s, 5));
+		json_object_set_new(e, "job_id",
+		                    sqlite3_column_type(s, 3) == SQLITE_NULL
+		                            ? json_null()
+		                            : json_integer(sqlite3_column_int64(s, 3)));
+		json_object_set_new(e, "node_id",
+		                    sqlite3_column_type(s, 4) == SQLITE_NULL
+		                            ? json_null()
+		                            : json_integer(sqlite3_column_int64(s, 4)));
+		json_array_append_new(arr, e);
+	}
+	sqlite3_finalize(s);
+	return arr;
 }

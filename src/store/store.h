@@ -30,15 +30,23 @@ void store_rollback(struct store *st);
 int store_meta_get(struct store *st, const char *key, char **out);
 int store_meta_set(struct store *st, const char *key, const char *value);
 
-int store_put_queue(struct store *st, const char *name, int priority);
+/* extra: the queue's scheduling settings as JSON (weight, borrowing,
+ * default_time_limit_ms, quotas); a team's (weight). */
+int store_put_queue(struct store *st, const char *name, int priority, const json_t *extra);
+int store_put_team(struct store *st, const char *name, const json_t *extra);
 int store_put_node(struct store *st, const struct node *n);
 int store_put_job(struct store *st, const struct job *j); /* with its attempts */
 int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
                     const char *message);
 
+/* The newest events first, at most limit: [{id, time_ms, kind, job_id,
+ * node_id, message}]. NULL on a database error. */
+json_t *store_events(struct store *st, int limit, int64_t job_id);
+
 struct store_loader {
 	void *ctx;
-	void (*queue)(void *ctx, const char *name, int priority);
+	void (*queue)(void *ctx, const char *name, int priority, const json_t *extra);
+	void (*team)(void *ctx, const char *name, const json_t *extra);
 	void (*node)(void *ctx, struct node *n); /* takes ownership */
 	void (*job)(void *ctx, struct job *j);   /* takes ownership, attempts attached */
 };

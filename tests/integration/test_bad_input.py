@@ -50,8 +50,8 @@ def test_job_bodies_rejected_with_field_and_reason():
             (400, "field 'env': 'A=B' is not a valid variable name", {"command": ["true"], "env": {"A=B": "1"}}, None),
             (400, "field 'name': longer than 128", {"command": ["true"], "name": "x" * 200}, None),
             (400, "field 'gpus': 1.5 is not an integer", {"command": ["true"], "gpus": 1.5}, None),
-            (422, "largest node has 4 GPUs", {"command": ["true"], "gpus": 8}, None),
-            (422, "cluster has 2 such node", {"command": ["true"], "gpus": 1, "nodes": 3}, None),
+            (422, "largest matching node has 4", {"command": ["true"], "gpus": 8}, None),
+            (422, "only 2 matching nodes have that many", {"command": ["true"], "gpus": 1, "nodes": 3}, None),
         ]
         for status, needle, body, raw in cases:
             expect(c, status, needle, body=body, raw=raw)
@@ -121,7 +121,7 @@ def test_cli_prints_the_reason_and_fails():
         p = c.cli("run", "--")
         assert p.returncode == 2, (p.returncode, p.stderr)
         p = c.cli("run", "--gpus", "9", "--", "true")
-        assert p.returncode == 1 and "largest node has 2 GPUs" in p.stderr, p.stderr
+        assert p.returncode == 1 and "largest matching node has 2" in p.stderr, p.stderr
         p = c.cli("show", "12345")
         assert p.returncode == 1 and "no job 12345" in p.stderr, p.stderr
         p = c.cli("jobs", "--bogus")

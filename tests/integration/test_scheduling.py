@@ -103,7 +103,8 @@ def test_cancel_pending_job():
         blocker = c.submit(["sleep", "2"], gpus=1)
         p = c.submit(["true"], gpus=1)
         assert c.job(p["id"])["state"] == "pending"
-        assert "free GPU" in c.job(p["id"])["reason"]
+        reason = c.job(p["id"])["reason"]
+        assert "GPU" in reason and "needs" in reason, reason
         c.api("POST", "/v1/jobs/%d/cancel" % p["id"])
         assert c.job(p["id"])["state"] == "cancelled"
         assert c.wait_job(blocker["id"])["state"] == "succeeded"

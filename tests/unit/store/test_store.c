@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "../test.h"
+#include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
 #include "store/store.h"
@@ -11,12 +12,13 @@ struct loaded {
 	struct job *job;
 };
 
-static void on_queue(void *ctx, const char *name, int priority)
+static void on_queue(void *ctx, const char *name, int priority, const json_t *extra)
 {
 	struct loaded *l = ctx;
 	(void)name;
 	(void)priority;
-	l->queues++;
+	if (jv_int(extra, "weight", 0) == 3)
+		l->queues++;
 }
 
 static void on_node(void *ctx, struct node *n)
@@ -41,6 +43,10 @@ static struct job *sample_job(void)
 	j->command = json_pack("[s,s]", "python3", "train.py");
 	j->env = json_pack("{s:s}", "A", "b");
 	j->grace_ms = 3000;
+	j->team = xstrdup("vision");
+	j->time_limit_ms = 60000;
+	j->constraints = json_pack("{s:s}", "gpu_type", "h200");
+	j->checkpointing = 1;
 	j->state = JOB_RUNNING;
 	j->submit_ms = 1000;
 	j->start_ms = 2000;
@@ -75,7 +81,9 @@ TEST(job_round_trips_through_sqlite)
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *j = sample_job();
 	CHECK_INT(store_begin(st), 0);
-	CHECK_INT(store_put_queue(st, "default", 0), 0);
+	json_t *extra = json_pack("{s:i}", "weight", 3);
+	CHECK_INT(store_put_queue(st, "default", 0, extra), 0);
+	json_decref(extra);
 	CHECK_INT(store_put_job(st, j), 0);
 	CHECK_INT(store_add_event(st, "job.submitted", 1, 0, "hello"), 0);
 	CHECK_INT(store_commit(st), 0);
@@ -96,6 +104,10 @@ TEST(job_round_trips_through_sqlite)
 	CHECK_INT(l.job->attempts[0]->ranks[1].pid, 101);
 	CHECK_STR(json_string_value(json_array_get(l.job->command, 1)), "train.py");
 	CHECK_INT(l.job->has_exit, 0);
+	CHECK_STR(l.job->team, "vision");
+	CHECK_INT(l.job->time_limit_ms, 60000);
+	CHECK_INT(l.job->checkpointing, 1);
+	CHECK_STR(json_string_value(json_object_get(l.job->constraints, "gpu_type")), "h200");
 	job_free(l.job);
 	job_free(j);
 	store_close(st);

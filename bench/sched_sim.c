@@ -1,0 +1,1103 @@
+/* sched_sim.c - trace-driven simulator for the scheduler (src/sched/sched.h).
+ *
+ *   sched_sim [--quick] [--scenario ref|1k|10k|all] [--seed N] [--load X]
+ *             [--span-hours H] [--no-micro] [--micro-only]
+ *
+ * Runs the real sched_cycle() and the FIFO first-fit baseline (sched_fifo.c)
+ * over the same generated trace (sched_trace.c) in virtual time, and prints
+ * one table per scenario: placements per second of scheduler CPU, cycle
+ * latency, scheduler memory, GPU utilization, queue waits by job size and by
+ * team, preemptions and lost work. Then the micro-benchmarks behind the
+ * issue's targets, each with met / not met.
+ *
+ * The simulation: arrivals come from the trace; a cycle runs at the first
+ * multiple of `gap` after any event (arrival, completion, a preempted attempt
+ * having stopped) and at least every `tick` while jobs wait. Placements start
+ * attempts at the cycle's time; an attempt completes after its remaining
+ * work; a preemption marks the attempt stopping, and `grace` later its GPUs
+ * free and the job is requeued (same submission time) with its remaining
+ * work less what its last checkpoint saved. Only the scheduler call is timed
+ * (CLOCK_THREAD_CPUTIME_ID); building snapshots and checking results is not.
+ *
+ * Every result is checked against the contract in sched.h before it is
+ * applied: a double booking, a GPU that is unhealthy or on an unschedulable
+ * node, a broken constraint, a wrong rank count, an unknown or twice-placed
+ * job, a bad preemption or a missing wait is printed as a VIOLATION line
+ * (scenario, seed, engine, cycle, virtual time) and counted; the run goes on
+ * without applying that decision.
+ */
+#include <inttypes.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/mem.h"
+#include "sched/sched.h"
+#include "sched_fifo.h"
+#include "sched_sim.h"
+#include "sched_trace.h"
+
+#define SEC_MS               1000LL
+#define MIN_MS               (60 * SEC_MS)
+#define HOUR_MS              (60 * MIN_MS)
+#define DAY_MS               (24 * HOUR_MS)
+#define GRACE_MS             (30 * SEC_MS) /* a preempted attempt's stop time */
+#define CKPT_EVERY_MS        (30 * MIN_MS) /* checkpointing jobs save this often */
+#define USAGE_HALF_LIFE_MS   (24 * HOUR_MS)
+#define MAX_VIOLATIONS_SHOWN 20
+
+/* ---- measuring ---- */
+
+int64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Bytes malloc has handed out and not had back (arenas and mmap'd chunks). */
+int64_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return (int64_t)mi.uordblks + (int64_t)mi.hblkhd;
+}
+
+int64_t rss_bytes(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+int64_t peak_rss_bytes(void)
+{
+	char line[256];
+	int64_t kib = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %" SCNd64, &kib) == 1)
+			break;
+	fclose(f);
+	return kib * 1024;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of v[0..n) (sorted in place); 0 when empty. */
+int64_t percentile(int64_t *v, int n, double pct)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_i64);
+	int k = (int)ceil(pct / 100.0 * n) - 1;
+	return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* ---- engines: the scheduler under test and the baseline ---- */
+
+static void *anvil_make(void)
+{
+	return sched_new();
+}
+
+static void anvil_drop(void *s)
+{
+	sched_free(s);
+}
+
+static int anvil_cycle(void *s, const struct sched_snapshot *snap, struct sched_result *out)
+{
+	return sched_cycle(s, snap, out);
+}
+
+static void *fifo_make(void)
+{
+	return fifo_new();
+}
+
+static void fifo_drop(void *f)
+{
+	fifo_free(f);
+}
+
+static int fifo_cycle_any(void *f, const struct sched_snapshot *snap, struct sched_result *out)
+{
+	return fifo_cycle(f, snap, out);
+}
+
+const struct engine engines[NENGINES] = {
+        {"anvil", 1, anvil_make, anvil_drop, anvil_cycle},
+        {"FIFO", 0, fifo_make, fifo_drop, fifo_cycle_any},
+};
+const struct sched_config sim_config = {
+        .aging_ms = 30 * MIN_MS, .backfill = 1, .preemption = 1, .max_reservations = 4};
+
+/* ---- scenarios ---- */
+
+struct scenario {
+	const char *name, *title;
+	struct trace_params trace;
+	int64_t warm_ms; /* waits and utilization count from here to the span's end */
+	int64_t gap_ms, tick_ms;
+	int64_t quick_span_ms, quick_warm_ms; /* 0: skipped by --quick */
+};
+
+/* The cluster starts empty and durations reach 24 h, so the first day is a
+ * warm-up: waits and utilization count only from warm_ms on. */
+static const struct scenario scenarios[] = {
+        {"ref",
+         "reference fleet: 10 x 8 A100 + 18 x 8 H200 (224 GPUs)",
+         {"ref", 10, 18, 4, 2, 3, 0.0, 0.0, 8 * DAY_MS, 1.0, 1},
+         DAY_MS,
+         1 * SEC_MS,
+         60 * SEC_MS,
+         3 * DAY_MS,
+         DAY_MS},
+        {"1k",
+         "1,000 nodes x 8 GPUs (360 A100 + 640 H200)",
+         {"1k", 360, 640, 32, 4, 8, 0.005, 0.002, 3 * DAY_MS, 1.0, 1},
+         DAY_MS,
+         10 * SEC_MS,
+         60 * SEC_MS,
+         36 * HOUR_MS,
+         DAY_MS},
+        {"10k",
+         "10,000 nodes x 8 GPUs (3,600 A100 + 6,400 H200)",
+         {"10k", 3600, 6400, 32, 4, 8, 0.005, 0.002, 36 * HOUR_MS, 1.0, 1},
+         DAY_MS,
+         30 * SEC_MS,
+         60 * SEC_MS,
+         0,
+         0},
+};
+#define NSCENARIOS 3
+
+/* ---- the simulation ---- */
+
+enum { EV_COMPLETE, EV_STOPPED };
+
+struct event {
+	int64_t t;
+	int64_t attempt;
+	int type;
+};
+
+struct report {
+	int64_t cycles, placements, preemptions, violations, completed, max_pending;
+	int64_t cycle_cpu_ns, cycle_p50_ns, cycle_p99_ns, cycle_max_ns;
+	int64_t sched_heap_peak; /* bytes the engine held, most at once */
+	double util, useful_util, lost_gpu_h, busy_gpu_h;
+	int64_t wait_p50[TRACE_NCLASSES + TRACE_NTEAMS], wait_p95[TRACE_NCLASSES + TRACE_NTEAMS];
+	int waited[TRACE_NCLASSES + TRACE_NTEAMS], unstarted[TRACE_NCLASSES + TRACE_NTEAMS];
+	int64_t wait_reasons[SCHED_WAIT_UNFIT + 1]; /* job-cycles, by reason */
+	int64_t reclaims, young_victims, repeat_preemptors;
+	double wall_s;
+};
+
+struct sim {
+	const struct scenario *sc;
+	const struct engine *eng;
+	void *engine_state;
+	uint64_t seed;
+	int64_t span_ms, warm_ms;
+	const struct trace_cluster *cl;
+	const struct trace_job *jobs;
+	int njobs, next_arrival;
+	struct sched_node *nodes; /* mutable copy: gpus_free changes */
+
+	/* per job (index = id - 1) */
+	int64_t *remaining, *first_start;
+	int *pend_pos; /* index in pend, or -1 */
+	int *done;
+	int64_t *placed_in;     /* cycle that placed it (checks) */
+	int64_t *preempted_for; /* last cycle that preempted for it, or -1 */
+
+	/* running attempts; slot_of[attempt id - 1] = index in run, or -1 */
+	struct sched_running *run;
+	int *run_job;
+	int nrun, caprun;
+	int *slot_of;
+	int64_t nattempts, capattempts;
+
+	struct sched_job *pend;
+	int npend, cappend;
+
+	struct event *heap;
+	int nheap, capheap;
+
+	double usage[TRACE_NTEAMS + 1];
+	int team_gpus[TRACE_NTEAMS + 1];
+	int64_t usage_at;
+	/* GPUs held against quota, by queue and team: attempts already stopping
+	 * do not count (sched.c gives their quota back at once). */
+	int used[TRACE_NQUEUES + 1][TRACE_NTEAMS + 1];
+	int borrowed[TRACE_NQUEUES + 1][TRACE_NTEAMS + 1]; /* of which borrowed */
+
+	int64_t *node_stamp; /* per node: last (cycle * 2048 + placement) that used it */
+	int64_t cycle_no, now;
+	int64_t *cycle_ns;
+	int ncycle_ns, capcycle_ns;
+	int64_t heap_held;
+	double busy_gpu_ms, lost_gpu_ms;
+	double lost_window_gpu_ms; /* lost by attempts stopped in [warm, span] */
+	struct report rep;
+};
+
+static int log_preemptions; /* --log-preemptions: one stderr line each */
+
+static void violation(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void violation(struct sim *s, const char *fmt, ...)
+{
+	if (s->rep.violations++ >= MAX_VIOLATIONS_SHOWN)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr,
+	        "sched_sim: VIOLATION scenario=%s seed=%llu engine=%s cycle=%lld now_ms=%lld: %s\n",
+	        s->sc->name, (unsigned long long)s->seed, s->eng->name, (long long)s->cycle_no,
+	        (long long)s->now, msg);
+}
+
+static int ev_before(const struct event *a, const struct event *b)
+{
+	if (a->t != b->t)
+		return a->t < b->t;
+	if (a->type != b->type)
+		return a->type < b->type;
+	return a->attempt < b->attempt;
+}
+
+static void heap_push(struct sim *s, struct event e)
+{
+	XGROW(s->heap, s->nheap, s->capheap);
+	int i = s->nheap++;
+	while (i > 0 && ev_before(&e, &s->heap[(i - 1) / 2])) {
+		s->heap[i] = s->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	s->heap[i] = e;
+}
+
+static struct event heap_pop(struct sim *s)
+{
+	struct event top = s->heap[0], last = s->heap[--s->nheap];
+	int i = 0;
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= s->nheap)
+			break;
+		if (c + 1 < s->nheap && ev_before(&s->heap[c + 1], &s->heap[c]))
+			c++;
+		if (!ev_before(&s->heap[c], &last))
+			break;
+		s->heap[i] = s->heap[c];
+		i = c;
+	}
+	if (s->nheap > 0)
+		s->heap[i] = last;
+	return top;
+}
+
+static void pend_add(struct sim *s, int j)
+{
+	XGROW(s->pend, s->npend, s->cappend);
+	s->pend[s->npend] = s->jobs[j].spec;
+	s->pend_pos[j] = s->npend++;
+	if (s->npend > s->rep.max_pending)
+		s->rep.max_pending = s->npend;
+}
+
+/* Drops the jobs placed in this cycle from pend, keeping the order. */
+static void pend_compact(struct sim *s)
+{
+	int k = 0;
+	for (int i = 0; i < s->npend; i++) {
+		int j = (int)s->pend[i].id - 1;
+		if (s->pend_pos[j] < 0)
+			continue;
+		s->pend[k] = s->pend[i];
+		s->pend_pos[j] = k++;
+	}
+	s->npend = k;
+}
+
+static int64_t overlap(int64_t a, int64_t b, int64_t lo, int64_t hi)
+{
+	a = a > lo ? a : lo;
+	b = b < hi ? b : hi;
+	return b > a ? b - a : 0;
+}
+
+static int attempt_gpus(const struct sched_running *r)
+{
+	int g = 0;
+	for (int i = 0; i < r->nranks; i++)
+		g += __builtin_popcountll(r->ranks[i].gpus);
+	return g;
+}
+
+/* Ends the attempt in slot at time t: frees its GPUs, accounts its GPU-time,
+ * and either finishes its job or (preempted) requeues it. */
+static void attempt_end(struct sim *s, int slot, int64_t t, int preempted)
+{
+	struct sched_running *r = &s->run[slot];
+	int j = s->run_job[slot];
+	int gpus = attempt_gpus(r);
+	for (int i = 0; i < r->nranks; i++) {
+		struct sched_node *n = &s->nodes[r->ranks[i].node];
+		if (n->gpus_free & r->ranks[i].gpus)
+			violation(s, "attempt %lld frees GPUs already free on node %lld",
+			          (long long)r->attempt_id, (long long)n->id);
+		n->gpus_free |= r->ranks[i].gpus;
+	}
+	s->busy_gpu_ms += (double)gpus * (double)overlap(r->start_ms, t, s->warm_ms, s->span_ms);
+	s->team_gpus[r->team] -= gpus;
+	if (!r->stopping) {
+		s->used[r->queue][r->team] -= gpus;
+		if (r->borrowed)
+			s->borrowed[r->queue][r->team] -= gpus;
+	}
+	if (preempted) {
+		int64_t ran = t - r->start_ms;
+		int64_t saved = r->checkpointing ? ran / CKPT_EVERY_MS * CKPT_EVERY_MS : 0;
+		s->remaining[j] -= saved;
+		s->lost_gpu_ms += (double)gpus * (double)(ran - saved);
+		if (t >= s->warm_ms && t <= s->span_ms)
+			s->lost_window_gpu_ms += (double)gpus * (double)(ran - saved);
+		pend_add(s, j);
+	} else {
+		s->done[j] = 1;
+		if (t <= s->span_ms)
+			s->rep.completed++;
+	}
+	s->slot_of[r->attempt_id - 1] = -1;
+	free((void *)r->ranks);
+	int last = --s->nrun;
+	if (slot != last) {
+		s->run[slot] = s->run[last];
+		s->run_job[slot] = s->run_job[last];
+		s->slot_of[s->run[slot].attempt_id - 1] = slot;
+	}
+}
+
+static int node_ok_for(const struct sched_node *n, const struct sched_job *j)
+{
+	if ((j->gpu_model && n->gpu_model != j->gpu_model) || n->gpu_mem_mib < j->min_gpu_mem_mib ||
+	    (j->pool && n->pool != j->pool))
+		return 0;
+	for (int i = 0; i < j->nselectors; i++) {
+		int has = 0;
+		for (int l = 0; l < n->nlabels; l++)
+			has |= n->labels[l] == j->selectors[i];
+		if (!has)
+			return 0;
+	}
+	return 1;
+}
+
+static int quota_of(const struct sim *s, uint32_t queue, uint32_t team, int *nominal)
+{
+	int any = 0;
+	*nominal = 0;
+	for (int i = 0; i < s->cl->nquotas; i++) {
+		if (s->cl->quotas[i].queue != queue)
+			continue;
+		any = 1;
+		if (s->cl->quotas[i].team == team)
+			*nominal = s->cl->quotas[i].nominal_gpus;
+	}
+	return any;
+}
+
+static const struct sched_queue *queue_of(const struct sim *s, uint32_t id)
+{
+	for (int i = 0; i < TRACE_NQUEUES; i++)
+		if (s->cl->queues[i].id == id)
+			return &s->cl->queues[i];
+	return NULL;
+}
+
+/* 0 if placement p may be applied to the current state, else prints why. */
+static int placement_check(struct sim *s, const struct sched_placement *p, int index)
+{
+	int j = (int)p->job_id - 1;
+	if (j < 0 || j >= s->njobs || s->pend_pos[j] < 0) {
+		violation(s, "placement of job %lld, which is not pending", (long long)p->job_id);
+		return -1;
+	}
+	if (s->placed_in[j] == s->cycle_no) {
+		violation(s, "job %lld placed twice in one cycle", (long long)p->job_id);
+		return -1;
+	}
+	const struct sched_job *job = &s->jobs[j].spec;
+	if (p->nranks != job->nodes || !p->ranks) {
+		violation(s, "job %lld: %d ranks for a %d-node job", (long long)p->job_id,
+		          p->nranks, job->nodes);
+		return -1;
+	}
+	int64_t stamp = s->cycle_no * 4194304 + index;
+	for (int r = 0; r < p->nranks; r++) {
+		int ni = p->ranks[r].node;
+		uint64_t m = p->ranks[r].gpus;
+		if (ni < 0 || ni >= s->cl->nnodes) {
+			violation(s, "job %lld rank %d: node index %d out of range",
+			          (long long)p->job_id, r, ni);
+			return -1;
+		}
+		const struct sched_node *n = &s->nodes[ni];
+		const char *why = NULL;
+		if (s->node_stamp[ni] == stamp)
+			why = "two ranks on one node";
+		else if (__builtin_popcountll(m) != job->gpus)
+			why = "wrong GPU count";
+		else if (!n->schedulable)
+			why = "node not schedulable";
+		else if (m & ~n->gpus_healthy)
+			why = "unhealthy or absent GPU";
+		else if (m & ~n->gpus_free)
+			why = "GPU already held (double booking)";
+		else if (!node_ok_for(n, job))
+			why = "node breaks the job's constraints";
+		if (why) {
+			violation(s, "job %lld rank %d on node %lld mask %#llx (free %#llx): %s",
+			          (long long)p->job_id, r, (long long)n->id, (unsigned long long)m,
+			          (unsigned long long)n->gpus_free, why);
+			return -1;
+		}
+		s->node_stamp[ni] = stamp;
+	}
+	const struct sched_queue *q = queue_of(s, job->queue);
+	int nominal, gpus = job->gpus * job->nodes;
+	int has_quota = quota_of(s, job->queue, job->team, &nominal);
+	if (!s->eng->reports_waits)
+		return 0; /* the baseline has no quotas */
+	if (p->borrowed && q && !q->borrowing)
+		violation(s,
+		          "job %lld admitted on borrowed quota in queue %u, which does not borrow",
+		          (long long)p->job_id, job->queue);
+	else if (has_quota && q && !q->borrowing && s->used[job->queue][job->team] + gpus > nominal)
+		violation(s, "job %lld takes team %u to %d GPUs in queue %u, over its quota %d",
+		          (long long)p->job_id, job->team, s->used[job->queue][job->team] + gpus,
+		          job->queue, nominal);
+	else if (has_quota && !p->borrowed &&
+	         s->used[job->queue][job->team] - s->borrowed[job->queue][job->team] + gpus >
+	                 nominal)
+		violation(s,
+		          "job %lld not marked borrowed, but team %u's unborrowed GPUs in queue "
+		          "%u reach %d > nominal %d",
+		          (long long)p->job_id, job->team, job->queue,
+		          s->used[job->queue][job->team] - s->borrowed[job->queue][job->team] +
+		                  gpus,
+		          nominal);
+	return 0;
+}
+
+static void placement_apply(struct sim *s, const struct sched_placement *p)
+{
+	int j = (int)p->job_id - 1;
+	const struct sched_job *job = &s->jobs[j].spec;
+	struct sched_rank_hold *ranks = xmalloc(sizeof(*ranks) * (size_t)p->nranks);
+	memcpy(ranks, p->ranks, sizeof(*ranks) * (size_t)p->nranks);
+	for (int r = 0; r < p->nranks; r++)
+		s->nodes[ranks[r].node].gpus_free &= ~ranks[r].gpus;
+	int64_t limit = job->time_limit_ms ? job->time_limit_ms
+	                                   : trace_queue_default_limit(s->cl, job->queue);
+	XGROW(s->run, s->nrun, s->caprun);
+	s->run_job = xrealloc(s->run_job, sizeof(*s->run_job) * (size_t)s->caprun);
+	if (s->nattempts >= s->capattempts) {
+		s->capattempts = s->capattempts ? 2 * s->capattempts : 1024;
+		s->slot_of = xrealloc(s->slot_of, sizeof(*s->slot_of) * (size_t)s->capattempts);
+	}
+	int64_t id = ++s->nattempts;
+	s->slot_of[id - 1] = s->nrun;
+	s->run_job[s->nrun] = j;
+	s->run[s->nrun++] = (struct sched_running){.attempt_id = id,
+	                                           .job_id = job->id,
+	                                           .queue = job->queue,
+	                                           .team = job->team,
+	                                           .priority = job->priority,
+	                                           .start_ms = s->now,
+	                                           .end_by_ms = s->now + limit,
+	                                           .checkpointing = job->checkpointing,
+	                                           .borrowed = p->borrowed,
+	                                           .nranks = p->nranks,
+	                                           .ranks = ranks};
+	int gpus = job->gpus * job->nodes;
+	s->team_gpus[job->team] += gpus;
+	s->used[job->queue][job->team] += gpus;
+	if (p->borrowed)
+		s->borrowed[job->queue][job->team] += gpus;
+	if (s->first_start[j] < 0)
+		s->first_start[j] = s->now;
+	s->pend_pos[j] = -1;
+	s->placed_in[j] = s->cycle_no;
+	s->rep.placements++;
+	heap_push(s, (struct event){s->now + s->remaining[j], id, EV_COMPLETE});
+}
+
+static void preemption_apply(struct sim *s, const struct sched_preemption *pe)
+{
+	int64_t a = pe->attempt_id;
+	int slot = a >= 1 && a <= s->nattempts ? s->slot_of[a - 1] : -1;
+	int j = (int)pe->for_job_id - 1;
+	if (slot < 0) {
+		violation(s, "preempts attempt %lld, which is not running", (long long)a);
+		return;
+	}
+	struct sched_running *r = &s->run[slot];
+	if (r->stopping) {
+		violation(s, "preempts attempt %lld, which is already stopping", (long long)a);
+		return;
+	}
+	if (j < 0 || j >= s->njobs || (s->pend_pos[j] < 0 && s->placed_in[j] != s->cycle_no)) {
+		violation(s, "preempts attempt %lld for job %lld, which is not pending",
+		          (long long)a, (long long)pe->for_job_id);
+		return;
+	}
+	const struct sched_job *job = &s->jobs[j].spec;
+	const struct sched_queue *vq = queue_of(s, r->queue), *jq = queue_of(s, job->queue);
+	if (pe->reclaim && !r->borrowed)
+		violation(s, "reclaim preempts attempt %lld, which is not borrowed", (long long)a);
+	else if (!pe->reclaim && vq && jq &&
+	         (vq->priority > jq->priority ||
+	          (vq->priority == jq->priority && r->priority >= job->priority)))
+		violation(s,
+		          "attempt %lld (queue %u, priority %d) preempted for job %lld (queue %u, "
+		          "priority %d), which does not outrank it",
+		          (long long)a, r->queue, r->priority, (long long)job->id, job->queue,
+		          job->priority);
+	r->stopping = 1;
+	int gpus = attempt_gpus(r);
+	s->used[r->queue][r->team] -= gpus;
+	if (r->borrowed)
+		s->borrowed[r->queue][r->team] -= gpus;
+	s->rep.preemptions++;
+	s->rep.reclaims += pe->reclaim;
+	if (s->now - r->start_ms < 10 * MIN_MS)
+		s->rep.young_victims++;
+	if (s->preempted_for[j] != s->cycle_no && s->preempted_for[j] >= 0)
+		s->rep.repeat_preemptors++; /* preempted for in an earlier cycle too */
+	s->preempted_for[j] = s->cycle_no;
+	if (log_preemptions)
+		fprintf(stderr,
+		        "preempt t=%.3fh cycle=%lld attempt=%lld (job %lld q%u team %u prio %d%s%s "
+		        "ran "
+		        "%llds) for job %lld (q%u team %u prio %d, %dx%d)%s\n",
+		        (double)s->now / HOUR_MS, (long long)s->cycle_no, (long long)a,
+		        (long long)r->job_id, r->queue, r->team, r->priority,
+		        r->borrowed ? " borrowed" : "", r->checkpointing ? " ckpt" : "",
+		        (long long)((s->now - r->start_ms) / SEC_MS), (long long)job->id,
+		        job->queue, job->team, job->priority, job->nodes, job->gpus,
+		        pe->reclaim ? " reclaim" : "");
+	heap_push(s, (struct event){s->now + GRACE_MS, a, EV_STOPPED});
+}
+
+static void waits_check(struct sim *s, const struct sched_result *res)
+{
+	int expect = s->npend; /* placed jobs were already taken out of pend_pos */
+	if (res->nwaits != expect) {
+		violation(s, "%d waits for %d jobs left pending", res->nwaits, expect);
+		return;
+	}
+	for (int i = 0; i < res->nwaits; i++) {
+		const struct sched_wait *w = &res->waits[i];
+		int j = (int)w->job_id - 1;
+		if (j < 0 || j >= s->njobs || s->pend_pos[j] < 0) {
+			violation(s, "a wait for job %lld, which is not left pending",
+			          (long long)w->job_id);
+			return;
+		}
+		if (w->reason == SCHED_WAIT_NONE || w->reason > SCHED_WAIT_UNFIT) {
+			violation(s, "job %lld waits for reason %d", (long long)w->job_id,
+			          (int)w->reason);
+			continue;
+		}
+		/* The trace holds only jobs that fit the cluster (sched_trace.c). */
+		if (w->reason == SCHED_WAIT_UNFIT)
+			violation(s, "job %lld called unfit (a=%lld), but it fits the cluster",
+			          (long long)w->job_id, (long long)w->a);
+		s->rep.wait_reasons[w->reason]++;
+	}
+}
+
+/* Fair share and checkpoints as the server would compute them. */
+static void snapshot_refresh(struct sim *s)
+{
+	double f = pow(0.5, (double)(s->now - s->usage_at) / (double)USAGE_HALF_LIFE_MS);
+	for (int t = 1; t <= TRACE_NTEAMS; t++)
+		s->usage[t] = s->usage[t] * f +
+		              s->team_gpus[t] * (double)(s->now - s->usage_at) / (double)HOUR_MS;
+	s->usage_at = s->now;
+	for (int i = 0; i < s->nrun; i++) {
+		struct sched_running *r = &s->run[i];
+		int64_t k = r->checkpointing ? (s->now - r->start_ms) / CKPT_EVERY_MS : 0;
+		r->last_checkpoint_ms = k > 0 ? r->start_ms + k * CKPT_EVERY_MS : 0;
+	}
+}
+
+static void run_cycle(struct sim *s)
+{
+	snapshot_refresh(s);
+	struct sched_team teams[TRACE_NTEAMS];
+	for (int t = 0; t < TRACE_NTEAMS; t++) {
+		teams[t] = s->cl->teams[t];
+		teams[t].usage = s->usage[t + 1];
+	}
+	struct sched_snapshot snap = {.now_ms = s->now,
+	                              .config = sim_config,
+	                              .nodes = s->nodes,
+	                              .nnodes = s->cl->nnodes,
+	                              .queues = s->cl->queues,
+	                              .nqueues = TRACE_NQUEUES,
+	                              .quotas = s->cl->quotas,
+	                              .nquotas = s->cl->nquotas,
+	                              .teams = teams,
+	                              .nteams = TRACE_NTEAMS,
+	                              .running = s->run,
+	                              .nrunning = s->nrun,
+	                              .pending = s->pend,
+	                              .npending = s->npend};
+	struct sched_result res = {0};
+	s->cycle_no++;
+	int64_t h0 = heap_bytes();
+	int64_t t0 = cpu_ns();
+	int rc = s->eng->cycle(s->engine_state, &snap, &res);
+	int64_t dt = cpu_ns() - t0;
+	s->heap_held += heap_bytes() - h0;
+	if (s->heap_held > s->rep.sched_heap_peak)
+		s->rep.sched_heap_peak = s->heap_held;
+	XGROW(s->cycle_ns, s->ncycle_ns, s->capcycle_ns);
+	s->cycle_ns[s->ncycle_ns++] = dt;
+	s->rep.cycle_cpu_ns += dt;
+	if (rc != 0) {
+		violation(
+		        s,
+		        "cycle returned %d on a valid snapshot (%d nodes, %d running, %d pending)",
+		        rc, snap.nnodes, snap.nrunning, snap.npending);
+		return;
+	}
+	for (int i = 0; i < res.nplacements; i++)
+		if (placement_check(s, &res.placements[i], i) == 0)
+			placement_apply(s, &res.placements[i]);
+	for (int i = 0; i < res.npreemptions; i++)
+		preemption_apply(s, &res.preemptions[i]);
+	pend_compact(s);
+	if (s->eng->reports_waits)
+		waits_check(s, &res);
+}
+
+/* Events at or before t, in time order. 1 if any happened. */
+static int events_until(struct sim *s, int64_t t)
+{
+	int any = 0;
+	for (;;) {
+		int64_t ta = s->next_arrival < s->njobs ? s->jobs[s->next_arrival].spec.submit_ms
+		                                        : INT64_MAX;
+		int64_t te = s->nheap ? s->heap[0].t : INT64_MAX;
+		if (ta > t && te > t)
+			return any;
+		any = 1;
+		if (ta <= te) {
+			int j = s->next_arrival++;
+			s->remaining[j] = s->jobs[j].duration_ms;
+			pend_add(s, j);
+			continue;
+		}
+		struct event e = heap_pop(s);
+		int slot = s->slot_of[e.attempt - 1];
+		if (slot < 0)
+			continue; /* completed while stopping, or stopped before completing */
+		s->now = e.t;
+		attempt_end(s, slot, e.t, e.type == EV_STOPPED);
+	}
+}
+
+static int64_t next_event(const struct sim *s)
+{
+	int64_t ta =
+	        s->next_arrival < s->njobs ? s->jobs[s->next_arrival].spec.submit_ms : INT64_MAX;
+	int64_t te = s->nheap ? s->heap[0].t : INT64_MAX;
+	return ta < te ? ta : te;
+}
+
+static void sim_loop(struct sim *s)
+{
+	int64_t gap = s->sc->gap_ms, tick = s->sc->tick_ms, last = -tick, t = 0;
+	while (t <= s->span_ms) {
+		int dirty = events_until(s, t);
+		s->now = t;
+		if (s->npend > 0 && (dirty || t - last >= tick)) {
+			run_cycle(s);
+			last = t;
+		}
+		int64_t ne = next_event(s);
+		int64_t next = ne == INT64_MAX ? INT64_MAX : (ne + gap - 1) / gap * gap;
+		if (s->npend > 0 && last + tick < next)
+			next = last + tick;
+		t = next > t + gap ? next : t + gap;
+	}
+}
+
+static void wait_stats(struct sim *s)
+{
+	int64_t *w = xmalloc(sizeof(*w) * (size_t)s->njobs);
+	for (int g = 0; g < TRACE_NCLASSES + TRACE_NTEAMS; g++) {
+		int n = 0, unstarted = 0;
+		for (int j = 0; j < s->njobs; j++) {
+			const struct trace_job *tj = &s->jobs[j];
+			int group = g < TRACE_NCLASSES ? tj->cls
+			                               : TRACE_NCLASSES + (int)tj->spec.team - 1;
+			if (group != g || tj->spec.submit_ms < s->warm_ms ||
+			    tj->spec.submit_ms >= s->span_ms)
+				continue;
+			/* A job still waiting counts with the wait so far: leaving it out
+			 * would flatter whichever scheduler starves it. */
+			int64_t start = s->first_start[j];
+			if (start < 0 || start > s->span_ms) {
+				start = s->span_ms;
+				unstarted++;
+			}
+			w[n++] = start - tj->spec.submit_ms;
+		}
+		s->rep.waited[g] = n;
+		s->rep.unstarted[g] = unstarted;
+		s->rep.wait_p50[g] = percentile(w, n, 50);
+		s->rep.wait_p95[g] = percentile(w, n, 95);
+	}
+	free(w);
+}
+
+static void sim_init(struct sim *s, const struct scenario *sc, const struct engine *eng,
+                     const struct trace_cluster *cl, const struct trace_job *jobs, int njobs,
+                     int64_t span, int64_t warm, uint64_t seed)
+{
+	memset(s, 0, sizeof(*s));
+	s->sc = sc;
+	s->eng = eng;
+	s->cl = cl;
+	s->jobs = jobs;
+	s->njobs = njobs;
+	s->span_ms = span;
+	s->warm_ms = warm;
+	s->seed = seed;
+	s->nodes = xmalloc(sizeof(*s->nodes) * (size_t)cl->nnodes);
+	memcpy(s->nodes, cl->nodes, sizeof(*s->nodes) * (size_t)cl->nnodes);
+	s->node_stamp = xcalloc((size_t)cl->nnodes, sizeof(*s->node_stamp));
+	for (int i = 0; i < cl->nnodes; i++)
+		s->node_stamp[i] = -1;
+	s->remaining = xcalloc((size_t)njobs, sizeof(*s->remaining));
+	s->first_start = xmalloc(sizeof(*s->first_start) * (size_t)njobs);
+	s->placed_in = xmalloc(sizeof(*s->placed_in) * (size_t)njobs);
+	s->preempted_for = xmalloc(sizeof(*s->preempted_for) * (size_t)njobs);
+	s->pend_pos = xmalloc(sizeof(*s->pend_pos) * (size_t)njobs);
+	s->done = xcalloc((size_t)njobs, sizeof(*s->done));
+	for (int j = 0; j < njobs; j++) {
+		s->first_start[j] = -1;
+		s->placed_in[j] = -1;
+		s->preempted_for[j] = -1;
+		s->pend_pos[j] = -1;
+	}
+}
+
+static void sim_cleanup(struct sim *s)
+{
+	for (int i = 0; i < s->nrun; i++)
+		free((void *)s->run[i].ranks);
+	free(s->nodes);
+	free(s->node_stamp);
+	free(s->remaining);
+	free(s->first_start);
+	free(s->placed_in);
+	free(s->preempted_for);
+	free(s->pend_pos);
+	free(s->done);
+	free(s->run);
+	free(s->run_job);
+	free(s->slot_of);
+	free(s->pend);
+	free(s->heap);
+	free(s->cycle_ns);
+}
+
+static void simulate(const struct scenario *sc, const struct engine *eng,
+                     const struct trace_cluster *cl, const struct trace_job *jobs, int njobs,
+                     int64_t span, int64_t warm, uint64_t seed, struct report *out)
+{
+	struct sim s;
+	int64_t w0 = wall_ns();
+	sim_init(&s, sc, eng, cl, jobs, njobs, span, warm, seed);
+	int64_t h0 = heap_bytes();
+	s.engine_state = eng->make();
+	s.heap_held = heap_bytes() - h0;
+	sim_loop(&s);
+	for (int i = 0; i < s.nrun; i++) {
+		const struct sched_running *r = &s.run[i];
+		s.busy_gpu_ms +=
+		        (double)attempt_gpus(r) * (double)overlap(r->start_ms, span, warm, span);
+	}
+	wait_stats(&s);
+	s.rep.cycles = s.ncycle_ns;
+	int64_t total = s.rep.cycle_cpu_ns;
+	s.rep.cycle_max_ns = percentile(s.cycle_ns, s.ncycle_ns, 100);
+	s.rep.cycle_p50_ns = percentile(s.cycle_ns, s.ncycle_ns, 50);
+	s.rep.cycle_p99_ns = percentile(s.cycle_ns, s.ncycle_ns, 99);
+	s.rep.cycle_cpu_ns = total;
+	s.rep.util = s.busy_gpu_ms / ((double)cl->gpus * (double)(span - warm));
+	s.rep.useful_util =
+	        (s.busy_gpu_ms - s.lost_window_gpu_ms) / ((double)cl->gpus * (double)(span - warm));
+	s.rep.busy_gpu_h = s.busy_gpu_ms / (double)HOUR_MS;
+	s.rep.lost_gpu_h = s.lost_gpu_ms / (double)HOUR_MS;
+	eng->drop(s.engine_state);
+	s.rep.wall_s = (double)(wall_ns() - w0) / 1e9;
+	*out = s.rep;
+	sim_cleanup(&s);
+}
+
+/* ---- printing ---- */
+
+static const char *fmt_dur(char *buf, size_t len, int64_t ms)
+{
+	if (ms < MIN_MS)
+		snprintf(buf, len, "%llds", (long long)(ms / SEC_MS));
+	else if (ms < 2 * HOUR_MS)
+		snprintf(buf, len, "%.0fm", (double)ms / MIN_MS);
+	else
+		snprintf(buf, len, "%.1fh", (double)ms / HOUR_MS);
+	return buf;
+}
+
+static const char *fmt_bytes(char *buf, size_t len, int64_t b)
+{
+	if (b < 10 * 1024)
+		snprintf(buf, len, "%lld B", (long long)b);
+	else if (b < 10 * 1024 * 1024)
+		snprintf(buf, len, "%.0f KiB", (double)b / 1024);
+	else
+		snprintf(buf, len, "%.0f MiB", (double)b / (1024 * 1024));
+	return buf;
+}
+
+static void row(const char *label, const char *a, const char *b)
+{
+	printf("| %-58s | %20s | %20s |\n", label, a, b);
+}
+
+static void print_report(const struct report r[NENGINES])
+{
+	char a[64], b[64], x[32], y[32];
+	row("", "anvil", "FIFO first-fit");
+	printf("| ---------------------------------------------------------- | "
+	       "-------------------- | "
+	       "-------------------- |\n");
+#define BOTH(label, ...)                                                                           \
+	do {                                                                                       \
+		for (int e_ = 0; e_ < NENGINES; e_++) {                                            \
+			const struct report *R = &r[e_];                                           \
+			snprintf(e_ ? b : a, sizeof(a), __VA_ARGS__);                              \
+		}                                                                                  \
+		row(label, a, b);                                                                  \
+	} while (0)
+	BOTH("placements / s of scheduler CPU", "%.0f",
+	     R->cycle_cpu_ns ? (double)R->placements * 1e9 / (double)R->cycle_cpu_ns : 0.0);
+	BOTH("cycles", "%lld", (long long)R->cycles);
+	BOTH("cycle CPU p50 / p99 (ms)", "%.3f / %.3f", (double)R->cycle_p50_ns / 1e6,
+	     (double)R->cycle_p99_ns / 1e6);
+	BOTH("cycle CPU max (ms)", "%.3f", (double)R->cycle_max_ns / 1e6);
+	BOTH("scheduler heap, peak", "%s", fmt_bytes(x, sizeof(x), R->sched_heap_peak));
+	BOTH("GPU utilization (GPUs held)", "%.1f %%", 100.0 * R->util);
+	BOTH("useful GPU utilization (less work lost)", "%.1f %%", 100.0 * R->useful_util);
+	BOTH("attempts started / jobs completed", "%lld / %lld", (long long)R->placements,
+	     (long long)R->completed);
+	BOTH("most jobs pending at once", "%lld", (long long)R->max_pending);
+	for (int g = 0; g < TRACE_NCLASSES + TRACE_NTEAMS; g++) {
+		char label[64];
+		if (g < TRACE_NCLASSES)
+			snprintf(label, sizeof(label), "wait p50 / p95: %s", trace_class_name(g));
+		else
+			snprintf(label, sizeof(label), "wait p50 / p95: team %s",
+			         trace_team_name((uint32_t)(g - TRACE_NCLASSES + 1)));
+		BOTH(label, "%s / %s%s", fmt_dur(x, sizeof(x), R->wait_p50[g]),
+		     fmt_dur(y, sizeof(y), R->wait_p95[g]), R->unstarted[g] ? " *" : "");
+	}
+	BOTH("jobs never started (*)", "%d of %d",
+	     R->unstarted[0] + R->unstarted[1] + R->unstarted[2] + R->unstarted[3],
+	     R->waited[0] + R->waited[1] + R->waited[2] + R->waited[3]);
+	for (int e = 0; e < NENGINES; e++) {
+		const struct report *R = &r[e];
+		int64_t n = 0;
+		for (int k = 0; k <= SCHED_WAIT_UNFIT; k++)
+			n += R->wait_reasons[k];
+		if (!n) {
+			snprintf(e ? b : a, sizeof(a), "-");
+			continue;
+		}
+		snprintf(e ? b : a, sizeof(a), "%.0f/%.0f/%.0f/%.0f/%.0f %%",
+		         100.0 * R->wait_reasons[SCHED_WAIT_RESOURCES] / n,
+		         100.0 * R->wait_reasons[SCHED_WAIT_TOPOLOGY] / n,
+		         100.0 * R->wait_reasons[SCHED_WAIT_QUOTA] / n,
+		         100.0 * R->wait_reasons[SCHED_WAIT_RESERVED] / n,
+		         100.0 * R->wait_reasons[SCHED_WAIT_PREEMPTING] / n);
+	}
+	row("wait reasons: resources/topology/quota/reserved/preempting", a, b);
+	BOTH("preemptions (of which quota reclaims)", "%lld (%lld)", (long long)R->preemptions,
+	     (long long)R->reclaims);
+	BOTH("victims that had run < 10 min", "%lld", (long long)R->young_victims);
+	BOTH("preemptions for a job already preempted for", "%lld",
+	     (long long)R->repeat_preemptors);
+	BOTH("lost work (GPU-h, % of busy)", "%.0f (%.1f %%)", R->lost_gpu_h,
+	     R->busy_gpu_h > 0 ? 100.0 * R->lost_gpu_h / R->busy_gpu_h : 0.0);
+	BOTH("contract violations", "%lld", (long long)R->violations);
+	BOTH("simulation wall time (s)", "%.1f", R->wall_s);
+#undef BOTH
+}
+
+struct sim_summary sim_summaries[SIM_MAX_SUMMARIES];
+
+/* Simulates one scenario with both engines and prints its table; returns
+ * the number of contract violations. */
+static int64_t run_scenario(const struct scenario *sc, int index, const struct options *o)
+{
+	struct trace_params tp = sc->trace;
+	int64_t span = o->quick ? sc->quick_span_ms : tp.span_ms;
+	int64_t warm = o->quick ? sc->quick_warm_ms : sc->warm_ms;
+	if (o->span_hours > 0) {
+		span = (int64_t)(o->span_hours * HOUR_MS);
+		warm = span / 3;
+	}
+	tp.span_ms = span;
+	tp.seed = o->seed;
+	if (o->load > 0)
+		tp.load = o->load;
+	struct trace_cluster cl;
+	struct trace_job *jobs;
+	trace_cluster_make(&tp, &cl);
+	int njobs = trace_jobs_make(&tp, &cl, &jobs);
+	int cls_n[TRACE_NCLASSES] = {0};
+	double demand = 0;
+	for (int j = 0; j < njobs; j++) {
+		cls_n[jobs[j].cls]++;
+		demand += (double)jobs[j].duration_ms * jobs[j].spec.gpus * jobs[j].spec.nodes;
+	}
+	printf("\n### %s\n\n", sc->title);
+	printf("seed %llu; %.0f h simulated (waits and utilization from hour %.0f); offered load "
+	       "%.2f (the trace's GPU-time / the fleet's: %.2f); %d jobs (%d 1-GPU incl. sweeps, "
+	       "%d 8-GPU, %d 2-4-node, %d 8-16-node); "
+	       "%d nodes, %d GPUs (%d usable); a cycle at most every %llds after an event, and "
+	       "every %llds while jobs wait\n\n",
+	       (unsigned long long)tp.seed, (double)span / HOUR_MS, (double)warm / HOUR_MS, tp.load,
+	       demand / ((double)cl.gpus * (double)span), njobs, cls_n[0], cls_n[1], cls_n[2],
+	       cls_n[3], cl.nnodes, cl.gpus, cl.gpus_usable, (long long)(sc->gap_ms / SEC_MS),
+	       (long long)(sc->tick_ms / SEC_MS));
+	fflush(stdout);
+	struct report r[NENGINES];
+	for (int e = 0; e < NENGINES; e++)
+		simulate(sc, &engines[e], &cl, jobs, njobs, span, warm, tp.seed, &r[e]);
+	print_report(r);
+	fflush(stdout);
+	struct sim_summary *sum = &sim_summaries[index];
+	*sum = (struct sim_summary){.scenario = sc->name, .have = 1};
+	for (int e = 0; e < NENGINES; e++) {
+		sum->util[e] = r[e].util;
+		sum->useful_util[e] = r[e].useful_util;
+		sum->large_p50[e] = r[e].wait_p50[TRACE_CLASS_GANG_L];
+		sum->large_p95[e] = r[e].wait_p95[TRACE_CLASS_GANG_L];
+	}
+	free(jobs);
+	trace_cluster_cleanup(&cl);
+	return r[ENGINE_ANVIL].violations + r[ENGINE_FIFO].violations;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+	        "usage: sched_sim [--quick] [--scenario ref|1k|10k|all] [--seed N] "
+	        "[--load X] [--span-hours H] [--no-micro] [--micro-only] [--log-preemptions]\n");
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	*o = (struct options){.micro = 1, .sims = 1, .seed = 1};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--quick"))
+			o->quick = 1;
+		else if (!strcmp(a, "--no-micro"))
+			o->micro = 0;
+		else if (!strcmp(a, "--log-preemptions"))
+			log_preemptions = 1;
+		else if (!strcmp(a, "--micro-only"))
+			o->sims = 0;
+		else if (!strcmp(a, "--scenario") && v && ++i)
+			o->scenario = strcmp(v, "all") ? v : NULL;
+		else if (!strcmp(a, "--seed") && v && ++i)
+			o->seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--load") && v && ++i)
+			o->load = strtod(v, NULL);
+		else if (!strcmp(a, "--span-hours") && v && ++i)
+			o->span_hours = strtod(v, NULL);
+		else
+			return -1;
+	}
+	if (o->scenario) {
+		int known = 0;
+		for (int i = 0; i < NSCENARIOS; i++)
+			known |= !strcmp(o->scenario, scenarios[i].name);
+		if (!known)
+			return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	if (parse_args(argc, argv, &o) < 0) {
+		usage();
+		return 2;
+	}
+	int64_t w0 = wall_ns();
+	printf("## sched_sim%s, seed %llu\n", o.quick ? " --quick" : "",
+	       (unsigned long long)o.seed);
+	int64_t violations = 0;
+	if (o.sims)
+		for (int i = 0; i < NSCENARIOS; i++) {
+			const struct scenario *sc = &scenarios[i];
+			if (o.scenario ? strcmp(o.scenario, sc->name) != 0
+			               : o.quick && !sc->quick_span_ms)
+				continue;
+			violations += run_scenario(sc, i, &o);
+		}
+	if (o.micro)
+		violations += micro_all(&o);
+	printf("\npeak RSS of the whole process (trace, simulator and both engines): %.0f MiB; "
+	       "wall time %.1f s\n",
+	       (double)peak_rss_bytes() / (1024 * 1024), (double)(wall_ns() - w0) / 1e9);
+	return violations ? 1 : 0;
+}

@@ -1,0 +1,287 @@
+/* verb_sched.c - the scheduler's verbs: `anvil why JOB` (why a job waits and
+ * when it should start), `anvil queue ls|set`, `anvil team set` and
+ * `anvil node label|cordon|uncordon`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "cli/cli.h"
+#include "cli/clitable.h"
+#include "cli/verb.h"
+
+static const struct cliargs_opt json_opts[] = {
+        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
+{
+	const char *state = verb_str(job, "state");
+	buf_printf(out, "job %lld (%s) is %s", (long long)verb_int(job, "id", -1),
+	           verb_str(job, "name")[0] ? verb_str(job, "name") : "unnamed", state);
+	buf_printf(out, ": %s\n", verb_str(job, "reason"));
+	buf_printf(out, "  asks for  %lld node(s) x %lld GPU(s) in queue %s, team %s\n",
+	           (long long)verb_int(job, "nodes", 0), (long long)verb_int(job, "gpus", 0),
+	           verb_str(job, "queue"), verb_str(job, "team"));
+	int64_t est = verb_int(job, "est_start_time_ms", -1);
+	if (strcmp(state, "pending") == 0) {
+		char d[32];
+		if (est > 0) {
+			clitable_duration(d, sizeof(d), est > now_ms ? est - now_ms : 0);
+			buf_printf(out, "  estimated start in %s (from the running jobs' time limits)\n",
+			           d);
+		} else {
+			buf_adds(out, "  estimated start: unknown (no running job's end frees enough)\n");
+		}
+	}
+}
+
+static int why_fn(struct verb_ctx *v)
+{
+	int64_t id;
+	int ret = verb_job_id(v, v->args.pos[0], &id);
+	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
+		return ret;
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+	return verb_get_print(v, path, "job", verb_why_render);
+}
+
+const struct verb verb_why = {
+        .name = "why",
+        .fn = why_fn,
+        .opts = json_opts,
+        .min_pos = 1,
+        .max_pos = 1,
+        .usage = "[--json] JOB",
+        .summary = "say why a job waits, and when it should start",
+        .help = "Says in plain words why JOB is pending (GPUs, topology, quota, a reservation\n"
+                "for a higher job) and its estimated start from a dry run of the scheduler\n"
+                "over the running jobs' time limits.\n",
+};
+
+void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out)
+{
+	(void)now_ms;
+	struct clitable *t = clitable_new(9, "QUEUE", "PRIORITY", "WEIGHT", "BORROW", "LIMIT",
+	                                  "PENDING", "RUNNING", "GPUS", "QUOTAS (used/nominal)");
+	size_t i, k;
+	const json_t *q, *quota;
+	json_array_foreach (json_object_get(resp, "queues"), i, q) {
+		char limit[32];
+		clitable_duration(limit, sizeof(limit), verb_int(q, "default_time_limit_ms", -1));
+		struct buf quotas;
+		buf_init(&quotas);
+		json_array_foreach (json_object_get(q, "quotas"), k, quota)
+			buf_printf(&quotas, "%s%s %lld/%lld", k ? ", " : "", verb_str(quota, "team"),
+			           (long long)verb_int(quota, "used_gpus", 0),
+			           (long long)verb_int(quota, "nominal_gpus", 0));
+		clitable_add(t, "%s", verb_str(q, "name"));
+		clitable_add(t, "%lld", (long long)verb_int(q, "priority", 0));
+		clitable_add(t, "%lld", (long long)verb_int(q, "weight", 1));
+		clitable_add(t, "%s", json_is_true(json_object_get(q, "borrowing")) ? "yes" : "no");
+		clitable_add(t, "%s", limit);
+		clitable_add(t, "%lld", (long long)verb_int(q, "pending_jobs", 0));
+		clitable_add(t, "%lld", (long long)verb_int(q, "running_jobs", 0));
+		clitable_add(t, "%lld", (long long)verb_int(q, "used_gpus", 0));
+		clitable_add(t, "%s", quotas.len ? quotas.data : "unlimited");
+		buf_cleanup(&quotas);
+	}
+	clitable_render(t, out);
+	clitable_free(t);
+	buf_adds(out, "\n");
+	t = clitable_new(4, "TEAM", "WEIGHT", "GPUS", "FAIR SHARE (decayed GPU-hours / weight)");
+	json_array_foreach (json_object_get(resp, "teams"), i, q) {
+		clitable_add(t, "%s", verb_str(q, "name"));
+		clitable_add(t, "%lld", (long long)verb_int(q, "weight", 1));
+		clitable_add(t, "%lld", (long long)verb_int(q, "used_gpus", 0));
+		clitable_add(t, "%.3f", json_real_value(json_object_get(q, "fair_share_score")));
+	}
+	clitable_render(t, out);
+	clitable_free(t);
+}
+
+static const struct cliargs_opt queue_opts[] = {
+        {"priority", 0, CLIARGS_INT, "P", "queue priority, -1000..1000 (higher first)"},
+        {"weight", 0, CLIARGS_INT, "W", "share against queues of the same priority"},
+        {"borrowing", 0, CLIARGS_STR, "yes|no", "may its teams use others' idle quota"},
+        {"default-time-limit", 0, CLIARGS_DURATION, "DURATION",
+         "time limit of jobs that set none"},
+        {"quota", 0, CLIARGS_KV, "TEAM=GPUS", "a team's nominal GPUs here (repeatable; TEAM= removes)"},
+        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+static json_t *queue_body(struct verb_ctx *v, const char *name, int *bad)
+{
+	const struct cliargs *a = &v->args;
+	json_t *body = json_pack("{s:s}", "name", name);
+	const struct cliargs_value *x;
+	if ((x = cliargs_get(a, "priority"))->set)
+		json_object_set_new(body, "priority", json_integer(x->num));
+	if ((x = cliargs_get(a, "weight"))->set)
+		json_object_set_new(body, "weight", json_integer(x->num));
+	if ((x = cliargs_get(a, "default-time-limit"))->set)
+		json_object_set_new(body, "default_time_limit_ms", json_integer(x->num));
+	const char *b = cliargs_str(a, "borrowing");
+	if (b && strcmp(b, "yes") != 0 && strcmp(b, "no") != 0)
+		*bad = verb_usage_error(v, "--borrowing: \"%s\" is not yes or no", b);
+	if (b)
+		json_object_set_new(body, "borrowing", json_boolean(strcmp(b, "yes") == 0));
+	x = cliargs_get(a, "quota");
+	json_t *quotas = json_object();
+	for (size_t i = 0; i < x->nlist; i++) {
+		const char *eq = strchr(x->list[i], '=');
+		char team[64];
+		snprintf(team, sizeof(team), "%.*s", (int)(eq - x->list[i]), x->list[i]);
+		int64_t n;
+		if (!eq[1])
+			json_object_set_new(quotas, team, json_null());
+		else if (parse_i64(eq + 1, INT64_MIN, INT64_MAX, &n) == 0)
+			json_object_set_new(quotas, team, json_integer(n));
+		else
+			*bad = verb_usage_error(v, "--quota: \"%s\" is not TEAM=GPUS", x->list[i]);
+	}
+	if (json_object_size(quotas))
+		json_object_set(body, "quotas", quotas);
+	json_decref(quotas);
+	return body;
+}
+
+static int queue_fn(struct verb_ctx *v)
+{
+	const char *sub = v->args.pos[0];
+	int ls = strcmp(sub, "ls") == 0 || strcmp(sub, "list") == 0;
+	if (!ls && strcmp(sub, "set") != 0)
+		return verb_usage_error(v, "\"%s\" is not ls or set", sub);
+	if (ls && v->args.npos != 1)
+		return verb_usage_error(v, "usage: anvil queue ls [--json]");
+	if (!ls && v->args.npos != 2)
+		return verb_usage_error(v, "usage: anvil queue set NAME [options]");
+	int ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	if (ls)
+		return verb_get_print(v, "/v1/queues", NULL, verb_queues_render);
+	int bad = CLI_EXIT_OK;
+	json_t *body = queue_body(v, v->args.pos[1], &bad), *resp = NULL;
+	if (bad == CLI_EXIT_OK)
+		ret = cliconn_call(&v->conn, "POST", "/v1/queues", body, &resp);
+	json_decref(body);
+	if (bad != CLI_EXIT_OK)
+		return bad;
+	if (ret == CLI_EXIT_OK)
+		printf("queue %s updated\n", v->args.pos[1]);
+	json_decref(resp);
+	return ret;
+}
+
+const struct verb verb_queue = {
+        .name = "queue",
+        .fn = queue_fn,
+        .opts = queue_opts,
+        .min_pos = 1,
+        .max_pos = 2,
+        .usage = "ls [--json] | set NAME [--priority P] [--weight W] [--borrowing yes|no] "
+                 "[--default-time-limit DUR] [--quota TEAM=GPUS]...",
+        .summary = "list queues (usage against quota, fair share) or create/change one",
+        .help = "`anvil queue ls` shows each queue's priority, weight, borrowing, default time\n"
+                "limit, jobs and GPUs, each team's quota used/nominal, and the teams' fair-share\n"
+                "standing. `anvil queue set NAME ...` creates or changes a queue at run time;\n"
+                "every change is recorded as an event.\n",
+};
+
+static const struct cliargs_opt team_opts[] = {
+        {"weight", 0, CLIARGS_INT, "W", "fair-share weight (higher: a bigger share)"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+static int team_fn(struct verb_ctx *v)
+{
+	if (strcmp(v->args.pos[0], "set") != 0 || v->args.npos != 2)
+		return verb_usage_error(v, "usage: anvil team set NAME --weight W");
+	const struct cliargs_value *w = cliargs_get(&v->args, "weight");
+	if (!w->set)
+		return verb_usage_error(v, "--weight is required");
+	int ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	json_t *body = json_pack("{s:s,s:I}", "name", v->args.pos[1], "weight", (json_int_t)w->num);
+	json_t *resp = NULL;
+	ret = cliconn_call(&v->conn, "POST", "/v1/teams", body, &resp);
+	if (ret == CLI_EXIT_OK)
+		printf("team %s: weight %lld\n", v->args.pos[1], (long long)w->num);
+	json_decref(body);
+	json_decref(resp);
+	return ret;
+}
+
+const struct verb verb_team = {
+        .name = "team",
+        .fn = team_fn,
+        .opts = team_opts,
+        .min_pos = 2,
+        .max_pos = 2,
+        .usage = "set NAME --weight W",
+        .summary = "set a team's fair-share weight",
+        .help = "Teams are named on jobs (anvil run --team) and in queue quotas; a team's\n"
+                "weight divides its recent usage when the scheduler orders teams.\n",
+};
+
+static int node_fn(struct verb_ctx *v)
+{
+	const char *sub = v->args.pos[0], *name = v->args.pos[1];
+	json_t *body = json_object();
+	if (strcmp(sub, "cordon") == 0 || strcmp(sub, "uncordon") == 0) {
+		json_object_set_new(body, "state", json_string(sub[0] == 'c' ? "cordoned" : "ready"));
+	} else if (strcmp(sub, "label") == 0) {
+		json_t *labels = json_object();
+		for (int i = 2; i < v->args.npos; i++) {
+			const char *kv = v->args.pos[i], *eq = strchr(kv, '=');
+			if (!eq || eq == kv) {
+				json_decref(labels);
+				json_decref(body);
+				return verb_usage_error(v, "\"%s\" is not KEY=VALUE (KEY= removes)", kv);
+			}
+			char key[64];
+			snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+			json_object_set_new(labels, key, eq[1] ? json_string(eq + 1) : json_null());
+		}
+		json_object_set_new(body, "labels", labels);
+	} else {
+		json_decref(body);
+		return verb_usage_error(v, "\"%s\" is not label, cordon or uncordon", sub);
+	}
+	const char *pool = cliargs_str(&v->args, "pool");
+	if (pool)
+		json_object_set_new(body, "pool", json_string(pool));
+	int ret = verb_connect(v);
+	json_t *resp = NULL;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+	if (ret == CLI_EXIT_OK)
+		ret = cliconn_call(&v->conn, "POST", path, body, &resp);
+	if (ret == CLI_EXIT_OK)
+		printf("node %s: %s\n", name, verb_str(json_object_get(resp, "node"), "state"));
+	json_decref(body);
+	json_decref(resp);
+	return ret;
+}
+
+static const struct cliargs_opt node_opts[] = {
+        {"pool", 0, CLIARGS_STR, "POOL", "with label: put the node in this pool"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+const struct verb verb_node = {
+        .name = "node",
+        .fn = node_fn,
+        .opts = node_opts,
+        .min_pos = 2,
+        .max_pos = 34,
+        .usage = "label NODE KEY=VALUE... [--pool POOL] | cordon NODE | uncordon NODE",
+        .summary = "label a node (block, rack, switch, ...), or cordon/uncordon it",
+        .help = "Labels place nodes in the topology (block=, rack=, switch=) and let jobs select\n"
+                "them (anvil run --selector). A cordoned node takes no new work.\n",
+};

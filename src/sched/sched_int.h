@@ -1,0 +1,263 @@
+/* sched_int.h - the scheduler's internals, shared by its files (sched.c,
+ * fit.c, plan.c, sched_text.c). Nothing outside src/sched includes it.
+ *
+ * The cycle keeps one live view of the cluster: free[i], the GPUs of node i
+ * that nobody holds, has reserved or has been given in this cycle. Every
+ * change to it goes through fit_set_free(), which keeps the node indexes of
+ * all active constraint classes in step (bucket lists by free count and
+ * per-domain counts), and logs the old mask when an undo mark is open so that
+ * a dry run (reservation, preemption, backfill) can be rolled back exactly.
+ *
+ * Topology: nodes are sorted by (block, rack, switch, id) once per cycle, so
+ * every domain is a contiguous range of that order and the children of a
+ * domain are contiguous domain numbers one level down. Level 0 is a switch
+ * (block, rack, sw), level 1 a rack (block, rack), level 2 a block. The label
+ * value 0 is one more value ("unlabelled"), so an unlabelled cluster is a
+ * single block, rack and switch. A gang never spans blocks.
+ */
+#ifndef ANVIL_SCHED_INT_H
+#define ANVIL_SCHED_INT_H
+
+#include <stdint.h>
+
+#include "sched/sched.h"
+
+#define SCHED_LEVELS        3         /* switch, rack, block */
+#define SCHED_SLOTS         32        /* constraint classes indexed at once */
+#define SCHED_PREEMPT_TRIES 16        /* jobs per cycle that may search for victims */
+#define SCHED_NEVER         INT64_MAX /* an end time that never comes */
+
+/* One set of constraints that jobs share. */
+struct sched_class {
+	uint32_t model, pool;
+	uint64_t mem;
+	uint32_t sel[SCHED_MAX_SELECTORS]; /* sorted, so equal sets compare equal */
+	int nsel;
+	int slot;       /* index in s->slots while indexed, else -1 */
+	int unfit_done; /* per-class healthy capacity computed */
+};
+
+/* The node index of one class: nodes that match it, bucketed by free count,
+ * and per domain the number of matching nodes with at least g free GPUs. */
+struct sched_slot {
+	int cls;       /* -1: unused */
+	uint64_t tick; /* last use, for LRU replacement */
+	int *next, *prev;
+	int head[SCHED_MAX_GPUS + 1];
+	int count[SCHED_MAX_GPUS + 1];
+	int *dom;                    /* [domain * (gmax + 1) + g] */
+	int tot[SCHED_MAX_GPUS + 1]; /* matching nodes with >= g free */
+	int nodecap, domcap;
+};
+
+/* One job shape: a class with a per-node GPU count and a node count. Jobs of
+ * one shape share what the cycle learns about them; what a failure proves
+ * stays true for the rest of the cycle because the live view only shrinks. */
+struct sched_shape {
+	int cls, gpus, nodes;
+	int unfit; /* -1: not checked yet */
+	int64_t unfit_a, unfit_most;
+	int live_fail;           /* no assignment in the live view */
+	int full_fail;           /* none even with reserved GPUs given back */
+	uint64_t full_fit_gen;   /* s->gen at which the full view was seen to fit (+1) */
+	uint64_t short_fail_gen; /* s->gen at which a backfill of this shape failed (+1) */
+	int64_t short_fail_end;  /* the end time of that failed backfill */
+	struct sched_wait wait;  /* numbers of the live failure */
+	int preempt_fail;        /* a victim search for this shape found nothing */
+};
+
+struct sched_queue_st {
+	uint32_t id;
+	int prio, weight, borrowing;
+	int64_t default_limit;
+	int has_quota;
+	int64_t nominal_sum, used_sum, running_gpus;
+	int rank;
+};
+
+struct sched_team_st {
+	uint32_t id;
+	int weight;
+	double usage;
+	int rank;
+};
+
+struct sched_qt {
+	int queue, team; /* indexes in s->queues, s->teams */
+	int64_t nominal;
+	int64_t used;    /* running (not stopping) and placed in this cycle */
+	int64_t held;    /* kept for jobs waiting on their victims to stop */
+	int64_t running; /* of used: what ran at the start of the cycle, less victims */
+};
+
+/* Sort record of one pending job; k1 packs queue rank, team rank and the
+ * effective priority so that the sort compares one word in most cases. */
+struct sched_item {
+	uint64_t k1;
+	int64_t prio; /* negated effective priority */
+	int64_t submit, id;
+	int job;
+};
+
+struct sched_run_st {
+	int queue, qt;
+	int64_t gpus;
+	int taken; /* chosen as a victim (or its GPUs promised) in this cycle */
+};
+
+struct sched_undo {
+	int node;
+	uint64_t mask;
+};
+
+struct sched_resv {
+	int64_t job_id;
+	int64_t start;
+	int off, nranks; /* in s->resv_ranks */
+};
+
+struct sched_resv_rank {
+	int node;
+	uint64_t gpus;    /* all the GPUs it reserves */
+	uint64_t freenow; /* the part that was free and left the live view */
+};
+
+/* An open-addressing map from 64-bit keys to ints. */
+struct sched_map {
+	uint64_t *keys;
+	int *vals;
+	int cap; /* power of two */
+	int n;
+};
+
+struct sched {
+	const struct sched_snapshot *snap;
+	uint64_t gen;  /* bumps whenever the live view loses GPUs */
+	uint64_t tick; /* slot LRU clock */
+	int gmax;      /* most GPUs on one node */
+
+	/* nodes */
+	int nodecap;
+	uint64_t *usable;   /* healthy GPUs of a schedulable node */
+	uint64_t *free;     /* the live view */
+	uint8_t *nfree;     /* popcount(free) */
+	uint64_t *slotmask; /* slots whose class the node matches */
+	uint64_t *resv;     /* GPUs promised to a reservation */
+	uint64_t *want;     /* scratch, all 0 between uses: a preemptor's GPUs */
+	int *order;         /* nodes in topology order */
+	int order_n;        /* nodes it ordered (kept across cycles) */
+	int *pos;           /* position of a node in order */
+	int *ndom;          /* [node * 3 + level] */
+	int *tmp_int;       /* merge sort scratch */
+	int tmpcap;
+
+	/* domains */
+	int ndoms, domcap;
+	int lvl_lo[SCHED_LEVELS], lvl_hi[SCHED_LEVELS]; /* domain numbers per level */
+	int *dom_lo, *dom_hi;                           /* range in order */
+	int *dom_clo, *dom_chi; /* children: domain numbers one level down */
+
+	/* classes, slots, shapes */
+	struct sched_class *classes;
+	int nclasses, classcap;
+	struct sched_slot slots[SCHED_SLOTS];
+	struct sched_shape *shapes;
+	int nshapes, shapecap;
+	struct sched_map class_map, shape_map;
+
+	/* queues, teams, quotas */
+	struct sched_queue_st *queues;
+	int nqueues, queuecap;
+	struct sched_team_st *teams;
+	int nteams, teamcap;
+	struct sched_qt *qts;
+	int nqts, qtcap;
+	int64_t *qt_taken; /* GPUs of a team's attempts a victim search has taken */
+	int qt_takencap;
+	struct sched_map queue_map, team_map, qt_map;
+
+	/* pending jobs */
+	int jobcap;
+	struct sched_item *items, *items_tmp;
+	int *job_shape, *job_qt, *job_queue;
+	uint8_t *job_first;       /* attempts are being stopped for it: decided first */
+	struct sched_map job_map; /* job id -> index, only when some are */
+
+	/* running attempts */
+	int runcap;
+	struct sched_run_st *run;
+	int *run_order; /* victim preference order */
+	int run_order_done;
+	int preempt_tries;
+
+	/* the undo log of dry runs */
+	struct sched_undo *undo;
+	int nundo, undocap, logging;
+
+	/* reservations */
+	struct sched_resv *resvs;
+	int nresvs, resvcap;
+	struct sched_resv_rank *resv_ranks;
+	int nresv_ranks, resv_rankcap;
+
+	/* releases for the reservation dry run: (time, running index or ~placement) */
+	int64_t *rel_time;
+	int *rel_who, *rel_tmp;
+	int relcap;
+
+	/* selection scratch */
+	int pick[SCHED_MAX_RANKS];
+	uint64_t pick_gpus[SCHED_MAX_RANKS];
+	int *cand; /* candidate nodes / children */
+	int candcap;
+	int *victims;
+	int nvictims, victimcap;
+
+	/* results */
+	struct sched_placement *placements;
+	int nplacements, placecap;
+	int64_t *place_end; /* end_by of each placement, for the dry run */
+	int *place_off;     /* its first rank in s->ranks (pointers are set at the end) */
+	struct sched_rank_hold *ranks;
+	int nranks, rankcap;
+	struct sched_preemption *preemptions;
+	int npreemptions, preemptcap;
+	struct sched_wait *waits;
+	int nwaits, waitcap;
+};
+
+/* sched.c */
+void *sched_grow(void *p, int *cap, int need, size_t elem);
+void sched_map_reset(struct sched_map *m, int need);
+int sched_map_find(const struct sched_map *m, uint64_t key);
+void sched_map_put(struct sched_map *m, uint64_t key, int val);
+void sched_map_free(struct sched_map *m);
+void sched_msort(int *a, int *tmp, int n, int (*cmp)(const void *ctx, int x, int y),
+                 const void *ctx);
+int64_t sched_job_limit(const struct sched *s, int job);
+int64_t sched_end(const struct sched *s, int64_t limit);
+void sched_commit(struct sched *s, int job, int nodes, int borrowed);
+
+/* fit.c: the live view and placement */
+void fit_nodes(struct sched *s);
+int fit_class_matches(const struct sched_class *c, const struct sched_node *n);
+int fit_slot(struct sched *s, int cls);
+void fit_set_free(struct sched *s, int node, uint64_t mask);
+int fit_mark(struct sched *s);
+void fit_rollback(struct sched *s, int mark);
+int fit_check(const struct sched *s, int slot, int gpus, int nodes);
+int fit_find(struct sched *s, int slot, int gpus, int nodes);
+uint64_t fit_gpus(const struct sched_node *n, uint64_t freemask, int gpus);
+void fit_choose(struct sched *s, int gpus, int nodes);
+void fit_wait(const struct sched *s, int slot, int gpus, int nodes, struct sched_wait *w);
+int fit_unfit(struct sched *s, struct sched_shape *sh);
+void fit_slots_cleanup(struct sched *s);
+int fit_check_view(const struct sched *s);
+
+/* plan.c: reservations, backfill, preemption */
+int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,
+                  struct sched_wait *w);
+int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
+void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
+
+#endif

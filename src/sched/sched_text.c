@@ -1,0 +1,269 @@
+/* sched_text.c - the scheduler's words: why a job waits, why a job can
+ * never run, and the usage decay that fair share reads. Pure functions. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "base/mem.h"
+#include "sched/sched.h"
+
+/* Appends to out at *used, never past len, always terminated. */
+__attribute__((format(printf, 4, 5))) static void add(char *out, size_t len, size_t *used,
+                                                      const char *fmt, ...)
+{
+	if (*used >= len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(out + *used, len - *used, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
+}
+
+static const char *s_(long long n)
+{
+	return n == 1 ? "" : "s";
+}
+
+static void add_blockers(const struct sched_wait *w, char *out, size_t len, size_t *used)
+{
+	if (w->blockers > 0)
+		add(out, len, used, "; %lld lower-priority job%s hold%s %lld more",
+		    (long long)w->blockers, s_(w->blockers), w->blockers == 1 ? "s" : "",
+		    (long long)w->blocker_nodes);
+	if (w->est_start_ms > 0) {
+		time_t t = (time_t)(w->est_start_ms / 1000);
+		struct tm tm;
+		char when[32] = "?";
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		add(out, len, used, "; expected to start by %s", when);
+	}
+}
+
+static void resources_text(const struct sched_wait *w, int gpus, char *out, size_t len,
+                           size_t *used)
+{
+	if (w->b <= 1)
+		add(out, len, used,
+		    "needs %d GPU%s on one node; the most free on a matching node is %lld", gpus,
+		    s_(gpus), (long long)w->most_free);
+	else
+		add(out, len, used,
+		    "needs %lld nodes × %d GPU%s; %lld matching node%s %s %d free now",
+		    (long long)w->b, gpus, s_(gpus), (long long)w->a, s_(w->a),
+		    w->a == 1 ? "has" : "have", gpus);
+	add_blockers(w, out, len, used);
+}
+
+static void quota_text(const struct sched_wait *w, const struct sched_job *job, char *out,
+                       size_t len, size_t *used)
+{
+	long long ask = job ? (long long)job->gpus * job->nodes : 0;
+	if (w->b == 0)
+		add(out, len, used, "team has no quota in this queue (%lld GPUs in use)",
+		    (long long)w->a);
+	else
+		add(out, len, used, "team quota %lld/%lld GPUs used in queue", (long long)w->a,
+		    (long long)w->b);
+	if (ask)
+		add(out, len, used, "; it asks for %lld", ask);
+	if (w->idle_quota < 0)
+		add(out, len, used, "; borrowing disabled for this queue");
+	else
+		add(out, len, used, "; only %lld idle GPU%s to borrow in the queue",
+		    (long long)w->idle_quota, s_(w->idle_quota));
+}
+
+void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, char *out,
+                     size_t outlen)
+{
+	size_t used = 0;
+	int gpus = job ? job->gpus : 0;
+	if (!out || outlen == 0)
+		return;
+	out[0] = '\0';
+	switch (w->reason) {
+	case SCHED_WAIT_NONE: add(out, outlen, &used, "placed"); break;
+	case SCHED_WAIT_RESOURCES: resources_text(w, gpus, out, outlen, &used); break;
+	case SCHED_WAIT_TOPOLOGY:
+		add(out, outlen, &used,
+		    "needs %lld nodes × %d GPU%s in one block; the largest free block has %lld "
+		    "node%s",
+		    (long long)w->b, gpus, s_(gpus), (long long)w->a, s_(w->a));
+		add_blockers(w, out, outlen, &used);
+		break;
+	case SCHED_WAIT_QUOTA: quota_text(w, job, out, outlen, &used); break;
+	case SCHED_WAIT_RESERVED:
+		add(out, outlen, &used,
+		    "would delay job %lld, which has GPUs reserved; this job's time limit runs "
+		    "past "
+		    "the reservation",
+		    (long long)w->a);
+		break;
+	case SCHED_WAIT_PREEMPTING:
+		add(out, outlen, &used,
+		    "stopping %lld running attempt%s of lower-priority or borrowed "
+		    "work to make room",
+		    (long long)w->a, s_(w->a));
+		break;
+	case SCHED_WAIT_UNFIT:
+		if (w->b <= 1)
+			add(out, outlen, &used,
+			    "no schedulable node matching its constraints has %d "
+			    "usable GPU%s (the most is %lld)",
+			    gpus, s_(gpus), (long long)w->most_free);
+		else
+			add(out, outlen, &used,
+			    "needs %lld nodes × %d GPU%s in one block; only %lld "
+			    "schedulable matching node%s in one block have that many usable GPUs",
+			    (long long)w->b, gpus, s_(gpus), (long long)w->a, s_(w->a));
+		break;
+	default: add(out, outlen, &used, "waiting (reason %d)", (int)w->reason); break;
+	}
+}
+
+static int has_labels(const struct sched_node *n, const struct sched_job *job)
+{
+	for (int k = 0; k < job->nselectors; k++) {
+		int found = 0;
+		for (int l = 0; l < n->nlabels && l < SCHED_MAX_LABELS && !found; l++)
+			found = n->labels[l] == job->selectors[k];
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The most nodes in one block among the first n of blocks (sorted here). */
+static int largest_block(uint32_t *blocks, int n)
+{
+	int best = 0, run = 0;
+	qsort(blocks, (size_t)n, sizeof(*blocks), u32_cmp);
+	for (int k = 0; k < n; k++) {
+		run = k > 0 && blocks[k] == blocks[k - 1] ? run + 1 : 1;
+		best = run > best ? run : best;
+	}
+	return best;
+}
+
+struct fit_counts {
+	int model, mem, pool, labels, big, largest;
+	uint64_t maxmem;
+	int most;
+};
+
+static void count_fits(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
+                       struct fit_counts *c, uint32_t *blocks)
+{
+	for (int i = 0; i < nnodes; i++) {
+		const struct sched_node *n = &nodes[i];
+		if (job->gpu_model && n->gpu_model != job->gpu_model)
+			continue;
+		c->model++;
+		c->maxmem = n->gpu_mem_mib > c->maxmem ? n->gpu_mem_mib : c->maxmem;
+		if (n->gpu_mem_mib < job->min_gpu_mem_mib)
+			continue;
+		c->mem++;
+		if (job->pool && n->pool != job->pool)
+			continue;
+		c->pool++;
+		if (!has_labels(n, job))
+			continue;
+		c->labels++;
+		int cap = __builtin_popcountll(n->gpus_all);
+		c->most = cap > c->most ? cap : c->most;
+		if (cap >= job->gpus)
+			blocks[c->big++] = n->block;
+	}
+	c->largest = largest_block(blocks, c->big);
+}
+
+int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
+                    char *why, size_t whylen)
+{
+	size_t used = 0;
+	if (job->gpus < 1 || job->gpus > SCHED_MAX_GPUS || job->nodes < 1 ||
+	    job->nodes > SCHED_MAX_RANKS || job->nselectors < 0 ||
+	    job->nselectors > SCHED_MAX_SELECTORS) {
+		add(why, whylen, &used,
+		    "asks for %d node%s × %d GPU%s and %d label selectors; a job "
+		    "asks for 1 to %d nodes × 1 to %d GPUs and at most %d selectors",
+		    job->nodes, s_(job->nodes), job->gpus, s_(job->gpus), job->nselectors,
+		    SCHED_MAX_RANKS, SCHED_MAX_GPUS, SCHED_MAX_SELECTORS);
+		return ERR_INVALID;
+	}
+	struct fit_counts c = {0};
+	uint32_t *blocks = xmalloc(sizeof(uint32_t) * (size_t)(nnodes + 1));
+	count_fits(nodes, nnodes, job, &c, blocks);
+	free(blocks);
+	const char *of_model = job->gpu_model ? " of the requested model" : "";
+	if (nnodes == 0)
+		add(why, whylen, &used, "the cluster has no nodes");
+	else if (c.model == 0)
+		add(why, whylen, &used, "no node has the requested GPU model");
+	else if (c.mem == 0)
+		add(why, whylen, &used,
+		    "asks for %llu MiB per GPU, but the largest GPUs%s have %llu MiB",
+		    (unsigned long long)job->min_gpu_mem_mib, of_model,
+		    (unsigned long long)c.maxmem);
+	else if (c.pool == 0)
+		add(why, whylen, &used, "no node with the requested GPUs is in the requested pool");
+	else if (c.labels == 0)
+		add(why, whylen, &used,
+		    "no node with the requested GPUs and pool carries all of "
+		    "the requested labels");
+	else if (c.most < job->gpus)
+		add(why, whylen, &used,
+		    "asks for %d GPU%s per node, but the largest matching node "
+		    "has %d",
+		    job->gpus, s_(job->gpus), c.most);
+	else if (c.big < job->nodes)
+		add(why, whylen, &used,
+		    "asks for %d nodes with %d GPU%s each, but only %d matching "
+		    "node%s %s that many",
+		    job->nodes, job->gpus, s_(job->gpus), c.big, s_(c.big),
+		    c.big == 1 ? "has" : "have");
+	else if (c.largest < job->nodes)
+		add(why, whylen, &used,
+		    "asks for %d nodes with %d GPU%s each in one block, but the "
+		    "largest block has %d such node%s",
+		    job->nodes, job->gpus, s_(job->gpus), c.largest, s_(c.largest));
+	else
+		return 0;
+	return ERR_UNFIT;
+}
+
+/* 2^-x for x >= 0 without libm: 0.5^floor(x) by squaring, times
+ * e^(-f ln 2) for the fraction f by its series (|term| < 1e-17 at 20). */
+static double half_pow(double x)
+{
+	if (x > 2000)
+		return 0;
+	int64_t k = (int64_t)x;
+	double f = (x - (double)k) * -0.6931471805599453, term = 1, sum = 1, base = 0.5, r = 1;
+	for (int n = 1; n < 20; n++) {
+		term *= f / n;
+		sum += term;
+	}
+	for (; k; k >>= 1, base *= base)
+		if (k & 1)
+			r *= base;
+	return r * sum;
+}
+
+double sched_decay(double usage, int64_t elapsed_ms, int64_t half_life_ms)
+{
+	if (elapsed_ms <= 0 || half_life_ms <= 0)
+		return usage;
+	return usage * half_pow((double)elapsed_ms / (double)half_life_ms);
+}

@@ -1,0 +1,419 @@
+/* schedule.c - the glue between the server's records and the pure scheduler
+ * (sched/sched.h): build a snapshot, run one cycle, apply its decisions.
+ * Every function runs with the state lock held (see state.h).
+ *
+ * The snapshot's nodes are st->nodes in order, so a node index in a result
+ * is an index into st->nodes. Strings are interned once per job and node
+ * (state_job_cache, node_cache) and the snapshot arrays live in struct
+ * scratch, reused from cycle to cycle.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "sched/sched.h"
+#include "server/state.h"
+
+struct scratch {
+	struct sched_node *nodes;
+	size_t capnodes;
+	struct sched_job *jobs;
+	size_t capjobs;
+	struct sched_running *running;
+	size_t caprunning;
+	struct sched_rank_hold *holds;
+	size_t capholds;
+	struct sched_queue *queues;
+	struct sched_quota *quotas;
+	struct sched_team *teams;
+};
+
+#define ENSURE(arr, cap, n)                                                                \
+	do {                                                                               \
+		if ((size_t)(n) > (cap)) {                                                 \
+			(cap) = (size_t)(n) * 2;                                           \
+			(arr) = xrealloc((arr), sizeof(*(arr)) * (cap));                   \
+		}                                                                          \
+	} while (0)
+
+void state_sched_free(struct state *st)
+{
+	struct scratch *x = st->scratch;
+	if (x) {
+		free(x->nodes);
+		free(x->jobs);
+		free(x->running);
+		free(x->holds);
+		free(x->queues);
+		free(x->quotas);
+		free(x->teams);
+		free(x);
+	}
+	sched_free(st->sched);
+	st->scratch = NULL;
+	st->sched = NULL;
+}
+
+void state_job_cache(struct state *st, struct job *j)
+{
+	j->s_queue = state_intern(st, j->queue);
+	j->s_team = state_intern(st, j->team);
+	j->s_model = state_intern(st, jv_str(j->constraints, "gpu_type", NULL));
+	j->s_pool = state_intern(st, jv_str(j->constraints, "pool", NULL));
+	j->s_min_mem_mib = (uint64_t)jv_int(j->constraints, "min_gpu_memory_bytes", 0) >> 20;
+	j->s_nsel = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach (json_object_get(j->constraints, "selectors"), k, v) {
+		if (j->s_nsel == SCHED_MAX_SELECTORS)
+			break;
+		char *kv = xasprintf("%s=%s", k, json_string_value(v));
+		j->s_sel[j->s_nsel++] = state_intern(st, kv);
+		free(kv);
+	}
+	j->s_cached = 1;
+}
+
+/* GPU models are matched case-insensitively on what users type ("h200")
+ * against what the hardware says ("NVIDIA H200"): the model id of a node is
+ * its lower-cased last word, so "h200", "a100-sxm4-80gb" and so on. */
+static uint32_t model_id(struct state *st, const char *model)
+{
+	const char *word = strrchr(model, ' ');
+	word = word ? word + 1 : model;
+	char low[96];
+	size_t i = 0;
+	for (; word[i] && i < sizeof(low) - 1; i++)
+		low[i] = (char)((word[i] >= 'A' && word[i] <= 'Z') ? word[i] + 32 : word[i]);
+	low[i] = '\0';
+	return state_intern(st, low);
+}
+
+static void node_cache(struct state *st, struct node *n)
+{
+	n->s_model = n->ngpus ? model_id(st, n->gpus[0].model) : 0;
+	n->s_mem_mib = n->ngpus ? n->gpus[0].memory_bytes >> 20 : 0;
+	n->s_pool = state_intern(st, n->pool);
+	n->s_block = state_intern(st, jv_str(n->labels, "block", NULL));
+	n->s_rack = state_intern(st, jv_str(n->labels, "rack", NULL));
+	n->s_sw = state_intern(st, jv_str(n->labels, "switch", NULL));
+	n->s_nlabels = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach (n->labels, k, v) {
+		if (n->s_nlabels == SCHED_MAX_LABELS || !json_is_string(v))
+			continue;
+		char *kv = xasprintf("%s=%s", k, json_string_value(v));
+		n->s_labels[n->s_nlabels++] = state_intern(st, kv);
+		free(kv);
+	}
+	n->s_cached = 1;
+}
+
+static void fill_node(struct state *st, struct node *n, struct sched_node *s)
+{
+	if (!n->s_cached)
+		node_cache(st, n);
+	memset(s, 0, sizeof(*s));
+	uint64_t all = 0;
+	for (int g = 0; g < n->ngpus; g++)
+		all |= 1ull << n->gpus[g].index;
+	s->id = n->id;
+	s->block = n->s_block;
+	s->rack = n->s_rack;
+	s->sw = n->s_sw;
+	s->pool = n->s_pool;
+	s->gpu_model = n->s_model;
+	s->gpu_mem_mib = n->s_mem_mib;
+	s->gpus_all = all;
+	s->gpus_healthy = all;
+	s->gpus_free = all & ~n->gpus_used;
+	s->nlabels = n->s_nlabels;
+	memcpy(s->labels, n->s_labels, sizeof(s->labels));
+	s->schedulable = n->state == NODE_READY;
+}
+
+static void fill_job(struct state *st, struct job *j, struct sched_job *s)
+{
+	if (!j->s_cached)
+		state_job_cache(st, j);
+	memset(s, 0, sizeof(*s));
+	s->id = j->id;
+	s->queue = j->s_queue;
+	s->team = j->s_team;
+	s->priority = j->priority;
+	s->submit_ms = j->submit_ms;
+	s->gpus = j->gpus;
+	s->nodes = j->nodes;
+	s->time_limit_ms = j->time_limit_ms;
+	s->gpu_model = j->s_model;
+	s->min_gpu_mem_mib = j->s_min_mem_mib;
+	s->pool = j->s_pool;
+	s->nselectors = j->s_nsel;
+	memcpy(s->selectors, j->s_sel, sizeof(s->selectors));
+	s->checkpointing = j->checkpointing;
+}
+
+int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
+{
+	if (st->nnodes == 0)
+		return 0; /* nothing registered yet: wait rather than judge */
+	struct sched_node *nodes = xcalloc((size_t)st->nnodes, sizeof(*nodes));
+	for (int i = 0; i < st->nnodes; i++) {
+		fill_node(st, st->nodes[i], &nodes[i]);
+		nodes[i].gpus_free = nodes[i].gpus_healthy;
+		nodes[i].schedulable = 1;
+	}
+	struct sched_job sj;
+	fill_job(st, j, &sj);
+	int rc = sched_fits_ever(nodes, st->nnodes, &sj, why, whylen);
+	free(nodes);
+	if (rc && json_object_size(j->constraints)) {
+		/* The scheduler knows interned ids; name what was asked for. */
+		char *asked = jv_dump(j->constraints);
+		size_t len = strlen(why);
+		snprintf(why + len, whylen - len, " (the job asks for %s)", asked);
+		free(asked);
+	}
+	return rc;
+}
+
+static int64_t time_limit(struct state *st, const struct job *j)
+{
+	if (j->time_limit_ms > 0)
+		return j->time_limit_ms;
+	struct queue *q = state_queue(st, j->queue);
+	return q ? q->default_time_limit_ms : 24 * 3600 * 1000LL;
+}
+
+static int fill_running(struct state *st, struct scratch *x)
+{
+	size_t nholds = 0;
+	for (int i = 0; i < st->nactive; i++)
+		nholds += (size_t)st->active[i]->nranks;
+	ENSURE(x->running, x->caprunning, st->nactive + 1);
+	ENSURE(x->holds, x->capholds, nholds + 1);
+	size_t h = 0;
+	for (int i = 0; i < st->nactive; i++) {
+		const struct attempt *a = st->active[i];
+		struct job *j = state_job(st, a->job_id);
+		struct sched_running *r = &x->running[i];
+		memset(r, 0, sizeof(*r));
+		r->attempt_id = a->id;
+		r->job_id = j->id;
+		r->queue = j->s_queue;
+		r->team = j->s_team;
+		r->priority = j->priority;
+		r->start_ms = a->start_ms > 0 ? a->start_ms : j->submit_ms;
+		r->end_by_ms = r->start_ms + time_limit(st, j);
+		r->checkpointing = j->checkpointing;
+		r->borrowed = a->borrowed;
+		r->stopping = a->ending;
+		r->stopping_for = a->preempted ? a->preempted_for : 0;
+		r->ranks = &x->holds[h];
+		for (int k = 0; k < a->nranks; k++) {
+			if (rank_state_final(a->ranks[k].state))
+				continue;
+			x->holds[h].node = (int)(a->ranks[k].node_id - 1);
+			x->holds[h].gpus = a->ranks[k].gpus;
+			h++;
+			r->nranks++;
+		}
+	}
+	return st->nactive;
+}
+
+static void fill_policy(struct state *st, struct scratch *x, struct sched_snapshot *snap)
+{
+	int nquotas = 0;
+	for (int i = 0; i < st->nqueues; i++)
+		nquotas += st->queues[i].nquotas;
+	x->queues = xrealloc(x->queues, sizeof(*x->queues) * (size_t)(st->nqueues + 1));
+	x->quotas = xrealloc(x->quotas, sizeof(*x->quotas) * (size_t)(nquotas + 1));
+	x->teams = xrealloc(x->teams, sizeof(*x->teams) * (size_t)(st->nteams + 1));
+	int k = 0;
+	for (int i = 0; i < st->nqueues; i++) {
+		const struct queue *q = &st->queues[i];
+		x->queues[i] = (struct sched_queue){.id = q->sched_id, .priority = q->priority,
+		                                    .weight = q->weight, .borrowing = q->borrowing,
+		                                    .default_time_limit_ms = q->default_time_limit_ms};
+		for (int m = 0; m < q->nquotas; m++)
+			x->quotas[k++] = (struct sched_quota){
+			        .queue = q->sched_id,
+			        .team = state_intern(st, q->quotas[m].team),
+			        .nominal_gpus = q->quotas[m].nominal_gpus};
+	}
+	for (int i = 0; i < st->nteams; i++)
+		x->teams[i] = (struct sched_team){
+		        .id = st->teams[i].sched_id,
+		        .weight = st->teams[i].weight,
+		        .usage = state_team_usage(st, &st->teams[i], snap->now_ms)};
+	snap->queues = x->queues;
+	snap->nqueues = st->nqueues;
+	snap->quotas = x->quotas;
+	snap->nquotas = k;
+	snap->teams = x->teams;
+	snap->nteams = st->nteams;
+}
+
+static void build(struct state *st, struct scratch *x, struct sched_snapshot *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	snap->now_ms = wall_ms();
+	snap->config = (struct sched_config){.aging_ms = st->aging_ms, .backfill = 1,
+	                                     .preemption = 1, .max_reservations = 1};
+	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
+	for (int i = 0; i < st->nnodes; i++)
+		fill_node(st, st->nodes[i], &x->nodes[i]);
+	ENSURE(x->jobs, x->capjobs, st->npending + 1);
+	for (int i = 0; i < st->npending; i++)
+		fill_job(st, st->pending[i], &x->jobs[i]);
+	snap->nodes = x->nodes;
+	snap->nnodes = st->nnodes;
+	snap->pending = x->jobs;
+	snap->npending = st->npending;
+	snap->nrunning = fill_running(st, x);
+	snap->running = x->running;
+	fill_policy(st, x, snap);
+}
+
+static struct attempt *start_attempt(struct state *st, struct job *j,
+                                     const struct sched_placement *p)
+{
+	struct attempt *a = xcalloc(1, sizeof(*a));
+	a->id = st->nattempts + 1;
+	a->job_id = j->id;
+	a->number = j->nattempts + 1;
+	a->state = JOB_SCHEDULED;
+	a->borrowed = p->borrowed;
+	a->nranks = p->nranks;
+	a->ranks = xcalloc((size_t)p->nranks, sizeof(*a->ranks));
+	for (int r = 0; r < p->nranks; r++) {
+		struct node *n = st->nodes[p->ranks[r].node];
+		a->ranks[r].rank = r;
+		a->ranks[r].node_id = n->id;
+		a->ranks[r].gpus = p->ranks[r].gpus;
+		a->ranks[r].state = RANK_ASSIGNED;
+		n->gpus_used |= p->ranks[r].gpus;
+	}
+	struct node *master = st->nodes[p->ranks[0].node];
+	snprintf(a->master_addr, sizeof(a->master_addr), "%s", master->address);
+	/* Attempt ids are unique and increasing, so ports only repeat after
+	 * 20,000 attempts: far longer than any rendezvous lives. */
+	a->master_port = 20000 + (int)(a->id % 20000);
+	XGROW(st->attempts, st->nattempts, st->capattempts);
+	st->attempts[st->nattempts++] = a;
+	j->attempts = xrealloc(j->attempts, sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
+	j->attempts[j->nattempts++] = a;
+	state_active_add(st, a);
+	for (int r = 0; r < p->nranks; r++)
+		state_bump(st, st->nodes[p->ranks[r].node]);
+	return a;
+}
+
+/* Checks a placement against the records before applying it: the
+ * scheduler is pure and tested, but a GPU given twice would be the one
+ * unforgivable bug, so the glue refuses rather than trusts. */
+static int placement_ok(struct state *st, const struct job *j, const struct sched_placement *p)
+{
+	if (p->nranks != j->nodes)
+		return 0;
+	for (int r = 0; r < p->nranks; r++) {
+		int idx = p->ranks[r].node;
+		if (idx < 0 || idx >= st->nnodes)
+			return 0;
+		const struct node *n = st->nodes[idx];
+		if ((n->gpus_used & p->ranks[r].gpus) || __builtin_popcountll(p->ranks[r].gpus) != j->gpus ||
+		    n->state != NODE_READY)
+			return 0;
+	}
+	return 1;
+}
+
+static void apply_placement(struct state *st, const struct sched_placement *p)
+{
+	struct job *j = state_job(st, p->job_id);
+	if (!j || j->state != JOB_PENDING || !placement_ok(st, j, p)) {
+		log_error("scheduler placement refused job=%lld", (long long)p->job_id);
+		return;
+	}
+	struct attempt *a = start_attempt(st, j, p);
+	state_pending_remove(st, j);
+	j->state = JOB_SCHEDULED;
+	j->est_start_ms = 0;
+	snprintf(j->reason, sizeof(j->reason), "placed%s", p->borrowed ? " on borrowed quota" : "");
+	state_mark_job(st, j);
+	st->placed_total++;
+	state_event(st, "job.placed", j->id, a->ranks[0].node_id,
+	            "attempt %lld placed on %d node(s)%s", (long long)a->id, j->nodes,
+	            p->borrowed ? " (borrowed quota)" : "");
+}
+
+static void apply_preemption(struct state *st, const struct sched_preemption *pr)
+{
+	struct attempt *a =
+	        pr->attempt_id >= 1 && pr->attempt_id <= st->nattempts ? st->attempts[pr->attempt_id - 1] : NULL;
+	if (!a || job_state_final(a->state) || a->ending)
+		return;
+	struct job *j = state_job(st, a->job_id);
+	a->preempted = 1;
+	a->preempted_for = pr->for_job_id;
+	snprintf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
+	         (long long)pr->for_job_id, pr->reclaim ? "its team reclaims its quota" : "higher priority");
+	state_mark_job(st, j);
+	state_event(st, "job.preempted", j->id, 0, "attempt %lld preempted for job %lld (%s)",
+	            (long long)a->id, (long long)pr->for_job_id, pr->reclaim ? "reclaim" : "priority");
+	state_attempt_stop(st, a);
+}
+
+static void apply_wait(struct state *st, const struct sched_wait *w)
+{
+	struct job *j = state_job(st, w->job_id);
+	if (!j || j->state != JOB_PENDING)
+		return;
+	struct sched_job sj;
+	fill_job(st, j, &sj);
+	char why[256];
+	sched_wait_text(w, &sj, why, sizeof(why));
+	j->est_start_ms = w->est_start_ms;
+	if (strcmp(why, j->reason) != 0) {
+		snprintf(j->reason, sizeof(j->reason), "%s", why);
+		state_mark_job(st, j);
+	}
+}
+
+void state_schedule(struct state *st)
+{
+	if (!st->npending)
+		return;
+	int64_t t0 = now_us();
+	if (!st->sched) {
+		st->sched = sched_new();
+		st->scratch = xcalloc(1, sizeof(struct scratch));
+	}
+	struct sched_snapshot snap;
+	build(st, st->scratch, &snap);
+	struct sched_result res;
+	int rc = sched_cycle(st->sched, &snap, &res);
+	if (rc) {
+		log_error("scheduling cycle failed: %s", err_msg(rc));
+		return;
+	}
+	for (int i = 0; i < res.npreemptions; i++)
+		apply_preemption(st, &res.preemptions[i]);
+	for (int i = 0; i < res.nplacements; i++)
+		apply_placement(st, &res.placements[i]);
+	for (int i = 0; i < res.nwaits; i++)
+		apply_wait(st, &res.waits[i]);
+	if (st->nnodes == 0)
+		for (int i = 0; i < st->npending; i++)
+			snprintf(st->pending[i]->reason, sizeof(st->pending[i]->reason),
+			         "no nodes have registered yet");
+	st->sched_passes++;
+	st->sched_seconds += (double)(now_us() - t0) / 1e6;
+}

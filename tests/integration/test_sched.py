@@ -1,0 +1,116 @@
+"""The scheduler through the real server: queue priorities and preemption,
+team quotas with borrowing and reclaim, `anvil why`, topology-aware gangs,
+constraints, cordoned nodes, time limits, and run-time queue changes
+recorded as events."""
+import json
+import os
+import time
+
+from harness import ApiError, cluster, run_tests, wait_for
+
+
+def state(c, jid):
+    return c.job(jid)["state"]
+
+
+def running(c, jids):
+    return [j for j in jids if state(c, j) == "running"]
+
+
+def test_quota_blocks_and_why_explains():
+    with cluster(agents=1, gpus=4, name="quota") as c:
+        c.api("POST", "/v1/queues", {"name": "research", "borrowing": False,
+                                     "quotas": {"vision": 2, "nlp": 2}})
+        ids = [c.submit(["sleep", "30"], gpus=1, queue="research", team="vision")["id"]
+               for _ in range(3)]
+        wait_for(lambda: len(running(c, ids)) == 2, what="two of three running")
+        time.sleep(0.3)
+        waiting = [j for j in ids if state(c, j) == "pending"]
+        assert len(waiting) == 1, [c.job(j) for j in ids]
+        why = c.cli("why", str(waiting[0]), check=True).stdout
+        assert "quota" in why and "2/2" in why, why
+        # another team is not blocked by vision's quota: the queue keeps moving
+        other = c.submit(["true"], gpus=1, queue="research", team="nlp")
+        assert c.wait_job(other["id"])["state"] == "succeeded"
+        ls = c.cli("queue", "ls", check=True).stdout
+        assert "research" in ls and "vision 2/2" in ls, ls
+        # raising the quota at run time lets the waiting job start
+        c.cli("queue", "set", "research", "--quota", "vision=3", check=True)
+        wait_for(lambda: state(c, waiting[0]) == "running", what="quota raised")
+        events = c.api("GET", "/v1/events?limit=50")["events"]
+        assert any(e["kind"] == "queue.changed" and "research" in e["message"] for e in events)
+
+
+def test_priority_preempts_lower_and_requeues_it():
+    with cluster(agents=1, gpus=2, name="preempt") as c:
+        c.api("POST", "/v1/queues", {"name": "urgent", "priority": 100})
+        low = [c.submit(["sleep", "60"], gpus=1, grace_ms=500)["id"] for _ in range(2)]
+        wait_for(lambda: len(running(c, low)) == 2, what="low jobs running")
+        hi = c.submit(["sh", "-c", "echo urgent"], gpus=1, queue="urgent")["id"]
+        done = c.wait_job(hi, timeout=30)
+        assert done["state"] == "succeeded", done
+        jobs = [c.job(j) for j in low]
+        preempted = [j for j in jobs if any(a["state"] == "preempted" for a in j["attempts"])]
+        assert len(preempted) == 1, jobs
+        p = preempted[0]
+        assert p["attempts"][0]["preempted_for"] == hi
+        # requeued, and started again once the urgent job left
+        wait_for(lambda: state(c, p["id"]) == "running" and len(c.job(p["id"])["attempts"]) == 2,
+                 what="preempted job restarted as attempt 2")
+
+
+def test_borrowed_quota_is_reclaimed():
+    with cluster(agents=1, gpus=4, name="reclaim") as c:
+        c.api("POST", "/v1/queues", {"name": "shared", "borrowing": True,
+                                     "quotas": {"a": 2, "b": 2}})
+        bs = [c.submit(["sleep", "60"], gpus=1, queue="shared", team="b", grace_ms=500)["id"]
+              for _ in range(4)]
+        wait_for(lambda: len(running(c, bs)) == 4, what="b borrows a's idle quota")
+        borrowed = [j for j in bs if c.job(j)["attempts"][0]["borrowed"]]
+        assert len(borrowed) == 2, [c.job(j) for j in bs]
+        a = c.submit(["sh", "-c", "echo mine"], gpus=1, queue="shared", team="a")["id"]
+        assert c.wait_job(a, timeout=30)["state"] == "succeeded"
+        jobs = [c.job(j) for j in bs]
+        victims = [j for j in jobs if j["attempts"][0]["state"] == "preempted"]
+        assert len(victims) == 1 and victims[0]["attempts"][0]["borrowed"], jobs
+
+
+def test_gang_packs_into_one_switch_and_constraints_hold():
+    with cluster(agents=4, gpus=2, name="topo") as c:
+        for i, sw in enumerate(["s1", "s1", "s2", "s2"]):
+            c.cli("node", "label", "node-%d" % (i + 1), "switch=" + sw, "rack=r1", check=True)
+        c.cli("node", "label", "node-4", "disk=nvme", check=True)
+        blocker = c.submit(["sleep", "30"], gpus=1)["id"]
+        wait_for(lambda: state(c, blocker) == "running", what="blocker")
+        node_of_blocker = c.job(blocker)["attempts"][0]["ranks"][0]["node"]
+        gang = c.submit(["true"], gpus=2, nodes=2)["id"]
+        g = c.wait_job(gang)
+        nodes = sorted(r["node"] for r in g["attempts"][0]["ranks"])
+        switch = {"node-1": "s1", "node-2": "s1", "node-3": "s2", "node-4": "s2"}
+        assert len({switch[n] for n in nodes}) == 1, nodes
+        assert node_of_blocker not in nodes
+        sel = c.submit(["true"], gpus=1, selectors={"disk": "nvme"})["id"]
+        assert c.wait_job(sel)["attempts"][0]["ranks"][0]["node"] == "node-4"
+        try:
+            c.submit(["true"], gpus=1, gpu_type="a100")
+            raise AssertionError("a job for a GPU model no node has must be rejected")
+        except ApiError as e:
+            assert e.status == 422 and "a100" in json.dumps(e.body), e.body
+
+
+def test_cordoned_node_takes_no_work_and_time_limit_stops_jobs():
+    with cluster(agents=2, gpus=1, name="cordon") as c:
+        c.cli("node", "cordon", "node-1", check=True)
+        ids = [c.submit(["true"], gpus=1)["id"] for _ in range(3)]
+        for j in ids:
+            done = c.wait_job(j)
+            assert done["attempts"][0]["ranks"][0]["node"] == "node-2", done
+        c.cli("node", "uncordon", "node-1", check=True)
+        t = c.submit(["sleep", "30"], gpus=1, time_limit_ms=1000, grace_ms=200)["id"]
+        done = c.wait_job(t, timeout=20)
+        assert done["state"] == "failed" and "time limit" in done["reason"], done
+
+
+run_tests([test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
+           test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
+           test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])
