@@ -46,6 +46,9 @@ for i in $(seq 1 10); do
 done
 echo "-- while they compete (four wait for a GPU):"
 anvil jobs --state active
+LAST=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="single-10"][0])')
+echo "-- anvil why $LAST:"
+anvil why "$LAST"
 
 say "3. Cancel job $DOOMED: SIGTERM to its process group, its GPUs go to the waiting jobs"
 anvil cancel "$DOOMED"
@@ -58,6 +61,8 @@ done
 say "Summary: what ran where"
 anvil jobs --state all
 anvil show "$DOOMED"
+echo
+anvil queue ls
 
 say "Stopping the cluster"
 stop_cluster
