@@ -159,3 +159,19 @@ int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_r
 	json_decref(resp);
 	return CLI_EXIT_OK;
 }
+
+const struct cliargs_opt verb_json_opts[] = {
+        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
+        {NULL, 0, 0, NULL, NULL},
+};
+
+int verb_job_print(struct verb_ctx *v, verb_render_fn render)
+{
+	int64_t id;
+	int ret = verb_job_id(v, v->args.pos[0], &id);
+	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
+		return ret;
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+	return verb_get_print(v, path, "job", render);
+}

@@ -8,11 +8,6 @@
 #include "cli/clitable.h"
 #include "cli/verb.h"
 
-static const struct cliargs_opt opts[] = {
-        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
-        {NULL, 0, 0, NULL, NULL},
-};
-
 /* What happened, from the job the server answers with. */
 static void report(int64_t id, const json_t *job)
 {
@@ -73,7 +68,7 @@ out:
 const struct verb verb_cancel = {
         .name = "cancel",
         .fn = cancel_fn,
-        .opts = opts,
+        .opts = verb_json_opts,
         .min_pos = 1,
         .max_pos = 1024,
         .usage = "[--json] JOB...",

@@ -61,11 +61,6 @@ void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out)
 	clitable_free(t);
 }
 
-static const struct cliargs_opt opts[] = {
-        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
-        {NULL, 0, 0, NULL, NULL},
-};
-
 static int nodes_fn(struct verb_ctx *v)
 {
 	int ret = verb_connect(v);
@@ -77,7 +72,7 @@ static int nodes_fn(struct verb_ctx *v)
 const struct verb verb_nodes = {
         .name = "nodes",
         .fn = nodes_fn,
-        .opts = opts,
+        .opts = verb_json_opts,
         .usage = "[--json]",
         .summary = "list the cluster's nodes",
         .help = "Lists nodes: id, name, state, GPUs allocated/total, GPU model, address, and\n"

@@ -10,11 +10,6 @@
 #include "cli/clitable.h"
 #include "cli/verb.h"
 
-static const struct cliargs_opt json_opts[] = {
-        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
-        {NULL, 0, 0, NULL, NULL},
-};
-
 void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 {
 	const char *state = verb_str(job, "state");
@@ -29,29 +24,26 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 		char d[32];
 		if (est > 0) {
 			clitable_duration(d, sizeof(d), est > now_ms ? est - now_ms : 0);
-			buf_printf(out, "  estimated start in %s (from the running jobs' time limits)\n",
+			buf_printf(out,
+			           "  estimated start in %s (from the running jobs' time limits)\n",
 			           d);
 		} else {
-			buf_adds(out, "  estimated start: unknown (no running job's end frees enough)\n");
+			buf_adds(
+			        out,
+			        "  estimated start: unknown (no running job's end frees enough)\n");
 		}
 	}
 }
 
 static int why_fn(struct verb_ctx *v)
 {
-	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
-	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
-		return ret;
-	char path[64];
-	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
-	return verb_get_print(v, path, "job", verb_why_render);
+	return verb_job_print(v, verb_why_render);
 }
 
 const struct verb verb_why = {
         .name = "why",
         .fn = why_fn,
-        .opts = json_opts,
+        .opts = verb_json_opts,
         .min_pos = 1,
         .max_pos = 1,
         .usage = "[--json] JOB",
@@ -74,7 +66,8 @@ void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out)
 		struct buf quotas;
 		buf_init(&quotas);
 		json_array_foreach (json_object_get(q, "quotas"), k, quota)
-			buf_printf(&quotas, "%s%s %lld/%lld", k ? ", " : "", verb_str(quota, "team"),
+			buf_printf(&quotas, "%s%s %lld/%lld", k ? ", " : "",
+			           verb_str(quota, "team"),
 			           (long long)verb_int(quota, "used_gpus", 0),
 			           (long long)verb_int(quota, "nominal_gpus", 0));
 		clitable_add(t, "%s", verb_str(q, "name"));
@@ -106,9 +99,9 @@ static const struct cliargs_opt queue_opts[] = {
         {"priority", 0, CLIARGS_INT, "P", "queue priority, -1000..1000 (higher first)"},
         {"weight", 0, CLIARGS_INT, "W", "share against queues of the same priority"},
         {"borrowing", 0, CLIARGS_STR, "yes|no", "may its teams use others' idle quota"},
-        {"default-time-limit", 0, CLIARGS_DURATION, "DURATION",
-         "time limit of jobs that set none"},
-        {"quota", 0, CLIARGS_KV, "TEAM=GPUS", "a team's nominal GPUs here (repeatable; TEAM= removes)"},
+        {"default-time-limit", 0, CLIARGS_DURATION, "DURATION", "time limit of jobs that set none"},
+        {"quota", 0, CLIARGS_KV, "TEAM=GPUS",
+         "a team's nominal GPUs here (repeatable; TEAM= removes)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
         {NULL, 0, 0, NULL, NULL},
 };
@@ -234,7 +227,8 @@ static int node_fn(struct verb_ctx *v)
 	const char *sub = v->args.pos[0], *name = v->args.pos[1];
 	json_t *body = json_object();
 	if (strcmp(sub, "cordon") == 0 || strcmp(sub, "uncordon") == 0) {
-		json_object_set_new(body, "state", json_string(sub[0] == 'c' ? "cordoned" : "ready"));
+		json_object_set_new(body, "state",
+		                    json_string(sub[0] == 'c' ? "cordoned" : "ready"));
 	} else if (strcmp(sub, "label") == 0) {
 		json_t *labels = json_object();
 		for (int i = 2; i < v->args.npos; i++) {
@@ -242,7 +236,8 @@ static int node_fn(struct verb_ctx *v)
 			if (!eq || eq == kv) {
 				json_decref(labels);
 				json_decref(body);
-				return verb_usage_error(v, "\"%s\" is not KEY=VALUE (KEY= removes)", kv);
+				return verb_usage_error(v, "\"%s\" is not KEY=VALUE (KEY= removes)",
+				                        kv);
 			}
 			char key[64];
 			snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);

@@ -142,26 +142,15 @@ void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out)
 		render_attempt(a, out);
 }
 
-static const struct cliargs_opt opts[] = {
-        {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
-        {NULL, 0, 0, NULL, NULL},
-};
-
 static int show_fn(struct verb_ctx *v)
 {
-	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
-	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
-		return ret;
-	char path[64];
-	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
-	return verb_get_print(v, path, "job", verb_show_render);
+	return verb_job_print(v, verb_show_render);
 }
 
 const struct verb verb_show = {
         .name = "show",
         .fn = show_fn,
-        .opts = opts,
+        .opts = verb_json_opts,
         .min_pos = 1,
         .max_pos = 1,
         .usage = "[--json] JOB",
