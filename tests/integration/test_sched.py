@@ -111,6 +111,30 @@ def test_cordoned_node_takes_no_work_and_time_limit_stops_jobs():
         assert done["state"] == "failed" and "time limit" in done["reason"], done
 
 
-run_tests([test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
+def test_scheduler_settings_survive_a_server_sigkill():
+    with cluster(agents=1, gpus=2, name="schedrestart") as c:
+        c.api("POST", "/v1/queues", {"name": "q1", "priority": 7, "weight": 3, "borrowing": False,
+                                     "default_time_limit_ms": 3600000, "quotas": {"t1": 1}})
+        c.api("POST", "/v1/teams", {"name": "t1", "weight": 4})
+        c.cli("node", "label", "node-1", "switch=s9", "--pool", "batch", check=True)
+        j = c.submit(["sleep", "30"], gpus=1, queue="q1", team="t1", time_limit_ms=600000,
+                     gpu_type="h200", selectors={"switch": "s9"}, checkpointing=True)
+        wait_for(lambda: state(c, j["id"]) == "running", what="running")
+        c.kill_server()
+        c.start_server()
+        q = [x for x in c.api("GET", "/v1/queues")["queues"] if x["name"] == "q1"][0]
+        assert (q["priority"], q["weight"], q["borrowing"], q["default_time_limit_ms"]) == \
+            (7, 3, False, 3600000), q
+        assert q["quotas"] == [{"team": "t1", "nominal_gpus": 1, "used_gpus": 1}], q
+        t = [x for x in c.api("GET", "/v1/teams")["teams"] if x["name"] == "t1"][0]
+        assert t["weight"] == 4, t
+        n = c.nodes()[0]
+        assert n["labels"] == {"switch": "s9"} and n["pool"] == "batch", n
+        job = c.job(j["id"])
+        assert job["team"] == "t1" and job["time_limit_ms"] == 600000 and job["checkpointing"]
+        assert job["constraints"] == {"gpu_type": "h200", "selectors": {"switch": "s9"}}, job
+
+
+run_tests([test_scheduler_settings_survive_a_server_sigkill, test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
            test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
            test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])
