@@ -594,6 +594,7 @@ static void preemption_apply(struct sim *s, const struct sched_preemption *pe)
 		          (long long)a, r->queue, r->priority, (long long)job->id, job->queue,
 		          job->priority);
 	r->stopping = 1;
+	r->stopping_for = pe->for_job_id; /* as the server does, from its preemption record */
 	int gpus = attempt_gpus(r);
 	s->used[r->queue][r->team] -= gpus;
 	if (r->borrowed)

@@ -158,6 +158,11 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 	struct job *j = state_job(st, a->job_id);
 	const char *s = jv_str(rep, "state", "");
 	k->pid = (int)jv_int(rep, "pid", k->pid);
+	int64_t ckpt = jv_int(rep, "checkpoint_ms", 0);
+	if (ckpt > a->checkpoint_ms) {
+		a->checkpoint_ms = ckpt;
+		state_mark_job(st, j);
+	}
 	if (strcmp(s, "running") == 0 || strcmp(s, "starting") == 0) {
 		if (k->state == RANK_ASSIGNED) {
 			k->state = RANK_RUNNING;

@@ -212,6 +212,7 @@ static int fill_running(struct state *st, struct scratch *x)
 		r->start_ms = a->start_ms > 0 ? a->start_ms : j->submit_ms;
 		r->end_by_ms = r->start_ms + time_limit(st, j);
 		r->checkpointing = j->checkpointing;
+		r->last_checkpoint_ms = a->checkpoint_ms;
 		r->borrowed = a->borrowed;
 		r->stopping = a->ending;
 		r->stopping_for = a->preempted ? a->preempted_for : 0;

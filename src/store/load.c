@@ -142,6 +142,7 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	a->preempted = jv_bool(extra, "preempted", 0);
 	a->borrowed = jv_bool(extra, "borrowed", 0);
 	a->preempted_for = jv_int(extra, "preempted_for", 0);
+	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
 	json_decref(extra);
 	return a;
 }

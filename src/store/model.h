@@ -68,6 +68,7 @@ struct attempt {
 	int borrowed;          /* admitted on another team's idle quota */
 	int64_t preempted_for; /* the job it made room for */
 	int timed_out;         /* in memory: stopped at its time limit */
+	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
 	char master_addr[64];
 	int master_port;
 	int64_t start_ms;

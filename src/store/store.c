@@ -339,8 +339,9 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	bind_opt_ms(s, 9, a->end_ms);
 	sqlite3_bind_text(s, 10, ranks, -1, SQLITE_TRANSIENT);
 	free(ranks);
-	json_t *extra = json_pack("{s:b,s:b,s:I}", "preempted", a->preempted, "borrowed",
-	                          a->borrowed, "preempted_for", (json_int_t)a->preempted_for);
+	json_t *extra = json_pack("{s:b,s:b,s:I,s:I}", "preempted", a->preempted, "borrowed",
+	                          a->borrowed, "preempted_for", (json_int_t)a->preempted_for,
+	                          "checkpoint_ms", (json_int_t)a->checkpoint_ms);
 	bind_json(s, 11, extra);
 	json_decref(extra);
 	return step_done(st, s, "attempt put");
