@@ -152,8 +152,12 @@ const struct engine engines[NENGINES] = {
         {"anvil", 1, anvil_make, anvil_drop, anvil_cycle},
         {"FIFO", 0, fifo_make, fifo_drop, fifo_cycle_any},
 };
-const struct sched_config sim_config = {
-        .aging_ms = 30 * MIN_MS, .backfill = 1, .preemption = 1, .max_reservations = 4};
+const struct sched_config sim_config = {.aging_ms = 30 * MIN_MS,
+                                        .backfill = 1,
+                                        .preemption = 1,
+                                        .max_reservations = 4,
+                                        .min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS,
+                                        .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT};
 
 /* ---- scenarios ---- */
 
@@ -234,6 +238,7 @@ struct sim {
 	int *done;
 	int64_t *placed_in;     /* cycle that placed it (checks) */
 	int64_t *preempted_for; /* last cycle that preempted for it, or -1 */
+	int64_t *held_since;    /* last preemption for it since it last started, or 0 */
 
 	/* running attempts; slot_of[attempt id - 1] = index in run, or -1 */
 	struct sched_running *run;
@@ -557,6 +562,7 @@ static void placement_apply(struct sim *s, const struct sched_placement *p)
 	if (s->first_start[j] < 0)
 		s->first_start[j] = s->now;
 	s->pend_pos[j] = -1;
+	s->held_since[j] = 0;
 	s->placed_in[j] = s->cycle_no;
 	s->rep.placements++;
 	heap_push(s, (struct event){s->now + s->remaining[j], id, EV_COMPLETE});
@@ -606,6 +612,7 @@ static void preemption_apply(struct sim *s, const struct sched_preemption *pe)
 	if (s->preempted_for[j] != s->cycle_no && s->preempted_for[j] >= 0)
 		s->rep.repeat_preemptors++; /* preempted for in an earlier cycle too */
 	s->preempted_for[j] = s->cycle_no;
+	s->held_since[j] = s->now; /* as the server records it, until the job starts */
 	if (log_preemptions)
 		fprintf(stderr,
 		        "preempt t=%.3fh cycle=%lld attempt=%lld (job %lld q%u team %u prio %d%s%s "
@@ -666,6 +673,8 @@ static void snapshot_refresh(struct sim *s)
 static void run_cycle(struct sim *s)
 {
 	snapshot_refresh(s);
+	for (int i = 0; i < s->npend; i++)
+		s->pend[i].held_since_ms = s->held_since[s->pend[i].id - 1];
 	struct sched_team teams[TRACE_NTEAMS];
 	for (int t = 0; t < TRACE_NTEAMS; t++) {
 		teams[t] = s->cl->teams[t];
@@ -817,6 +826,7 @@ static void sim_init(struct sim *s, const struct scenario *sc, const struct engi
 	s->first_start = xmalloc(sizeof(*s->first_start) * (size_t)njobs);
 	s->placed_in = xmalloc(sizeof(*s->placed_in) * (size_t)njobs);
 	s->preempted_for = xmalloc(sizeof(*s->preempted_for) * (size_t)njobs);
+	s->held_since = xcalloc((size_t)njobs, sizeof(*s->held_since));
 	s->pend_pos = xmalloc(sizeof(*s->pend_pos) * (size_t)njobs);
 	s->done = xcalloc((size_t)njobs, sizeof(*s->done));
 	for (int j = 0; j < njobs; j++) {
@@ -837,6 +847,7 @@ static void sim_cleanup(struct sim *s)
 	free(s->first_start);
 	free(s->placed_in);
 	free(s->preempted_for);
+	free(s->held_since);
 	free(s->pend_pos);
 	free(s->done);
 	free(s->run);

@@ -1,11 +1,13 @@
 /* fit.c - the live view of the cluster and placement on it.
  *
  * Per active constraint class (a slot) every matching node sits in the
- * bucket list of its free-GPU count, so best fit for one node is the first
- * non-empty bucket at or above the ask: O(SCHED_MAX_GPUS) at worst, with no
- * scan over nodes. Per domain the slot counts matching nodes with at least g
+ * bucket (a bitmap by topology position) of its free-GPU count, so best fit
+ * for one node is the lowest node of the first non-empty bucket at or above
+ * the ask: O(SCHED_MAX_GPUS + nodes / 4096), with no scan over nodes. Per domain the slot counts matching nodes with at least g
  * free GPUs, so the smallest domain that holds a gang is found by looking at
- * domains, not nodes. Both are updated in fit_set_free() as the cycle places.
+ * domains, not nodes. Both are updated in fit_set_free() as the cycle places,
+ * and both outlive the cycle while the nodes' static fields do not change
+ * (fit_nodes()): the next cycle only moves the nodes whose free mask moved.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -102,29 +104,74 @@ static void build_domains(struct sched *s)
 	}
 }
 
-/* Resets the live view from the snapshot: usable and free GPUs less every
- * running attempt's holds, the topology order and domains; drops all slots. */
-void fit_nodes(struct sched *s)
+/* Whether node nd (with usable GPUs u) still has key k. Field by field: a
+ * 10,000-node cluster is compared every cycle. */
+static int key_same(const struct sched_nodekey *k, const struct sched_node *nd, uint64_t u)
+{
+	if (k->id != nd->id || k->usable != u || k->all != nd->gpus_all || k->block != nd->block ||
+	    k->rack != nd->rack || k->sw != nd->sw || k->pool != nd->pool ||
+	    k->model != nd->gpu_model || k->mem != nd->gpu_mem_mib || k->nlabels != nd->nlabels)
+		return 0;
+	for (int l = 0; l < nd->nlabels; l++)
+		if (k->labels[l] != nd->labels[l])
+			return 0;
+	return 1;
+}
+
+static void key_set(struct sched_nodekey *k, const struct sched_node *nd, uint64_t u)
+{
+	memset(k, 0, sizeof(*k));
+	k->id = nd->id;
+	k->block = nd->block;
+	k->rack = nd->rack;
+	k->sw = nd->sw;
+	k->pool = nd->pool;
+	k->model = nd->gpu_model;
+	k->mem = nd->gpu_mem_mib;
+	k->usable = u;
+	k->all = nd->gpus_all;
+	k->nlabels = nd->nlabels;
+	memcpy(k->labels, nd->labels, sizeof(k->labels[0]) * (size_t)nd->nlabels);
+}
+
+/* Whether the nodes' static fields are those the kept state was built for;
+ * records them (and usable GPUs) either way. */
+static int same_nodes(struct sched *s)
+{
+	const struct sched_snapshot *snap = s->snap;
+	int n = snap->nnodes, same = s->keys && s->nkeys == n;
+	if (!s->keys || s->nkeys < n) {
+		free(s->keys);
+		s->keys = xmalloc(sizeof(*s->keys) * (size_t)(n + 1));
+	}
+	for (int i = 0; i < n; i++) {
+		const struct sched_node *nd = &snap->nodes[i];
+		uint64_t u = nd->schedulable ? nd->gpus_all & nd->gpus_healthy : 0;
+		s->usable[i] = u;
+		if (same && key_same(&s->keys[i], nd, u))
+			continue;
+		same = 0;
+		key_set(&s->keys[i], nd, u);
+	}
+	s->nkeys = n;
+	return same;
+}
+
+/* Builds what depends on the nodes' static fields: the topology order, the
+ * domains, the most GPUs on a node; drops all slots (and the classes, see
+ * build_jobs()). */
+static void rebuild_nodes(struct sched *s)
 {
 	const struct sched_snapshot *snap = s->snap;
 	int n = snap->nnodes;
 	s->gmax = 0;
 	for (int i = 0; i < n; i++) {
-		const struct sched_node *nd = &snap->nodes[i];
-		s->usable[i] = nd->schedulable ? nd->gpus_all & nd->gpus_healthy : 0;
-		s->free[i] = nd->gpus_free & s->usable[i];
 		s->slotmask[i] = 0;
-		s->resv[i] = 0;
-		if (popc(nd->gpus_all) > s->gmax)
-			s->gmax = popc(nd->gpus_all);
+		s->nfree[i] = 0;
+		s->free[i] = 0;
+		if (popc(snap->nodes[i].gpus_all) > s->gmax)
+			s->gmax = popc(snap->nodes[i].gpus_all);
 	}
-	for (int r = 0; r < snap->nrunning; r++)
-		for (int k = 0; k < snap->running[r].nranks; k++) {
-			const struct sched_rank_hold *h = &snap->running[r].ranks[k];
-			s->free[h->node] &= ~h->gpus;
-		}
-	for (int i = 0; i < n; i++)
-		s->nfree[i] = (uint8_t)popc(s->free[i]);
 	/* A cluster's topology rarely changes between cycles: keep the last
 	 * order when it still sorts (O(n)) instead of sorting again. */
 	int sorted = n == s->order_n;
@@ -142,8 +189,40 @@ void fit_nodes(struct sched *s)
 	build_domains(s);
 	for (int k = 0; k < SCHED_SLOTS; k++)
 		s->slots[k].cls = -1;
-	for (int c = 0; c < s->nclasses; c++)
-		s->classes[c].slot = -1;
+}
+
+/* Brings the live view up to date with the snapshot: usable and free GPUs
+ * less every running attempt's holds. While the nodes' static fields are
+ * unchanged (s->kept), the topology order, domains, classes and slots of
+ * the last cycle are kept, and only nodes whose free mask differs from the
+ * last cycle's final view move in the slots; else all is rebuilt. The
+ * result is the same either way: nothing kept depends on history (slot
+ * buckets are ordered by topology position, not by arrival). */
+void fit_nodes(struct sched *s)
+{
+	const struct sched_snapshot *snap = s->snap;
+	int n = snap->nnodes;
+	/* last cycle's reservations leave the view */
+	for (int k = 0; k < s->nresv_ranks; k++)
+		s->resv[s->resv_ranks[k].node] = 0;
+	s->kept = same_nodes(s);
+	if (!s->kept) {
+		memset(s->resv, 0, sizeof(*s->resv) * (size_t)n);
+		rebuild_nodes(s);
+	}
+	uint64_t *want = s->want; /* scratch, all 0: the new free masks */
+	for (int i = 0; i < n; i++)
+		want[i] = snap->nodes[i].gpus_free & s->usable[i];
+	for (int r = 0; r < snap->nrunning; r++)
+		for (int k = 0; k < snap->running[r].nranks; k++) {
+			const struct sched_rank_hold *h = &snap->running[r].ranks[k];
+			want[h->node] &= ~h->gpus;
+		}
+	for (int i = 0; i < n; i++) {
+		if (want[i] != s->free[i])
+			fit_set_free(s, i, want[i]);
+		want[i] = 0;
+	}
 }
 
 int fit_class_matches(const struct sched_class *c, const struct sched_node *n)
@@ -169,23 +248,48 @@ static int *dom_count(const struct sched *s, const struct sched_slot *sl, int d)
 	return sl->dom + (size_t)d * (size_t)(s->gmax + 1);
 }
 
+static uint64_t *bucket(const struct sched_slot *sl, int g)
+{
+	return sl->bits + (size_t)g * (size_t)sl->stride;
+}
+
+static void bucket_add(struct sched_slot *sl, int g, int pos)
+{
+	uint64_t *b = bucket(sl, g);
+	int w = pos >> 6;
+	b[w] |= 1ull << (pos & 63);
+	b[sl->nw + (w >> 6)] |= 1ull << (w & 63);
+}
+
+static void bucket_del(struct sched_slot *sl, int g, int pos)
+{
+	uint64_t *b = bucket(sl, g);
+	int w = pos >> 6;
+	b[w] &= ~(1ull << (pos & 63));
+	if (!b[w])
+		b[sl->nw + (w >> 6)] &= ~(1ull << (w & 63));
+}
+
+/* The lowest topology position in bucket g, or -1 if it is empty. */
+static int bucket_first(const struct sched_slot *sl, int g)
+{
+	const uint64_t *b = bucket(sl, g);
+	for (int k = sl->nw; k < sl->stride; k++)
+		if (b[k]) {
+			int w = (k - sl->nw) * 64 + __builtin_ctzll(b[k]);
+			return w * 64 + __builtin_ctzll(b[w]);
+		}
+	return -1;
+}
+
 /* Moves node i of slot sl from free count `from` to `to`. */
 static void slot_move(struct sched *s, struct sched_slot *sl, int i, int from, int to)
 {
 	if (from >= 0) {
-		if (sl->prev[i] >= 0)
-			sl->next[sl->prev[i]] = sl->next[i];
-		else
-			sl->head[from] = sl->next[i];
-		if (sl->next[i] >= 0)
-			sl->prev[sl->next[i]] = sl->prev[i];
+		bucket_del(sl, from, s->pos[i]);
 		sl->count[from]--;
 	}
-	sl->prev[i] = -1;
-	sl->next[i] = sl->head[to];
-	if (sl->head[to] >= 0)
-		sl->prev[sl->head[to]] = i;
-	sl->head[to] = i;
+	bucket_add(sl, to, s->pos[i]);
 	sl->count[to]++;
 	int lo = from < to ? from : to, hi = from < to ? to : from, delta = from < to ? 1 : -1;
 	if (lo < 0)
@@ -204,30 +308,25 @@ static void slot_build(struct sched *s, int k, int cls)
 	struct sched_slot *sl = &s->slots[k];
 	int n = s->snap->nnodes;
 	size_t domn = (size_t)s->ndoms * (size_t)(s->gmax + 1);
-	sl->next = sched_grow(sl->next, &sl->nodecap, n, sizeof(int));
-	sl->prev = xrealloc(sl->prev, sizeof(int) * (size_t)sl->nodecap);
+	sl->nw = (n + 63) / 64;
+	sl->stride = sl->nw + (sl->nw + 63) / 64;
+	int nbits = sl->stride * (s->gmax + 1);
+	sl->bits = sched_grow(sl->bits, &sl->bitcap, nbits, sizeof(uint64_t));
+	memset(sl->bits, 0, sizeof(uint64_t) * (size_t)nbits);
 	sl->dom = sched_grow(sl->dom, &sl->domcap, (int)domn, sizeof(int));
 	memset(sl->dom, 0, sizeof(int) * domn);
 	memset(sl->tot, 0, sizeof(sl->tot));
 	memset(sl->count, 0, sizeof(sl->count));
-	for (int g = 0; g <= SCHED_MAX_GPUS; g++)
-		sl->head[g] = -1;
 	sl->cls = cls;
 	s->classes[cls].slot = k;
 	const struct sched_class *c = &s->classes[cls];
-	/* Reverse topology order, so that each bucket lists nodes in topology
-	 * order and best-fit ties go to the lowest position. */
 	int stride = s->gmax + 1;
-	for (int p = n - 1; p >= 0; p--) {
+	for (int p = 0; p < n; p++) {
 		int i = s->order[p], f = s->nfree[i];
 		if (!s->usable[i] || !fit_class_matches(c, &s->snap->nodes[i]))
 			continue;
 		s->slotmask[i] |= 1ull << k;
-		sl->prev[i] = -1;
-		sl->next[i] = sl->head[f];
-		if (sl->head[f] >= 0)
-			sl->prev[sl->head[f]] = i;
-		sl->head[f] = i;
+		bucket_add(sl, f, p);
 		sl->count[f]++;
 		for (int L = 0; L < SCHED_LEVELS; L++)
 			sl->dom[(size_t)s->ndom[i * 3 + L] * (size_t)stride + (size_t)f]++;
@@ -432,8 +531,8 @@ int fit_find(struct sched *s, int slot, int gpus, int nodes)
 		return 0;
 	if (nodes == 1) {
 		for (int c = gpus; c <= s->gmax; c++)
-			if (sl->head[c] >= 0) {
-				s->pick[0] = sl->head[c];
+			if (sl->count[c] > 0) {
+				s->pick[0] = s->order[bucket_first(sl, c)];
 				return 1;
 			}
 		return 0;
@@ -521,35 +620,49 @@ void fit_wait(const struct sched *s, int slot, int gpus, int nodes, struct sched
 }
 
 /* 1 if no block has enough matching nodes with enough usable GPUs even if
- * nothing ran; sh->unfit_a is the most such nodes in one block. */
+ * nothing ran; sh->unfit_a is the most such nodes in one block. What is
+ * learnt is kept in the class while the nodes do not change. */
 int fit_unfit(struct sched *s, struct sched_shape *sh)
 {
 	if (sh->unfit >= 0)
 		return sh->unfit;
-	int slot = fit_slot(s, sh->cls), nb = s->lvl_hi[2] - s->lvl_lo[2], best = 0;
-	int *per_block = s->cand;
-	memset(per_block, 0, sizeof(int) * (size_t)nb);
-	for (int i = 0; i < s->snap->nnodes; i++) {
-		if (!(s->slotmask[i] >> slot & 1))
-			continue;
-		if (popc(s->usable[i]) > sh->unfit_most)
-			sh->unfit_most = popc(s->usable[i]);
-		if (popc(s->usable[i]) < sh->gpus)
-			continue;
-		int b = s->ndom[i * 3 + 2] - s->lvl_lo[2];
-		if (++per_block[b] > best)
-			best = per_block[b];
+	struct sched_class *c = &s->classes[sh->cls];
+	int g = sh->gpus <= s->gmax ? sh->gpus : s->gmax + 1;
+	if (g > s->gmax || c->unfit_best[g] < 0 || c->unfit_most < 0) {
+		int slot = fit_slot(s, sh->cls), nb = s->lvl_hi[2] - s->lvl_lo[2], best = 0,
+		    most = 0;
+		int *per_block = s->cand;
+		c = &s->classes[sh->cls];
+		memset(per_block, 0, sizeof(int) * (size_t)nb);
+		for (int i = 0; i < s->snap->nnodes; i++) {
+			if (!(s->slotmask[i] >> slot & 1))
+				continue;
+			int u = popc(s->usable[i]);
+			most = u > most ? u : most;
+			if (u < sh->gpus)
+				continue;
+			int b = s->ndom[i * 3 + 2] - s->lvl_lo[2];
+			if (++per_block[b] > best)
+				best = per_block[b];
+		}
+		c->unfit_most = most;
+		if (g <= s->gmax)
+			c->unfit_best[g] = best;
+		else
+			best = 0;
+		sh->unfit_a = best;
+	} else {
+		sh->unfit_a = c->unfit_best[g];
 	}
-	sh->unfit_a = best;
-	sh->unfit = best < sh->nodes;
+	sh->unfit_most = c->unfit_most;
+	sh->unfit = sh->unfit_a < sh->nodes;
 	return sh->unfit;
 }
 
 void fit_slots_cleanup(struct sched *s)
 {
 	for (int k = 0; k < SCHED_SLOTS; k++) {
-		free(s->slots[k].next);
-		free(s->slots[k].prev);
+		free(s->slots[k].bits);
 		free(s->slots[k].dom);
 	}
 }
@@ -571,8 +684,15 @@ int fit_check_view(const struct sched *s)
 			continue;
 		for (int c = 0; c <= s->gmax; c++) {
 			int seen = 0;
-			for (int i = sl->head[c]; i >= 0; i = sl->next[i], seen++)
-				if (s->nfree[i] != c || !(s->slotmask[i] >> k & 1))
+			const uint64_t *b = bucket(sl, c);
+			for (int p = 0; p < s->snap->nnodes; p++) {
+				int in = b[p >> 6] >> (p & 63) & 1, i = s->order[p];
+				if (in != ((s->slotmask[i] >> k & 1) && s->nfree[i] == c))
+					return 0;
+				seen += in;
+			}
+			for (int w = 0; w < sl->nw; w++)
+				if (!b[w] != !(b[sl->nw + (w >> 6)] >> (w & 63) & 1))
 					return 0;
 			if (seen != sl->count[c])
 				return 0;

@@ -201,12 +201,17 @@ int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, in
 	return 0;
 }
 
-static int64_t lost_work(const struct sched *s, const struct sched_running *a)
+/* GPU-milliseconds of work attempt r loses if stopped now: since its last
+ * checkpoint, on every GPU it holds (a 16-node gang that ran an hour loses
+ * 128 GPU-hours, not one hour). */
+static double lost_work(const struct sched *s, int r)
 {
+	const struct sched_running *a = &s->snap->running[r];
 	int64_t since = a->start_ms;
 	if (a->checkpointing && a->last_checkpoint_ms > since)
 		since = a->last_checkpoint_ms;
-	return s->snap->now_ms > since ? s->snap->now_ms - since : 0;
+	int64_t ms = s->snap->now_ms > since ? s->snap->now_ms - since : 0;
+	return (double)ms * (double)s->run[r].gpus;
 }
 
 /* Victim preference: already stopping (free), then checkpointing ones,
@@ -220,7 +225,7 @@ static int victim_cmp(const void *ctx, int x, int y)
 		return a->stopping ? -1 : 1;
 	if (!a->checkpointing != !b->checkpointing)
 		return a->checkpointing ? -1 : 1;
-	int64_t la = lost_work(s, a), lb = lost_work(s, b);
+	double la = lost_work(s, x), lb = lost_work(s, y);
 	if (la != lb)
 		return la < lb ? -1 : 1;
 	if (!a->borrowed != !b->borrowed)
@@ -288,30 +293,78 @@ static int intersects(const struct sched *s, int r)
 	return 0;
 }
 
+/* Whether attempt r started less than min_runtime_ms ago: a requeued
+ * victim, say, must get to run before it can be stopped again. */
+static int young(const struct sched *s, int r)
+{
+	int64_t min = s->snap->config.min_runtime_ms;
+	return min > 0 && s->snap->now_ms - s->snap->running[r].start_ms < min;
+}
+
 /* Gives back would-be victims' GPUs, cheapest first, until the job fits;
- * the candidates are left in s->victims. 1 if it fits. */
+ * the candidates are left in s->victims. 1 if it fits with no young
+ * victim. Young attempts are counted (they are the cheapest, and stopping
+ * costly old work now, when cheap work will do in a few minutes, would
+ * lose more), but a fit that needs one is 0: the job waits for them to
+ * come of age. An attempt stopping for another pending job is not counted:
+ * what it frees is that job's. */
 static int gather_victims(struct sched *s, int job, struct sched_shape *sh, int slot)
 {
 	const struct sched_snapshot *snap = s->snap;
 	s->victims = sched_grow(s->victims, &s->victimcap, snap->nrunning + 1, sizeof(int));
 	s->nvictims = 0;
+	int any_young = 0;
 	for (int k = 0; k < snap->nrunning; k++) {
 		int r = s->run_order[k], why = 0;
 		if (s->run[r].taken || !touches(s, slot, r))
 			continue;
-		if (!snap->running[r].stopping) {
+		if (snap->running[r].stopping) {
+			if (s->run[r].for_job >= 0 && s->run[r].for_job != job)
+				continue;
+		} else {
 			why = may_preempt(s, job, r);
 			if (why == 0 || (why == 2 && !reclaimable(s, r)))
 				continue;
+			any_young |= young(s, r);
 		}
 		if (why == 2)
 			s->qt_taken[s->run[r].qt] += s->run[r].gpus;
 		give_running(s, r);
 		s->victims[s->nvictims++] = r;
 		if (fit_check(s, slot, sh->gpus, sh->nodes))
-			return 1;
+			return !any_young;
 	}
 	return 0;
+}
+
+/* GPU-ms the victims that the chosen assignment (s->pick) needs would
+ * lose. */
+static double victims_cost(struct sched *s, const struct sched_shape *sh)
+{
+	double cost = 0;
+	for (int k = 0; k < sh->nodes; k++)
+		s->want[s->pick[k]] |= s->pick_gpus[k];
+	for (int v = 0; v < s->nvictims; v++)
+		if (!s->snap->running[s->victims[v]].stopping && intersects(s, s->victims[v]))
+			cost += lost_work(s, s->victims[v]);
+	for (int k = 0; k < sh->nodes; k++)
+		s->want[s->pick[k]] = 0;
+	return cost;
+}
+
+/* Whether the work the victims lose is at most preempt_loss_pct % of the
+ * GPU-time the job has waited: waiting a little longer (running work ends
+ * all the time) is cheaper than throwing away much, and the longer a job
+ * waits the more it may stop, so it still gets its turn. */
+static int worth_it(struct sched *s, int job, const struct sched_shape *sh)
+{
+	int pct = s->snap->config.preempt_loss_pct;
+	const struct sched_job *j = &s->snap->pending[job];
+	if (pct <= 0)
+		return 1;
+	int64_t waited = s->snap->now_ms > j->submit_ms ? s->snap->now_ms - j->submit_ms : 0;
+	double may = (double)waited * (double)sh->gpus * (double)sh->nodes * pct / 100.0;
+	return victims_cost(s, sh) <= may;
 }
 
 static void forget_taken(struct sched *s)
@@ -378,8 +431,10 @@ int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, str
 	int before = s->slots[slot].tot[sh->gpus];
 	int mark = fit_mark(s);
 	int fits = gather_victims(s, job, sh, slot) && fit_find(s, slot, sh->gpus, sh->nodes);
-	if (fits)
+	if (fits) {
 		fit_choose(s, sh->gpus, sh->nodes);
+		fits = worth_it(s, job, sh);
+	}
 	int after = s->slots[slot].tot[sh->gpus];
 	fit_rollback(s, mark);
 	forget_taken(s);

@@ -1,6 +1,8 @@
 /* sched.c - one scheduling cycle: tables, order, admission, results.
  *
- * A cycle: validate the snapshot; rebuild the live view (fit.c); intern the
+ * A cycle: validate the snapshot; return at once if nothing is pending;
+ * bring the live view up to date (fit.c, incrementally while the nodes are
+ * unchanged); intern the
  * queues, teams, quota pairs, constraint classes and job shapes into tables;
  * sort the pending jobs once on precomputed keys; then decide each job in
  * order (decide()) and collect placements, preemptions and waits.
@@ -148,6 +150,7 @@ void sched_free(struct sched *s)
 	for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++)
 		free(arrays[k]);
 	fit_slots_cleanup(s);
+	free(s->keys);
 	struct sched_map *maps[] = {&s->class_map, &s->shape_map, &s->queue_map,
 	                            &s->team_map,  &s->qt_map,    &s->job_map};
 	for (size_t k = 0; k < sizeof(maps) / sizeof(maps[0]); k++)
@@ -171,7 +174,9 @@ int64_t sched_end(const struct sched *s, int64_t limit)
 	return s->snap->now_ms + limit;
 }
 
-static int valid_nodes(const struct sched_snapshot *snap)
+/* Also copies each node's GPUs into all[] for valid_running(): a compact
+ * array, where the ranks of 10,000s of attempts look them up at random. */
+static int valid_nodes(const struct sched_snapshot *snap, uint64_t *all)
 {
 	for (int i = 0; i < snap->nnodes; i++) {
 		const struct sched_node *n = &snap->nodes[i];
@@ -180,11 +185,12 @@ static int valid_nodes(const struct sched_snapshot *snap)
 			return 0;
 		if ((n->gpus_healthy | n->gpus_free) & ~n->gpus_all)
 			return 0;
+		all[i] = n->gpus_all;
 	}
 	return 1;
 }
 
-static int valid_running(const struct sched_snapshot *snap)
+static int valid_running(const struct sched_snapshot *snap, const uint64_t *all)
 {
 	for (int r = 0; r < snap->nrunning; r++) {
 		const struct sched_running *a = &snap->running[r];
@@ -192,14 +198,15 @@ static int valid_running(const struct sched_snapshot *snap)
 			return 0;
 		for (int k = 0; k < a->nranks; k++) {
 			int node = a->ranks[k].node;
-			if (node < 0 || node >= snap->nnodes ||
-			    (a->ranks[k].gpus & ~snap->nodes[node].gpus_all))
+			if (node < 0 || node >= snap->nnodes || (a->ranks[k].gpus & ~all[node]))
 				return 0;
 		}
 	}
 	return 1;
 }
 
+/* The counts and the pending jobs; nodes and attempts are checked by
+ * valid_nodes() and valid_running() once scratch space is sized. */
 static int valid_snapshot(const struct sched_snapshot *snap)
 {
 	if (!snap || snap->nnodes < 0 || snap->nqueues < 0 || snap->nquotas < 0 ||
@@ -219,7 +226,7 @@ static int valid_snapshot(const struct sched_snapshot *snap)
 		    job->nselectors > SCHED_MAX_SELECTORS)
 			return 0;
 	}
-	return valid_nodes(snap) && valid_running(snap);
+	return 1;
 }
 
 /* Sizes every per-node, per-job and per-attempt array for this snapshot;
@@ -351,14 +358,26 @@ static void build_policy(struct sched *s)
 }
 
 /* What running attempts use: quota (unless already stopping) and the
- * queue's share. */
+ * queue's share. A small direct-mapped memo of (queue, team) -> pair spares
+ * most of the three map lookups per attempt. */
 static void build_running(struct sched *s)
 {
 	const struct sched_snapshot *snap = s->snap;
+	struct {
+		uint64_t key;
+		int qt;
+	} memo[64];
+	memset(memo, 0xff, sizeof(memo));
 	for (int r = 0; r < snap->nrunning; r++) {
 		const struct sched_running *a = &snap->running[r];
 		struct sched_run_st *rs = &s->run[r];
-		rs->qt = qt_index(s, a->queue, a->team);
+		uint64_t key = (uint64_t)a->queue << 32 | a->team;
+		int h = (int)((a->queue * 31u + a->team) & 63);
+		if (memo[h].key != key || memo[h].qt < 0) {
+			memo[h].key = key;
+			memo[h].qt = qt_index(s, a->queue, a->team);
+		}
+		rs->qt = memo[h].qt;
 		rs->queue = s->qts[rs->qt].queue;
 		rs->taken = 0;
 		rs->gpus = 0;
@@ -414,6 +433,8 @@ static int class_index(struct sched *s, const struct sched_job *j)
 			return m->vals[slot];
 	s->classes = sched_grow(s->classes, &s->classcap, s->nclasses + 1, sizeof(*s->classes));
 	c.slot = -1;
+	memset(c.unfit_best, 0xff, sizeof(c.unfit_best));
+	c.unfit_most = -1;
 	s->classes[s->nclasses] = c;
 	m->keys[slot] = h;
 	m->vals[slot] = s->nclasses;
@@ -474,18 +495,26 @@ static void rank_policy(struct sched *s)
 		s->teams[idx[k]].rank = k;
 }
 
-/* Jobs that running attempts are being stopped for go first: the cycle
- * that chose the victims held their GPUs and quota for them, and a job
- * that others could overtake meanwhile might find its team's quota spent
- * and start as a borrower, to be reclaimed by the very team it reclaimed
- * from. */
+/* Jobs that running attempts are being stopped for go first, and so do
+ * jobs whose victims have stopped lately (held_since_ms) but that have not
+ * started yet: the cycle that chose the victims held their GPUs and quota
+ * for them, and a job that others could overtake meanwhile (a requeued
+ * victim aged past it, or a team below it in fair share) would find its
+ * GPUs taken and stop them again, or find its team's quota spent and start
+ * as a borrower, to be reclaimed by the very team it reclaimed from. Each
+ * stopping attempt learns the index of the pending job it stops for. */
 static void mark_resuming(struct sched *s)
 {
 	const struct sched_snapshot *snap = s->snap;
 	int any = 0;
-	memset(s->job_first, 0, (size_t)snap->npending);
-	for (int r = 0; r < snap->nrunning && !any; r++)
-		any = snap->running[r].stopping && snap->running[r].stopping_for;
+	for (int j = 0; j < snap->npending; j++) {
+		int64_t since = snap->pending[j].held_since_ms;
+		s->job_first[j] = since > 0 && snap->now_ms - since < SCHED_HOLD_MS;
+	}
+	for (int r = 0; r < snap->nrunning; r++) {
+		s->run[r].for_job = -1;
+		any |= snap->running[r].stopping && snap->running[r].stopping_for;
+	}
 	if (!any)
 		return;
 	sched_map_reset(&s->job_map, snap->npending);
@@ -496,6 +525,7 @@ static void mark_resuming(struct sched *s)
 		int j = a->stopping && a->stopping_for
 		                ? sched_map_find(&s->job_map, (uint64_t)a->stopping_for)
 		                : -1;
+		s->run[r].for_job = j;
 		if (j >= 0)
 			s->job_first[j] = 1;
 	}
@@ -506,8 +536,18 @@ static void mark_resuming(struct sched *s)
 static void build_jobs(struct sched *s)
 {
 	const struct sched_snapshot *snap = s->snap;
-	s->nclasses = s->nshapes = 0;
-	sched_map_reset(&s->class_map, 64);
+	/* Classes live as long as the nodes do (their slots index them), unless
+	 * too many have piled up. */
+	if (!s->kept || s->nclasses > SCHED_MAX_CLASSES) {
+		if (s->kept) {
+			for (int k = 0; k < SCHED_SLOTS; k++)
+				s->slots[k].cls = -1;
+			memset(s->slotmask, 0, sizeof(*s->slotmask) * (size_t)snap->nnodes);
+		}
+		s->nclasses = 0;
+		sched_map_reset(&s->class_map, 64);
+	}
+	s->nshapes = 0;
 	sched_map_reset(&s->shape_map, 64);
 	for (int j = 0; j < snap->npending; j++) {
 		const struct sched_job *job = &snap->pending[j];
@@ -683,12 +723,26 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 	if (!s || !out || !valid_snapshot(snap))
 		return ERR_INVALID;
 	reserve_space(s, snap);
+	/* s->want is scratch that is all 0 between uses */
+	int ok = valid_nodes(snap, s->want) && valid_running(snap, s->want);
+	memset(s->want, 0, sizeof(*s->want) * (size_t)snap->nnodes);
+	if (!ok)
+		return ERR_INVALID;
 	s->snap = snap;
 	s->nplacements = s->nranks = s->npreemptions = s->nwaits = 0;
-	s->nresvs = s->nresv_ranks = s->nundo = s->logging = 0;
+	if (snap->npending == 0) {
+		/* Nothing to decide: the kept state is brought up to date next time. */
+		*out = (struct sched_result){.placements = s->placements,
+		                             .preemptions = s->preemptions,
+		                             .waits = s->waits};
+		s->snap = NULL;
+		return 0;
+	}
+	s->nundo = s->logging = 0;
 	s->run_order_done = 0;
 	s->preempt_tries = 0;
-	fit_nodes(s);
+	fit_nodes(s); /* clears last cycle's reservations first */
+	s->nresvs = s->nresv_ranks = 0;
 	build_policy(s);
 	build_running(s);
 	build_jobs(s);

@@ -40,13 +40,25 @@
  *      attempts admitted on borrowed quota in its queue, while that team is
  *      still above its nominal quota (reclaim). It happens only if stopping
  *      the chosen victims makes the job fit, and victims are chosen to lose
- *      the least work (time since their last checkpoint; checkpointing
- *      attempts first). The job then holds the free part of its assignment
- *      and its quota; next cycle, jobs that attempts are stopping_for go
- *      first. Hysteresis: a job preempts only within its nominal quota (a
- *      borrower never preempts), and work admitted within nominal quota is
- *      never reclaimed, so two teams cannot preempt each other in a loop.
- *      At most 16 jobs per cycle search for victims (bounded work).
+ *      the least work (GPU-time since their last checkpoint; checkpointing
+ *      attempts first). Churn guards: an attempt younger than
+ *      config.min_runtime_ms is never a victim (work just started, often a
+ *      requeued victim, gets to run), and where young attempts would be
+ *      needed the job waits for them rather than stop older, costlier work;
+ *      the victims may lose at most config.preempt_loss_pct % of the
+ *      GPU-time the job has waited, so a job that would soon start anyway
+ *      throws little away. The job then holds the free part of its
+ *      assignment and its quota. Holds outlive the cycle: a job that
+ *      attempts are stopping_for, or whose victims stopped less than
+ *      SCHED_HOLD_MS ago (held_since_ms, set by the caller), is decided
+ *      before every other job, so what its victims free goes to it and not
+ *      to whoever sorts first (aging or fair share can put a requeued victim
+ *      ahead of it); and an attempt stopping for one pending job is never
+ *      counted as freed for another. Hysteresis: a job preempts only within
+ *      its nominal quota (a borrower never preempts), and work admitted
+ *      within nominal quota is never reclaimed, so two teams cannot preempt
+ *      each other in a loop. At most 16 jobs per cycle search for victims
+ *      (bounded work).
  *
  * Memory: struct sched owns reusable scratch space sized to the snapshot;
  * a cycle allocates only when the snapshot grows. Results stay valid until
@@ -63,6 +75,10 @@
 #define SCHED_MAX_SELECTORS 4    /* per job */
 #define SCHED_MAX_NVLINK    8    /* GPU groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
+
+#define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)  /* sched_config.min_runtime_ms */
+#define SCHED_HOLD_MS                  (15 * 60 * 1000LL) /* see sched_job.held_since_ms */
+#define SCHED_DEFAULT_PREEMPT_LOSS_PCT 50                 /* sched_config.preempt_loss_pct */
 
 struct sched_node {
 	int64_t id;
@@ -117,6 +133,8 @@ struct sched_job {
 	uint32_t selectors[SCHED_MAX_SELECTORS]; /* labels every node must carry */
 	int nselectors;
 	int checkpointing;
+	int64_t held_since_ms; /* attempts were stopped for it at this time and it has
+	                        * not started since (0: none); see SCHED_HOLD_MS */
 };
 
 struct sched_rank_hold {
@@ -142,10 +160,14 @@ struct sched_running {
 };
 
 struct sched_config {
-	int64_t aging_ms;     /* one priority point per this much waiting (0: no aging) */
-	int backfill;         /* 1: reserve for the first blocked job and backfill */
-	int preemption;       /* 1: allowed */
-	int max_reservations; /* blocked jobs that get a reservation (>= 1) */
+	int64_t aging_ms;       /* one priority point per this much waiting (0: no aging) */
+	int backfill;           /* 1: reserve for the first blocked job and backfill */
+	int preemption;         /* 1: allowed */
+	int max_reservations;   /* blocked jobs that get a reservation (>= 1) */
+	int64_t min_runtime_ms; /* an attempt younger than this is never a victim (0: any
+	                         * age); SCHED_DEFAULT_MIN_RUNTIME_MS is the usual value */
+	int preempt_loss_pct;   /* victims may lose at most this % of the GPU-time the job
+	                         * has waited (0: no limit); SCHED_DEFAULT_PREEMPT_LOSS_PCT */
 };
 
 struct sched_snapshot {

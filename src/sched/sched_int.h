@@ -4,11 +4,13 @@
  * The cycle keeps one live view of the cluster: free[i], the GPUs of node i
  * that nobody holds, has reserved or has been given in this cycle. Every
  * change to it goes through fit_set_free(), which keeps the node indexes of
- * all active constraint classes in step (bucket lists by free count and
+ * all active constraint classes in step (buckets by free count and
  * per-domain counts), and logs the old mask when an undo mark is open so that
  * a dry run (reservation, preemption, backfill) can be rolled back exactly.
  *
- * Topology: nodes are sorted by (block, rack, switch, id) once per cycle, so
+ * Topology: nodes are sorted by (block, rack, switch, id) when the nodes'
+ * static fields change (else the order, domains, classes and slots are kept
+ * from the last cycle; struct sched_nodekey), so
  * every domain is a contiguous range of that order and the children of a
  * domain are contiguous domain numbers one level down. Level 0 is a switch
  * (block, rack, sw), level 1 a rack (block, rack), level 2 a block. The label
@@ -26,6 +28,7 @@
 #define SCHED_SLOTS         32        /* constraint classes indexed at once */
 #define SCHED_PREEMPT_TRIES 16        /* jobs per cycle that may search for victims */
 #define SCHED_NEVER         INT64_MAX /* an end time that never comes */
+#define SCHED_MAX_CLASSES   4096      /* kept across cycles; more start afresh */
 
 /* One set of constraints that jobs share. */
 struct sched_class {
@@ -33,21 +36,41 @@ struct sched_class {
 	uint64_t mem;
 	uint32_t sel[SCHED_MAX_SELECTORS]; /* sorted, so equal sets compare equal */
 	int nsel;
-	int slot;       /* index in s->slots while indexed, else -1 */
-	int unfit_done; /* per-class healthy capacity computed */
+	int slot; /* index in s->slots while indexed, else -1 */
+	/* Per GPU count g: the most matching nodes in one block with at least g
+	 * usable GPUs (-1: not computed yet); and the most usable GPUs on one
+	 * matching node (-1: not computed). Both depend only on the nodes'
+	 * static fields, so they live as long as the class does. */
+	int unfit_best[SCHED_MAX_GPUS + 1];
+	int unfit_most;
 };
 
 /* The node index of one class: nodes that match it, bucketed by free count,
- * and per domain the number of matching nodes with at least g free GPUs. */
+ * and per domain the number of matching nodes with at least g free GPUs.
+ * A bucket is a bitmap over topology positions with a summary word per 64
+ * words, so its first node is the lowest position (found in O(n / 4096)):
+ * best-fit ties always go the same way, whatever order the nodes entered
+ * the bucket in, and the slot can live across cycles. */
 struct sched_slot {
-	int cls;       /* -1: unused */
-	uint64_t tick; /* last use, for LRU replacement */
-	int *next, *prev;
-	int head[SCHED_MAX_GPUS + 1];
+	int cls;        /* -1: unused */
+	uint64_t tick;  /* last use, for LRU replacement */
+	uint64_t *bits; /* bucket g at bits + g * stride: nw position words, then summary */
+	int nw, stride;
 	int count[SCHED_MAX_GPUS + 1];
 	int *dom;                    /* [domain * (gmax + 1) + g] */
 	int tot[SCHED_MAX_GPUS + 1]; /* matching nodes with >= g free */
-	int nodecap, domcap;
+	int bitcap, domcap;
+};
+
+/* What of a node the topology order, the domains, the classes and the
+ * slots depend on: while no node's key changes, they are kept from one
+ * cycle to the next and only free masks are brought up to date. */
+struct sched_nodekey {
+	int64_t id;
+	uint32_t block, rack, sw, pool, model;
+	int nlabels;
+	uint64_t mem, usable, all;
+	uint32_t labels[SCHED_MAX_LABELS];
 };
 
 /* One job shape: a class with a per-node GPU count and a node count. Jobs of
@@ -102,7 +125,8 @@ struct sched_item {
 struct sched_run_st {
 	int queue, qt;
 	int64_t gpus;
-	int taken; /* chosen as a victim (or its GPUs promised) in this cycle */
+	int taken;   /* chosen as a victim (or its GPUs promised) in this cycle */
+	int for_job; /* stopping for this pending job (index), else -1 */
 };
 
 struct sched_undo {
@@ -150,6 +174,9 @@ struct sched {
 	int *ndom;          /* [node * 3 + level] */
 	int *tmp_int;       /* merge sort scratch */
 	int tmpcap;
+	struct sched_nodekey *keys; /* the nodes the kept state was built for */
+	int nkeys;                  /* how many (0 with keys NULL: nothing kept) */
+	int kept;                   /* this cycle kept the topology, classes and slots */
 
 	/* domains */
 	int ndoms, domcap;

@@ -157,6 +157,7 @@ static void fill_job(struct state *st, struct job *j, struct sched_job *s)
 	s->nselectors = j->s_nsel;
 	memcpy(s->selectors, j->s_sel, sizeof(s->selectors));
 	s->checkpointing = j->checkpointing;
+	s->held_since_ms = j->preempt_held_ms;
 }
 
 int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
@@ -266,8 +267,12 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 {
 	memset(snap, 0, sizeof(*snap));
 	snap->now_ms = wall_ms();
-	snap->config = (struct sched_config){.aging_ms = st->aging_ms, .backfill = 1,
-	                                     .preemption = 1, .max_reservations = 1};
+	snap->config = (struct sched_config){.aging_ms = st->aging_ms,
+	                                     .backfill = 1,
+	                                     .preemption = 1,
+	                                     .max_reservations = 1,
+	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
+	                                     .preempt_loss_pct = st->preempt_loss_pct};
 	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);
@@ -347,6 +352,7 @@ static void apply_placement(struct state *st, const struct sched_placement *p)
 	state_pending_remove(st, j);
 	j->state = JOB_SCHEDULED;
 	j->est_start_ms = 0;
+	j->preempt_held_ms = 0;
 	snprintf(j->reason, sizeof(j->reason), "placed%s", p->borrowed ? " on borrowed quota" : "");
 	state_mark_job(st, j);
 	st->placed_total++;
@@ -364,6 +370,9 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	struct job *j = state_job(st, a->job_id);
 	a->preempted = 1;
 	a->preempted_for = pr->for_job_id;
+	struct job *for_job = state_job(st, pr->for_job_id);
+	if (for_job) /* what its victims free is held for it (sched.h) */
+		for_job->preempt_held_ms = wall_ms();
 	snprintf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
 	         (long long)pr->for_job_id, pr->reclaim ? "its team reclaims its quota" : "higher priority");
 	state_mark_job(st, j);

@@ -31,6 +31,9 @@ struct server_config {
 	int64_t node_timeout_ms;
 	int full_sync;
 	int threads;
+	int64_t preempt_min_runtime_ms;
+	int64_t preempt_loss_pct;
+	int64_t half_life_ms;
 	enum log_level level;
 };
 
@@ -53,7 +56,11 @@ static const char usage[] =
         "  --full-sync          fsync every commit (survives power loss, slower)\n"
         "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
         "  --log-level LEVEL    error, warn, info or debug (default info)\n"
-        "  --check-config       validate the options and exit\n";
+        "  --check-config       validate the options and exit\n"
+        "  --preempt-min-runtime DUR  attempts younger than this are never preempted (5m)\n"
+        "  --preempt-loss-pct N       victims lose at most N% of the GPU-time the job has\n"
+        "                             waited (50; 0 = no limit)\n"
+        "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n";
 
 int server_default_home(char *out, size_t n);
 int server_default_home(char *out, size_t n)
@@ -92,6 +99,9 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	c->port = 7070;
 	c->node_timeout_ms = 30000;
 	c->threads = 4;
+	c->preempt_min_runtime_ms = 5 * 60 * 1000;
+	c->preempt_loss_pct = 50;
+	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->level = LOG_INFO;
 	for (int i = 1; i < argc; i++) {
 		const char *f = argv[i];
@@ -126,6 +136,15 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 			if (parse_i64(v, 1, 64, &n))
 				return bad(f, v, "is not a number from 1 to 64");
 			c->threads = (int)n;
+		} else if (strcmp(f, "--preempt-min-runtime") == 0) {
+			if (parse_duration_ms(v, &c->preempt_min_runtime_ms))
+				return bad(f, v, "is not a duration such as 0s, 30s or 5m");
+		} else if (strcmp(f, "--preempt-loss-pct") == 0) {
+			if (parse_i64(v, 0, 100000, &c->preempt_loss_pct))
+				return bad(f, v, "is not a percentage from 0 to 100000");
+		} else if (strcmp(f, "--fair-share-half-life") == 0) {
+			if (parse_duration_ms(v, &c->half_life_ms) || c->half_life_ms < 1000)
+				return bad(f, v, "is not a duration of at least 1s");
 		} else if (strcmp(f, "--log-level") == 0) {
 			if (log_level_parse(v, &c->level))
 				return bad(f, v, "is not one of error, warn, info, debug");
@@ -207,6 +226,9 @@ static int open_all(struct server *s, const struct server_config *c)
 	if (rc)
 		return rc;
 	s->state.wake = agentproto_wake;
+	s->state.preempt_min_runtime_ms = c->preempt_min_runtime_ms;
+	s->state.preempt_loss_pct = (int)c->preempt_loss_pct;
+	s->state.usage_half_life_ms = c->half_life_ms;
 	s->max_wait_ms = c->node_timeout_ms / 2;
 	struct httpd_config hc = {.bind = c->bind,
 	                          .port = c->port,

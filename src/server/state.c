@@ -304,6 +304,8 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	st->node_timeout_ms = node_timeout_ms;
 	st->usage_half_life_ms = 24 * 3600 * 1000LL;
 	st->aging_ms = 60 * 1000;
+	st->preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
+	st->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	int rc = store_open(db_path, full_sync, &st->store);
 	if (rc)
 		return rc;

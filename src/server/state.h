@@ -89,6 +89,8 @@ struct state {
 	struct names names;
 	int64_t usage_half_life_ms;
 	int64_t aging_ms;
+	int64_t preempt_min_runtime_ms; /* sched_config.min_runtime_ms */
+	int preempt_loss_pct;           /* sched_config.preempt_loss_pct */
 	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */
 	void *scratch;
 

@@ -93,6 +93,7 @@ struct job {
 	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
 	int checkpointing;
 	int64_t est_start_ms; /* from the last scheduling cycle; 0 unknown */
+	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	/* interned for the scheduler (server/schedule.c); valid when s_cached */
 	int s_cached;
 	uint32_t s_queue, s_team, s_model, s_pool, s_sel[4];

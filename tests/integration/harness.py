@@ -48,13 +48,14 @@ class ApiError(Exception):
 
 
 class Cluster:
-    def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster"):
+    def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=()):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
         self.logs = os.path.join(self.dir, "logs")
         os.makedirs(self.logs)
         self.node_timeout = node_timeout
+        self.server_args = list(server_args)
         self.ngpus = gpus
         self.server = None
         self.port = 0
@@ -82,7 +83,8 @@ class Cluster:
             os.unlink(client)
         self.server = self._spawn(["server", "--state-dir", self.state_dir, "--listen",
                                    "127.0.0.1:%d" % self.port, "--home", self.home,
-                                   "--node-timeout", self.node_timeout], "server.log")
+                                   "--node-timeout", self.node_timeout] + self.server_args,
+                                  "server.log")
         wait_for(lambda: os.path.exists(client) or self.server.poll() is not None,
                  what="server client file")
         assert self.server.poll() is None, "server exited:\n" + self.log("server.log")

@@ -9,6 +9,10 @@ import time
 from harness import ApiError, cluster, run_tests, wait_for
 
 
+# Preemption guards off: these tests' victims are seconds old.
+FAST_PREEMPT = ["--preempt-min-runtime", "0s", "--preempt-loss-pct", "0"]
+
+
 def state(c, jid):
     return c.job(jid)["state"]
 
@@ -42,7 +46,7 @@ def test_quota_blocks_and_why_explains():
 
 
 def test_priority_preempts_lower_and_requeues_it():
-    with cluster(agents=1, gpus=2, name="preempt") as c:
+    with cluster(agents=1, gpus=2, name="preempt", server_args=FAST_PREEMPT) as c:
         c.api("POST", "/v1/queues", {"name": "urgent", "priority": 100})
         low = [c.submit(["sleep", "60"], gpus=1, grace_ms=500)["id"] for _ in range(2)]
         wait_for(lambda: len(running(c, low)) == 2, what="low jobs running")
@@ -60,7 +64,7 @@ def test_priority_preempts_lower_and_requeues_it():
 
 
 def test_borrowed_quota_is_reclaimed():
-    with cluster(agents=1, gpus=4, name="reclaim") as c:
+    with cluster(agents=1, gpus=4, name="reclaim", server_args=FAST_PREEMPT) as c:
         c.api("POST", "/v1/queues", {"name": "shared", "borrowing": True,
                                      "quotas": {"a": 2, "b": 2}})
         bs = [c.submit(["sleep", "60"], gpus=1, queue="shared", team="b", grace_ms=500)["id"]
@@ -135,6 +139,20 @@ def test_scheduler_settings_survive_a_server_sigkill():
         assert job["constraints"] == {"gpu_type": "h200", "selectors": {"switch": "s9"}}, job
 
 
-run_tests([test_scheduler_settings_survive_a_server_sigkill, test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
+def test_young_attempts_are_not_preempted_by_default():
+    with cluster(agents=1, gpus=1, name="young") as c:
+        c.api("POST", "/v1/queues", {"name": "urgent", "priority": 100})
+        low = c.submit(["sleep", "30"], gpus=1)["id"]
+        wait_for(lambda: state(c, low) == "running", what="low running")
+        hi = c.submit(["true"], gpus=1, queue="urgent")["id"]
+        time.sleep(1.0)
+        assert state(c, low) == "running", c.job(low)
+        assert state(c, hi) == "pending", c.job(hi)
+        c.api("POST", "/v1/jobs/%d/cancel" % low)
+        assert c.wait_job(hi)["state"] == "succeeded"
+
+
+run_tests([test_scheduler_settings_survive_a_server_sigkill,
+           test_young_attempts_are_not_preempted_by_default, test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
            test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
            test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])

@@ -593,6 +593,156 @@ TEST(victims_are_not_shared)
 	fx_free(f);
 }
 
+/* The reclaim loop the simulator found: team 2 (lower usage, so first in
+ * fair share) had borrowed; team 1 reclaimed; the victim stopped and was
+ * requeued. Its GPUs must go to team 1's job, not back to the victim. */
+TEST(held_job_gets_what_its_victims_freed)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 1);
+	fx_quota(f, 1, 1, 8);
+	fx_quota(f, 1, 2, 8);
+	fx_team(f, 1, 1, 100.0);
+	fx_team(f, 2, 1, 1.0);
+	f->snap.config.preemption = 1;
+	f->snap.now_ms = 60000;
+	fx_job(f, 10, 1, 1, 8, 1)->held_since_ms = 59000; /* reclaimed a minute ago */
+	fx_job(f, 11, 1, 2, 8, 1);                        /* the requeued victim */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.nplacements, 1);
+	CHECK(fx_placed(&res, 10) != NULL);
+	/* the hold is what makes the difference: expired, fair share wins */
+	f->jobs[0].held_since_ms = f->snap.now_ms - SCHED_HOLD_MS;
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 11) != NULL);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* An attempt stopping for one job is not freed for another, even one
+ * decided before it. */
+TEST(stopping_attempt_belongs_to_its_job)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 0);
+	fx_queue(f, 2, 5, 0);
+	fx_queue(f, 3, 0, 0);
+	f->snap.config.preemption = 1;
+	f->snap.now_ms = 100000;
+	struct sched_running *r = fx_run(f, 1, 3, 1, 0); /* stopping for job 11 */
+	r->stopping = 1;
+	r->stopping_for = 11;
+	fx_hold(f, 0, 0, 0xff);
+	fx_run(f, 2, 3, 1, 0); /* lower priority, free to preempt */
+	fx_hold(f, 1, 1, 0xff);
+	fx_job(f, 10, 1, 1, 8, 1)->held_since_ms = 99000; /* first, and before 11 */
+	fx_job(f, 11, 2, 1, 8, 1);
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	CHECK_INT(res.preemptions[0].attempt_id, 2);
+	CHECK_INT(res.preemptions[0].for_job_id, 10);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_PREEMPTING);
+	CHECK_INT(fx_wait(&res, 11)->reason, SCHED_WAIT_PREEMPTING);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* A just-started attempt (a requeued victim, typically) is no victim, and
+ * a job that young work would make fit waits for it rather than stop older
+ * work that loses more. */
+TEST(young_attempts_are_not_victims)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	f->snap.config.preemption = 1;
+	f->snap.config.min_runtime_ms = 5000;
+	f->snap.now_ms = 100000;
+	fx_run(f, 1, 0, 1, 0)->start_ms = 98000; /* young */
+	fx_hold(f, 0, 0, 0xff);
+	fx_run(f, 2, 0, 1, 0)->start_ms = 10000; /* old: loses 90 s */
+	fx_hold(f, 1, 1, 0xff);
+	fx_job(f, 10, 0, 1, 8, 1)->priority = 5;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_RESOURCES);
+	/* only the young one could make room: still nothing */
+	f->runs[1].r.priority = 9;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	/* of age: it goes */
+	f->snap.now_ms = 103000;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	CHECK_INT(res.preemptions[0].attempt_id, 1);
+	/* 0: any age */
+	f->snap.now_ms = 100000;
+	f->snap.config.min_runtime_ms = 0;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* Lost work is GPU-time: one GPU that ran 5 s loses less than eight that
+ * ran 1 s. */
+TEST(victims_by_lost_gpu_time)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	f->snap.config.preemption = 1;
+	f->snap.now_ms = 10000;
+	fx_run(f, 1, 0, 1, 0)->start_ms = 9000; /* 8 GPUs x 1 s */
+	fx_hold(f, 0, 0, 0xff);
+	fx_run(f, 2, 0, 1, 0)->start_ms = 5000; /* 1 GPU x 5 s */
+	fx_hold(f, 1, 1, 0x01);
+	fx_run(f, 3, 0, 1, 9); /* the rest of node 1, not preemptible */
+	fx_hold(f, 2, 1, 0xfe);
+	fx_job(f, 10, 0, 1, 1, 1)->priority = 5;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	CHECK_INT(res.preemptions[0].attempt_id, 2);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* Victims may lose at most preempt_loss_pct % of the GPU-time the job has
+ * waited. */
+TEST(preemption_pays_back)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	f->snap.config.preemption = 1;
+	f->snap.config.preempt_loss_pct = 100;
+	f->snap.now_ms = 20000;
+	fx_run(f, 1, 0, 1, 0)->start_ms = 10000; /* would lose 8 x 10 s */
+	fx_hold(f, 0, 0, 0xff);
+	struct sched_job *j = fx_job(f, 10, 0, 1, 8, 1);
+	j->priority = 5;
+	j->submit_ms = 15000; /* waited 8 x 5 s */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	f->jobs[0].submit_ms = 10000; /* waited as long as the victim ran */
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	sched_free(s);
+	fx_free(f);
+}
+
 TEST(wait_text_wording)
 {
 	struct sched_job j = {.id = 1, .gpus = 8, .nodes = 16};
