@@ -353,6 +353,7 @@ static void publish(struct agent *a)
 	atomic_store(&a->stats.ranks_started_total, (long long)exec_started_total(a->exec));
 	atomic_store(&a->stats.ranks_started_spare_total,
 	             (long long)exec_started_spare_total(a->exec));
+	atomic_store(&a->stats.shims_reused_total, (long long)exec_reused_total(a->exec));
 }
 
 static int64_t earliest(int64_t x, int64_t y)
@@ -373,9 +374,9 @@ static void run(struct agent *a)
 		syncer_step(a->sync);
 		publish(a);
 		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
-		int sig = 0;
-		syncer_wait(a->sync, a->sigfd, t, &sig);
-		if (sig && drain_signals(a))
+		int fds[2] = {a->sigfd, exec_fd(a->exec)}, ready[2] = {0, 0};
+		syncer_wait(a->sync, fds, 2, t, ready);
+		if (ready[0] && drain_signals(a))
 			return;
 		if (exec_poll(a->exec) > 0)
 			syncer_changed(a->sync);
@@ -391,8 +392,9 @@ static void shutdown_ranks(struct agent *a)
 	exec_stop_all(a->exec, SHUTDOWN_GRACE_MS);
 	int64_t end = now_ms() + SHUTDOWN_GRACE_MS + 1000;
 	while (exec_running(a->exec) > 0 && now_ms() < end) {
-		struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
-		poll(&p, 1, (int)earliest(exec_next_poll_ms(a->exec), 50));
+		struct pollfd p[2] = {{.fd = a->sigfd, .events = POLLIN},
+		                      {.fd = exec_fd(a->exec), .events = POLLIN}};
+		poll(p, 2, (int)earliest(exec_next_poll_ms(a->exec), 50));
 		drain_signals(a);
 		exec_poll(a->exec);
 	}

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/cgroup.h"
+#include "agent/journal.h"
 #include "agent/shim.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -22,10 +24,13 @@
 #include "base/mem.h"
 #include "base/util.h"
 
-#define ADOPT_POLL_MS    250  /* adopted shims are not our children: no SIGCHLD */
-#define STARTING_LOST_MS 5000 /* an adopted rank whose shim never wrote its pid file */
+#define ADOPT_POLL_MS    250  /* adopted shims are not our children: no word from them */
+#define STARTING_LOST_MS 5000 /* an adopted rank whose shim never recorded its pid */
+#define LEGACY_DONE      ".anvil-layout-2" /* in attempts/: nothing of it left to adopt */
 #define CGROUP_RETRY_MS  20
 #define SPARE_RETRY_MS   1000 /* after a spare could not be made */
+#define SPARE_IDLE_MS    5000 /* a reused shim above the wanted number ends after this */
+#define SPARE_DIRS_MAX   64   /* empty output directories kept for reuse */
 
 struct rank {
 	int64_t attempt_id;
@@ -33,16 +38,21 @@ struct rank {
 	int64_t job_id;
 	int64_t grace_ms;
 	int64_t start_wall_ms;
-	char *dir;  /* WORK_DIR/attempts/<attempt_id> */
-	pid_t shim; /* 0 when unknown */
-	pid_t pgid; /* the command's process group; 0 when unknown */
-	int own;    /* the shim is our child (SIGCHLD tells when it ends) */
+	uint64_t seg; /* the journal segment its shim appends to */
+	pid_t shim;   /* 0 when unknown; negative once reaped */
+	int sock;     /* our end of the shim's socket while it runs our rank; -1 */
+	pid_t pgid;   /* the command's process group; 0 when unknown */
+	int own;      /* the shim is our child */
+	int spare;    /* the shim came from a spare: it is in the rank's cgroup */
 	enum exec_state state;
 	int exit_code, signal;
+	int wait_status, have_status; /* what the shim recorded */
+	int lost;                     /* EXITED without a status: error says why */
 	char *error;
+	char *legacy; /* adopted from an older agent: its rank-R.jsonl */
 	int stopping, killed;
 	int64_t kill_at; /* monotonic ms: SIGKILL due */
-	int64_t lost_at; /* monotonic ms: adopted without pid file, give up */
+	int64_t lost_at; /* monotonic ms: adopted without a pid, give up */
 	int acked;
 	char *cgroup;    /* NULL without cgroups */
 	int cgroup_left; /* the cgroup directory still has to be removed */
@@ -50,33 +60,39 @@ struct rank {
 
 /* A spare shim ready for the next rank (shim.h), in its own cgroup. */
 struct spare {
-	struct shim_spare shim;
-	char *cgroup; /* ROOT/spare-<agent pid>-<n>; NULL without cgroups */
+	struct shim shim;
+	char *cgroup;  /* ROOT/spare-<agent pid>-<n>; NULL without cgroups */
+	int64_t since; /* monotonic ms: in the pool since */
 };
 
 struct exec {
 	char *work_dir;
 	char *cgroup_root; /* NULL without cgroups */
 	int null_fd;       /* /dev/null for every shim */
+	int epoll_fd;      /* the sockets of the shims running our ranks */
+	struct journal *journal;
+	int loading; /* exec_new is reading the journal */
 	struct rank **ranks;
 	size_t n, cap;
-	uint64_t started, started_spare;
+	uint64_t started, started_spare, reused;
 	struct spare spares[EXEC_SPARES_MAX]; /* oldest first */
 	int nspares, want_spares;
+	int trim; /* exec_set_spares lowered the number: end extras now */
 	uint64_t spare_seq;
+	pid_t *exiting; /* shims of forgotten ranks, still to reap */
+	size_t nexiting;
+	char *spare_dirs;    /* WORK_DIR/spare-output: empty directories to reuse */
+	uint64_t *free_dirs; /* their names */
+	size_t nfree_dirs;
+	uint64_t dir_seq;
 	int64_t spare_retry_at; /* monotonic ms */
 	char **doomed;          /* spare cgroups still to empty and remove */
 	size_t ndoomed;
 };
 
-static char *rank_file(const struct rank *r, const char *ext)
-{
-	return xasprintf("%s/rank-%d.%s", r->dir, r->rank, ext);
-}
-
 char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank)
 {
-	return xasprintf("%s/attempts/%lld/rank-%d.log", work_dir, (long long)attempt_id, rank);
+	return xasprintf("%s/logs/%lld-%d.log", work_dir, (long long)attempt_id, rank);
 }
 
 static struct rank *find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos)
@@ -99,7 +115,7 @@ static struct rank *rank_add(struct exec *e, int64_t attempt_id, int rank)
 	struct rank *r = xcalloc(1, sizeof(*r));
 	r->attempt_id = attempt_id;
 	r->rank = rank;
-	r->dir = xasprintf("%s/attempts/%lld", e->work_dir, (long long)attempt_id);
+	r->sock = -1;
 	if (e->cgroup_root)
 		r->cgroup = xasprintf("%s/%lld-%d", e->cgroup_root, (long long)attempt_id, rank);
 	e->ranks[e->n++] = r;
@@ -108,64 +124,61 @@ static struct rank *rank_add(struct exec *e, int64_t attempt_id, int rank)
 
 static void rank_free(struct rank *r)
 {
-	free(r->dir);
+	free(r->legacy);
 	free(r->error);
 	free(r->cgroup);
 	free(r);
 }
 
-/* The rank's record, rank-R.jsonl: JSON objects, one per line, each line
- * appended in one write() (a process crash cannot split a write this
- * small, so a reader sees whole lines); later keys win. The agent writes
- * the first line before the shim starts and an "error" line if it could
- * not start; the shim appends "shim"/"pgid" and then "wait_status" through
- * the same file (no file of its own to create: on ext4 creating an inode
- * is the costliest step of a start). */
-static json_t *record_line(const struct rank *r)
+/* Rank records live in the journal (agent/journal.h). The agent writes a
+ * rank's line before its shim starts (with "error" if it could not start),
+ * a snapshot of its final state when the segment its lines are in goes,
+ * and "forgotten" when exec_forget drops it; the shim appends "shim" and
+ * "pgid" once the command runs and "wait_status" when it ends. */
+
+/* The rank's whole record as the agent knows it: its start line, and what
+ * a snapshot carries of its end. */
+static json_t *record_line(const struct rank *r, int with_end)
 {
 	json_t *o =
 	        json_pack("{s:I,s:i,s:I,s:I,s:I}", "attempt_id", (json_int_t)r->attempt_id, "rank",
 	                  r->rank, "job_id", (json_int_t)r->job_id, "grace_ms",
 	                  (json_int_t)r->grace_ms, "start_time_ms", (json_int_t)r->start_wall_ms);
-	if (r->error)
+	if (r->error && !r->lost)
 		json_object_set_new(o, "error", json_string(r->error));
+	if (with_end && r->have_status)
+		json_object_set_new(o, "wait_status", json_integer(r->wait_status));
+	else if (with_end && r->lost)
+		json_object_set_new(o, "lost", json_string(r->error ? r->error : "lost"));
+	if (with_end && r->pgid > 0 && r->shim != 0)
+		json_object_set_new(o, "pgid", json_integer(r->pgid));
 	return o;
 }
 
-/* Opens the record (O_APPEND, for the shim too) and appends the rank's
- * line; an fd or a negative errno. */
-static int record_append(const struct rank *r, int flags)
+static int journal_put(struct exec *e, json_t *o)
 {
-	char *path = rank_file(r, "jsonl");
-	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | flags, 0644);
-	free(path);
-	if (fd < 0)
-		return -errno;
-	json_t *o = record_line(r);
 	char *text = jv_dump(o);
 	json_decref(o);
-	size_t len = strlen(text);
-	text[len] = '\n'; /* jv_dump's NUL: the line ends there */
-	int rc = write(fd, text, len + 1) == (ssize_t)len + 1 ? 0 : errno ? -errno : -EIO;
+	int rc = journal_append(e->journal, text, strlen(text));
 	free(text);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	return fd;
+	return rc;
 }
 
-#define RECORD_MAX (64 * 1024)
-
-/* The record's lines merged into one object; NULL when it cannot be read.
- * A last line without its newline is being written: ignored. */
-static json_t *record_load(const struct rank *r)
+/* Appends the rank's line; its shim then appends to the same segment. */
+static int record_write(struct exec *e, struct rank *r, int with_end)
 {
-	char *path = rank_file(r, "jsonl");
+	int rc = journal_put(e, record_line(r, with_end));
+	r->seg = journal_seq(e->journal);
+	return rc;
+}
+
+/* An older agent's record, WORK_DIR/attempts/<id>/rank-R.jsonl: its lines
+ * merged into one object; NULL when it cannot be read. */
+static json_t *legacy_load(const char *path)
+{
 	struct buf b;
 	buf_init(&b);
-	int rc = read_file(path, RECORD_MAX, &b);
-	free(path);
+	int rc = read_file(path, 64 * 1024, &b);
 	json_t *all = NULL;
 	char *line = b.data, *nl;
 	while (rc == 0 && (nl = memchr(line, '\n', b.len - (size_t)(line - b.data)))) {
@@ -180,6 +193,88 @@ static json_t *record_load(const struct rank *r)
 	}
 	buf_cleanup(&b);
 	return all;
+}
+
+/* What the shim recorded: its pid and the command's group (once), and
+ * the wait status. */
+static void learn(struct rank *r, const json_t *o)
+{
+	int64_t shim = jv_int(o, "shim", 0), pgid = jv_int(o, "pgid", 0);
+	if (r->shim == 0 && shim > 0 && pgid > 0 && shim <= INT32_MAX && pgid <= INT32_MAX) {
+		r->shim = (pid_t)shim;
+		r->pgid = (pid_t)pgid;
+	}
+	json_t *st = json_object_get(o, "wait_status");
+	if (json_is_integer(st)) {
+		r->wait_status = (int)json_integer_value(st);
+		r->have_status = 1;
+	}
+}
+
+/* Everything a line says about a rank being loaded (exec_new). */
+static void load_fields(struct rank *r, const json_t *o, uint64_t seq)
+{
+	if (json_object_get(o, "start_time_ms")) {
+		r->job_id = jv_int(o, "job_id", 0);
+		r->grace_ms = jv_int(o, "grace_ms", 10000);
+		r->start_wall_ms = jv_int(o, "start_time_ms", 0);
+		r->seg = seq;
+	}
+	const char *error = jv_str(o, "error", NULL), *lost = jv_str(o, "lost", NULL);
+	if (error || lost) {
+		free(r->error);
+		r->error = xstrdup(error ? error : lost);
+		r->lost = !error;
+	}
+	if (json_is_integer(json_object_get(o, "pgid")) && !json_object_get(o, "shim"))
+		r->pgid = (pid_t)jv_int(o, "pgid", 0); /* a snapshot's: the group is gone */
+	learn(r, o);
+}
+
+static void rank_drop(struct exec *e, size_t i);
+
+/* journal_read's callback: while loading, builds the ranks; later, tells
+ * running ranks what their shims recorded. */
+static void on_line(void *ctx, uint64_t seq, json_t *o)
+{
+	struct exec *e = ctx;
+	int64_t attempt_id = jv_int(o, "attempt_id", 0), rank = jv_int(o, "rank", -1);
+	if (attempt_id <= 0 || rank < 0 || rank > (1 << 20))
+		return;
+	size_t i;
+	struct rank *r = find(e, attempt_id, (int)rank, &i);
+	if (json_object_get(o, "forgotten")) {
+		if (r && e->loading)
+			rank_drop(e, i);
+		return;
+	}
+	if (e->loading) {
+		if (!r)
+			r = rank_add(e, attempt_id, (int)rank);
+		load_fields(r, o, seq);
+	} else if (r && r->state == EXEC_RUNNING && !r->legacy) {
+		learn(r, o);
+	}
+}
+
+/* Reads what shims have appended, for ranks that have no socket to tell. */
+static void refresh(struct exec *e)
+{
+	int need = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		struct rank *r = e->ranks[i];
+		if (r->state != EXEC_RUNNING || r->sock >= 0)
+			continue;
+		if (r->legacy) {
+			json_t *rec = legacy_load(r->legacy);
+			learn(r, rec);
+			json_decref(rec);
+		} else {
+			need = 1;
+		}
+	}
+	if (need)
+		journal_read(e->journal, on_line, e);
 }
 
 static void kill_rank(struct rank *r, int sig)
@@ -199,64 +294,66 @@ static void cgroup_tidy(struct rank *r)
 		r->cgroup_left = 0;
 }
 
-/* The command ended with wait status st, or was lost (st unused). live:
- * noticed by exec_poll rather than found ended at adoption. */
-static void finish(struct rank *r, int st, const char *lost, int live)
+/* The command ended with wait status st, or was lost (st unused). */
+static void set_final(struct rank *r, int st, const char *lost)
 {
 	r->state = EXEC_EXITED;
 	if (lost) {
 		r->exit_code = 255;
 		r->signal = 0;
-		r->error = xstrdup(lost);
+		r->lost = 1;
+		if (lost != r->error) {
+			free(r->error);
+			r->error = xstrdup(lost);
+		}
 	} else if (WIFSIGNALED(st)) {
 		r->signal = WTERMSIG(st);
 		r->exit_code = 128 + r->signal;
 	} else {
 		r->exit_code = WEXITSTATUS(st);
 	}
-	/* Whatever the rank left behind goes with it: everything in its cgroup,
-	 * else its process group, but only while we watched it end (an adopted
-	 * rank's group may be long gone and its id reused). */
-	if (r->cgroup) {
-		r->cgroup_left = 1;
-		cgroup_tidy(r);
-	} else if (live && r->pgid > 0) {
-		killpg(r->pgid, SIGKILL);
+	if (!lost && !r->have_status) {
+		r->wait_status = st;
+		r->have_status = 1;
 	}
-	if (lost)
+}
+
+static void log_final(const struct rank *r)
+{
+	if (r->lost)
 		log_warn("rank lost attempt=%lld rank=%d job=%lld reason=\"%s\"",
-		         (long long)r->attempt_id, r->rank, (long long)r->job_id, lost);
+		         (long long)r->attempt_id, r->rank, (long long)r->job_id, r->error);
 	else
 		log_info("rank exited attempt=%lld rank=%d job=%lld exit_code=%d signal=%d",
 		         (long long)r->attempt_id, r->rank, (long long)r->job_id, r->exit_code,
 		         r->signal);
 }
 
-/* The wait status the shim recorded; 0, or ERR_NOTFOUND while none. */
-static int read_exit(const struct rank *r, int *status)
+/* An older agent's rank has ended: its record moves into the journal. */
+static void legacy_done(struct exec *e, struct rank *r)
 {
-	json_t *rec = record_load(r);
-	json_t *st = json_object_get(rec, "wait_status");
-	int rc = json_is_integer(st) ? 0 : ERR_NOTFOUND;
-	if (rc == 0)
-		*status = (int)json_integer_value(st);
-	json_decref(rec);
-	return rc;
+	if (!r->legacy || record_write(e, r, 1) != 0)
+		return;
+	unlink(r->legacy);
+	free(r->legacy);
+	r->legacy = NULL;
 }
 
-/* Sets r->shim and r->pgid from what the shim recorded (rec, or read now
- * when NULL); 0, or ERR_NOTFOUND while they are not there. */
-static int read_pids(struct rank *r, const json_t *rec)
+/* The command ended (found by polling, or at adoption when !live).
+ * Whatever the rank left behind goes with it: everything in its cgroup,
+ * else its process group, but only while we watched it end (an adopted
+ * rank's group may be long gone and its id reused). */
+static void finish(struct exec *e, struct rank *r, int st, const char *lost, int live)
 {
-	json_t *own = rec ? NULL : record_load(r);
-	const json_t *o = rec ? rec : own;
-	int64_t shim = jv_int(o, "shim", 0), pgid = jv_int(o, "pgid", 0);
-	json_decref(own);
-	if (shim <= 0 || pgid <= 0 || shim > INT32_MAX || pgid > INT32_MAX)
-		return ERR_NOTFOUND;
-	r->shim = (pid_t)shim;
-	r->pgid = (pid_t)pgid;
-	return 0;
+	set_final(r, st, lost);
+	if (r->cgroup) {
+		r->cgroup_left = 1;
+		cgroup_tidy(r);
+	} else if (live && r->pgid > 0) {
+		killpg(r->pgid, SIGKILL);
+	}
+	legacy_done(e, r);
+	log_final(r);
 }
 
 /* A NULL-terminated vector of owned strings. */
@@ -358,6 +455,7 @@ struct launch {
 	struct strv argv, env;
 	char *path, *cwd, *out_dir, *log_path;
 	char *msgs[3];
+	char key[64]; /* the record's key: opens the shim's journal lines */
 };
 
 static void launch_init(struct launch *la, int null_fd)
@@ -379,8 +477,6 @@ static void launch_cleanup(struct launch *la)
 		free(la->msgs[i]);
 	if (la->l.log_fd >= 0)
 		close(la->l.log_fd);
-	if (la->l.record_fd >= 0)
-		close(la->l.record_fd);
 	if (la->l.cgroup_fd >= 0)
 		close(la->l.cgroup_fd);
 }
@@ -405,39 +501,118 @@ static void launch_strings(struct launch *la, const struct exec_spec *spec)
 	        .null_fd = la->l.null_fd,
 	        .cgroup_fd = la->l.cgroup_fd,
 	        .record_fd = la->l.record_fd,
+	        .record_key = la->key,
 	        .msg_notfound = la->msgs[0],
 	        .msg_exec = la->msgs[1],
 	        .msg_cwd = la->msgs[2],
 	};
 }
 
-/* dir and dir/output; mkdir_p only when attempts/ itself has gone. */
-static int make_dirs(const char *dir, const char *out_dir)
+/* WORK_DIR/output/<attempt_id>: ANVIL_OUTPUT_DIR and the default working
+ * directory, shared by the attempt's ranks on this node. */
+static char *output_dir(const struct exec *e, int64_t attempt_id)
 {
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return errno == ENOENT ? mkdir_p(out_dir, 0755) : -errno;
-	if (mkdir(out_dir, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return xasprintf("%s/output/%lld", e->work_dir, (long long)attempt_id);
 }
 
-/* Everything the shim needs, prepared before the fork; the cgroup comes
- * later (a spare brings its own). */
-static int launch_prepare(struct launch *la, struct rank *r, const struct exec_spec *spec,
-                          char *err, size_t errlen)
+/* Output directories. Making a directory is the costliest file system
+ * step of a start (on ext4 a new inode and a directory block: 0.2-0.4 ms of
+ * CPU under churn, five times a file's), so the output directory of an
+ * attempt whose ranks are all forgotten and left it empty is not removed
+ * but renamed into WORK_DIR/spare-output/, and the next attempt's is
+ * renamed out of there. */
+
+/* Makes dir: from the spare directories when there is one. */
+static int make_output_dir(struct exec *e, const char *dir)
 {
-	la->out_dir = xasprintf("%s/output", r->dir);
-	la->log_path = rank_file(r, "log");
-	int rc = make_dirs(r->dir, la->out_dir);
+	while (e->nfree_dirs > 0) {
+		char *from = xasprintf("%s/%llu", e->spare_dirs,
+		                       (unsigned long long)e->free_dirs[--e->nfree_dirs]);
+		int rc = rename(from, dir);
+		free(from);
+		if (rc == 0)
+			return 0;
+		if (errno == EEXIST || errno == ENOTEMPTY) {
+			e->nfree_dirs++; /* dir is there already (another rank of its attempt) */
+			return 0;
+		}
+	}
+	if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+		return 0;
+	return errno == ENOENT ? mkdir_p(dir, 0755) : -errno;
+}
+
+/* 1 when dir has no entries. */
+static int dir_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int empty = d != NULL;
+	while (empty && (de = readdir(d)))
+		empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+	if (d)
+		closedir(d);
+	return empty;
+}
+
+/* The attempt's ranks here are all forgotten: keep its output directory
+ * for reuse if nothing was written to it. */
+static void output_done(struct exec *e, int64_t attempt_id)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (e->ranks[i]->attempt_id == attempt_id)
+			return;
+	if (e->nfree_dirs >= SPARE_DIRS_MAX)
+		return;
+	char *dir = output_dir(e, attempt_id);
+	if (dir_empty(dir)) {
+		uint64_t n = ++e->dir_seq;
+		char *to = xasprintf("%s/%llu", e->spare_dirs, (unsigned long long)n);
+		if (rename(dir, to) == 0)
+			e->free_dirs[e->nfree_dirs++] = n;
+		free(to);
+	}
+	free(dir);
+}
+
+/* The spare directories a restarted agent finds. */
+static void spare_dirs_load(struct exec *e)
+{
+	e->free_dirs = xcalloc(SPARE_DIRS_MAX, sizeof(*e->free_dirs));
+	DIR *d = opendir(e->spare_dirs);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		int64_t n;
+		if (parse_i64(de->d_name, 1, INT64_MAX, &n) != 0)
+			continue;
+		if ((uint64_t)n > e->dir_seq)
+			e->dir_seq = (uint64_t)n;
+		if (e->nfree_dirs < SPARE_DIRS_MAX) {
+			e->free_dirs[e->nfree_dirs++] = (uint64_t)n;
+		} else {
+			char *path = xasprintf("%s/%s", e->spare_dirs, de->d_name);
+			rmdir(path);
+			free(path);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Everything the shim needs, prepared before the fork; the log is open
+ * already and the cgroup comes later (a spare brings its own). */
+static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
+                          const struct exec_spec *spec, char *err, size_t errlen)
+{
+	la->out_dir = output_dir(e, r->attempt_id);
+	int rc = make_output_dir(e, la->out_dir);
 	if (rc) {
 		snprintf(err, errlen, "cannot create %s: %s", la->out_dir, strerror(-rc));
 		return rc;
 	}
-	rc = la->l.log_fd = open_high(la->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", la->log_path, strerror(-rc));
-		return rc;
-	}
+	snprintf(la->key, sizeof(la->key), "\"attempt_id\":%lld,\"rank\":%d",
+	         (long long)r->attempt_id, r->rank);
+	la->l.record_fd = journal_fd(e->journal);
 	launch_strings(la, spec);
 	return 0;
 }
@@ -460,6 +635,25 @@ static void launch_cgroup(struct launch *la, struct rank *r)
 
 static void spare_discard(struct exec *e, struct spare *s);
 
+/* The rank's shim runs it: its socket tells exec_poll when it ends. */
+static void rank_watch(struct exec *e, struct rank *r, struct shim sh)
+{
+	r->shim = sh.pid;
+	r->sock = sh.sock;
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = sh.sock};
+	if (epoll_ctl(e->epoll_fd, EPOLL_CTL_ADD, sh.sock, &ev) < 0)
+		log_warn("cannot watch a shim error=\"%s\"", strerror(errno));
+}
+
+static void rank_unwatch(struct exec *e, struct rank *r)
+{
+	if (r->sock < 0)
+		return;
+	epoll_ctl(e->epoll_fd, EPOLL_CTL_DEL, r->sock, NULL);
+	close(r->sock);
+	r->sock = -1;
+}
+
 /* The rank's shim from the oldest spare: its cgroup is renamed to the
  * rank's (the spare is already in it, so the command is too, by fork),
  * then the launch is sent. 0; -ECHILD when the spare took the launch and
@@ -481,7 +675,8 @@ static int launch_spare(struct exec *e, struct rank *r, struct launch *la)
 	s.cgroup = NULL; /* it is the rank's now */
 	int rc = shim_spare_launch(&s.shim, &la->l, &r->pgid);
 	if (rc == 0) {
-		r->shim = s.shim.pid;
+		rank_watch(e, r, s.shim);
+		r->spare = 1;
 		e->started_spare++;
 		return 0;
 	}
@@ -502,19 +697,20 @@ static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, 
 		return rc;
 	}
 	launch_cgroup(la, r);
-	rc = shim_spawn(&la->l, &r->shim, &r->pgid);
+	struct shim sh;
+	rc = shim_spawn(&la->l, &sh, &r->pgid);
 	if (rc)
 		snprintf(err, errlen, "cannot fork: %s", strerror(-rc));
+	else
+		rank_watch(e, r, sh);
 	return rc;
 }
 
-static void start_failed(struct rank *r, const char *why)
+static void start_failed(struct exec *e, struct rank *r, const char *why)
 {
 	r->state = EXEC_FAILED;
 	r->error = xstrdup(why);
-	int fd = record_append(r, O_CREAT); /* a restarted agent reports the same */
-	if (fd >= 0)
-		close(fd);
+	record_write(e, r, 0); /* a restarted agent reports the same */
 	if (r->cgroup) {
 		r->cgroup_left = 1;
 		cgroup_tidy(r);
@@ -528,12 +724,14 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	if (find(e, spec->attempt_id, spec->rank, NULL))
 		return -EEXIST;
 	/* Its log outlives a forgotten rank: a rank that has run here once is
-	 * never run again, whatever a stale desired set may still list. */
+	 * never run again, whatever a stale desired set may still list. The
+	 * log is made here, so it is also the check. */
 	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank);
-	int ran = access(log, F_OK) == 0;
-	free(log);
-	if (ran)
+	int log_fd = open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+	if (log_fd == -EEXIST) {
+		free(log);
 		return -EALREADY;
+	}
 	struct rank *r = rank_add(e, spec->attempt_id, spec->rank);
 	r->job_id = spec->job_id;
 	r->grace_ms = spec->grace_ms;
@@ -542,24 +740,28 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	char err[512] = "";
 	struct launch la;
 	launch_init(&la, e->null_fd);
-	int rc = launch_prepare(&la, r, spec, err, sizeof(err));
-	if (rc == 0 && (rc = la.l.record_fd = record_append(r, O_CREAT | O_TRUNC)) < 0)
-		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", r->dir,
+	la.log_path = log;
+	la.l.log_fd = log_fd;
+	int rc = log_fd;
+	if (rc < 0)
+		snprintf(err, sizeof(err), "cannot open %s: %s", log, strerror(-rc));
+	else
+		rc = launch_prepare(e, &la, r, spec, err, sizeof(err));
+	if (rc == 0 && (rc = record_write(e, r, 0)) != 0)
+		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", e->work_dir,
 		         strerror(-rc));
-	else if (rc > 0)
-		rc = 0;
 	if (rc == 0)
 		rc = launch(e, r, &la, err, sizeof(err));
 	launch_cleanup(&la);
 	if (rc) {
-		start_failed(r, err);
+		start_failed(e, r, err);
 		return 0;
 	}
 	r->own = 1;
 	r->state = EXEC_RUNNING;
-	log_info("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s",
-	         (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
-	         r->cgroup ? "yes" : "no");
+	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d",
+	          (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
+	          r->cgroup ? "yes" : "no", r->spare);
 	return 0;
 }
 
@@ -593,7 +795,7 @@ static void tidy_doomed(struct exec *e)
 /* Ends a spare that is out of the pool: it exits on EOF, SIGKILL makes sure. */
 static void spare_discard(struct exec *e, struct spare *s)
 {
-	shim_spare_close(&s->shim);
+	shim_close(&s->shim);
 	if (s->shim.pid > 0) {
 		kill(s->shim.pid, SIGKILL);
 		while (waitpid(s->shim.pid, NULL, 0) < 0 && errno == EINTR)
@@ -622,6 +824,7 @@ static int spare_add(struct exec *e)
 			goto out;
 	}
 	rc = shim_spare_fork(fd, e->null_fd, &s.shim);
+	s.since = now_ms();
 	if (rc == 0) {
 		e->spares[e->nspares++] = s;
 		s.cgroup = NULL;
@@ -649,10 +852,15 @@ static void spares_refill(struct exec *e, int64_t now)
 		memmove(s, s + 1, (size_t)(--e->nspares - i) * sizeof(*s));
 		spare_discard(e, &gone);
 	}
-	while (e->nspares > e->want_spares) {
-		struct spare gone = e->spares[--e->nspares];
+	/* Extras: at once when the number was lowered, else the oldest once
+	 * it has idled long enough (it would be the next one used). */
+	while (e->nspares > e->want_spares &&
+	       (e->trim || now >= e->spares[0].since + SPARE_IDLE_MS)) {
+		struct spare gone = e->spares[0];
+		memmove(&e->spares[0], &e->spares[1], (size_t)--e->nspares * sizeof(e->spares[0]));
 		spare_discard(e, &gone);
 	}
+	e->trim = 0;
 	if (e->nspares >= e->want_spares || now < e->spare_retry_at)
 		return;
 	while (e->nspares < e->want_spares) {
@@ -692,6 +900,7 @@ void exec_set_spares(struct exec *e, int n)
 {
 	e->want_spares = n < 0 ? 0 : n > EXEC_SPARES_MAX ? EXEC_SPARES_MAX : n;
 	e->spare_retry_at = 0;
+	e->trim = 1;
 }
 
 int exec_spares(const struct exec *e, int *pids, int max)
@@ -760,23 +969,86 @@ static int shim_gone(struct rank *r)
 	return w < 0 && errno == ECHILD && kill(r->shim, 0) < 0 && errno == ESRCH;
 }
 
-static int poll_running(struct rank *r, int64_t now, int live)
+/* A finished rank's shim, waiting for a launch in the rank's cgroup with
+ * nothing else left in it, becomes a spare again: the cgroup is renamed
+ * back to a spare's. 1 when it did. */
+static int spare_reuse(struct exec *e, struct rank *r)
 {
-	if (r->shim == 0 && read_pids(r, NULL) == 0 && r->stopping)
+	/* Up to the maximum: a burst ends ranks as fast as it starts them; the
+	 * extras end once idle for SPARE_IDLE_MS. */
+	if (!r->spare || e->want_spares == 0 || e->nspares >= EXEC_SPARES_MAX || r->shim <= 0)
+		return 0;
+	struct spare s = {.shim = {.pid = r->shim, .sock = r->sock}, .since = now_ms()};
+	if (r->cgroup) {
+		if (cgroup_signal(r->cgroup, SIGKILL, r->shim) != 0)
+			return 0; /* leftovers: they die, the shim goes with its cgroup */
+		s.cgroup = xasprintf("%s/spare-%d-%llu", e->cgroup_root, (int)getpid(),
+		                     (unsigned long long)++e->spare_seq);
+		if (rename(r->cgroup, s.cgroup) < 0) {
+			free(s.cgroup);
+			return 0;
+		}
+		free(r->cgroup);
+		r->cgroup = NULL;
+	}
+	epoll_ctl(e->epoll_fd, EPOLL_CTL_DEL, r->sock, NULL);
+	e->spares[e->nspares++] = s;
+	r->sock = -1;
+	r->shim = 0;
+	r->own = 0;
+	e->reused++;
+	return 1;
+}
+
+/* Our shim said the command ended with wait status st. */
+static void ended(struct exec *e, struct rank *r, int st)
+{
+	r->wait_status = st;
+	r->have_status = 1;
+	if (spare_reuse(e, r)) {
+		set_final(r, st, NULL);
+		log_final(r);
+		return;
+	}
+	rank_unwatch(e, r); /* the shim exits: SIGCHLD, reaped below */
+	finish(e, r, st, NULL, 1);
+}
+
+/* Reaps the shim of a final rank (it exits after its rank). */
+static void reap(struct rank *r)
+{
+	if (r->own && r->shim > 0 && r->sock < 0 && waitpid(r->shim, NULL, WNOHANG) == r->shim) {
+		r->own = 0;
+		r->shim = -r->shim;
+	}
+}
+
+static int poll_running(struct exec *e, struct rank *r, int64_t now, int live)
+{
+	if (r->sock >= 0) {
+		struct shim sh = {.pid = r->shim, .sock = r->sock};
+		int st, rc = shim_ended(&sh, &st);
+		if (rc == 1) {
+			ended(e, r, st);
+			return 1;
+		}
+		if (rc < 0)
+			rank_unwatch(e, r); /* gone without a word: see below */
+	}
+	if (r->shim == 0 && r->pgid > 0 && r->stopping)
 		kill_rank(r, r->killed ? SIGKILL : SIGTERM); /* stopped before we knew it */
-	int gone = r->shim < 0 || shim_gone(r);
-	int st;
-	/* Our own shims announce their end with SIGCHLD; others are polled. */
-	if ((gone || !r->own) && read_exit(r, &st) == 0) {
-		finish(r, st, NULL, live);
+	int gone = r->sock < 0 && (r->shim < 0 || shim_gone(r));
+	/* Our own shims tell on their socket; adopted ones are polled. */
+	if ((gone || !r->own) && r->have_status) {
+		finish(e, r, r->wait_status, NULL, live);
 		return 1;
 	}
 	if (gone) {
-		finish(r, 0, "the rank's shim ended without recording an exit status", live);
+		finish(e, r, 0, "the rank's shim ended without recording an exit status", live);
 		return 1;
 	}
-	if (r->shim == 0 && now >= r->lost_at) {
-		finish(r, 0, "the agent stopped while the rank was starting", live);
+	if (r->shim == 0 && !r->own && now >= r->lost_at) {
+		finish(e, r, 0, "the agent stopped while the rank was starting", live);
 		return 1;
 	}
 	if (r->stopping && !r->killed && now >= r->kill_at) {
@@ -788,28 +1060,58 @@ static int poll_running(struct rank *r, int64_t now, int live)
 	return 0;
 }
 
+/* Old journal segments go once no running rank's shim writes to them;
+ * what they say of ranks not yet forgotten moves to the current one. */
+static void compact(struct exec *e)
+{
+	uint64_t old[4];
+	size_t n = journal_old(e->journal, old, 4);
+	for (size_t k = 0; k < n && k < 4; k++) {
+		int busy = 0;
+		for (size_t i = 0; i < e->n && !busy; i++)
+			busy = e->ranks[i]->seg == old[k] && e->ranks[i]->state == EXEC_RUNNING;
+		if (busy)
+			continue;
+		int rc = 0;
+		for (size_t i = 0; i < e->n && rc == 0; i++)
+			if (e->ranks[i]->seg == old[k])
+				rc = record_write(e, e->ranks[i], 1);
+		if (rc == 0)
+			journal_drop(e->journal, old[k]);
+	}
+}
+
 int exec_poll(struct exec *e)
 {
 	int changed = 0;
 	int64_t now = now_ms();
+	refresh(e);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		if (r->state == EXEC_RUNNING)
-			changed += poll_running(r, now, 1);
+			changed += poll_running(e, r, now, 1);
+		else
+			reap(r);
 		cgroup_tidy(r);
 	}
+	for (size_t i = e->nexiting; i-- > 0;)
+		if (waitpid(e->exiting[i], NULL, WNOHANG) != 0)
+			e->exiting[i] = e->exiting[--e->nexiting];
 	tidy_doomed(e);
 	spares_refill(e, now);
+	compact(e);
 	return changed;
 }
 
 int64_t exec_next_poll_ms(const struct exec *e)
 {
 	int64_t now = now_ms(), next = -1;
-	if (e->nspares != e->want_spares)
-		next = e->nspares > e->want_spares || now >= e->spare_retry_at
-		               ? 0
-		               : e->spare_retry_at - now;
+	if (e->nspares < e->want_spares)
+		next = now >= e->spare_retry_at ? 0 : e->spare_retry_at - now;
+	else if (e->nspares > e->want_spares)
+		next = e->trim ? 0 : e->spares[0].since + SPARE_IDLE_MS - now;
+	if (next < -1)
+		next = 0;
 	if (e->ndoomed && (next < 0 || next > CGROUP_RETRY_MS))
 		next = CGROUP_RETRY_MS;
 	for (size_t i = 0; i < e->n; i++) {
@@ -817,7 +1119,7 @@ int64_t exec_next_poll_ms(const struct exec *e)
 		int64_t in = -1;
 		if (r->cgroup_left)
 			in = CGROUP_RETRY_MS;
-		if (r->state == EXEC_RUNNING && !r->own)
+		if (r->state == EXEC_RUNNING && r->sock < 0)
 			in = ADOPT_POLL_MS;
 		if (r->state == EXEC_RUNNING && r->stopping && !r->killed) {
 			int64_t k = r->kill_at > now ? r->kill_at - now : 0;
@@ -829,83 +1131,150 @@ int64_t exec_next_poll_ms(const struct exec *e)
 	return next;
 }
 
-/* Re-adopts the rank recorded in DIR/rank-R.jsonl. */
-static void adopt(struct exec *e, int64_t attempt_id, int rank)
+int exec_fd(const struct exec *e)
 {
-	struct rank *r = rank_add(e, attempt_id, rank);
-	json_t *rec = record_load(r);
-	r->job_id = jv_int(rec, "job_id", 0);
-	r->grace_ms = jv_int(rec, "grace_ms", 10000);
-	r->start_wall_ms = jv_int(rec, "start_time_ms", 0);
-	const char *error = jv_str(rec, "error", NULL);
-	r->state = EXEC_RUNNING;
+	return e->epoll_fd;
+}
+
+uint64_t exec_reused_total(const struct exec *e)
+{
+	return e->reused;
+}
+
+void exec_set_journal_roll(struct exec *e, int64_t bytes)
+{
+	journal_set_roll(e->journal, bytes);
+}
+
+/* A rank loaded from the journal (or an older agent's record): final, or
+ * running under a shim that is not our child, polled from now on. */
+static void adopt(struct exec *e, struct rank *r)
+{
 	if (r->cgroup && access(r->cgroup, F_OK) != 0) {
 		free(r->cgroup);
 		r->cgroup = NULL;
 	}
-	if (error) {
+	if (r->error && !r->lost) {
 		r->state = EXEC_FAILED;
-		r->error = xstrdup(error);
-	} else if (read_pids(r, rec) != 0) {
-		r->lost_at = now_ms() + STARTING_LOST_MS; /* the shim may still write it */
+		legacy_done(e, r);
+	} else if (r->lost) {
+		set_final(r, 0, r->error);
+		legacy_done(e, r);
+	} else {
+		r->state = EXEC_RUNNING;
+		if (r->shim == 0)
+			r->lost_at = now_ms() + STARTING_LOST_MS; /* the shim may still write it */
+		poll_running(e, r, now_ms(), 0);
 	}
-	json_decref(rec);
-	if (r->state == EXEC_RUNNING)
-		poll_running(r, now_ms(), 0);
 	log_info("rank adopted attempt=%lld rank=%d job=%lld state=%s pid=%d",
-	         (long long)attempt_id, rank, (long long)r->job_id,
+	         (long long)r->attempt_id, r->rank, (long long)r->job_id,
 	         r->state == EXEC_RUNNING ? "running" : "final", (int)r->pgid);
 }
 
-static void adopt_attempt(struct exec *e, const char *dir, int64_t attempt_id)
+/* An older agent's attempt directory, WORK_DIR/attempts/<id>/: its logs
+ * are linked where this agent keeps them (the tombstones and the logs
+ * endpoint find them there; ANVIL_LOG_FILE of a running rank stays
+ * valid) and its records are loaded. */
+static void legacy_attempt(struct exec *e, const char *dir, int64_t attempt_id)
 {
 	DIR *d = opendir(dir);
-	if (!d)
-		return;
 	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "rank-", 5) != 0)
-			continue;
+	while (d && (de = readdir(d))) {
 		char *end;
-		long rank = strtol(de->d_name + 5, &end, 10);
-		if (end != de->d_name + 5 && strcmp(end, ".jsonl") == 0 && rank >= 0 &&
-		    rank < 100000 && !find(e, attempt_id, (int)rank, NULL))
-			adopt(e, attempt_id, (int)rank);
+		long rank = strncmp(de->d_name, "rank-", 5) == 0 ? strtol(de->d_name + 5, &end, 10)
+		                                                 : -1;
+		if (rank < 0 || rank >= 100000 || end == de->d_name + 5)
+			continue;
+		char *path = xasprintf("%s/%s", dir, de->d_name);
+		if (strcmp(end, ".log") == 0) {
+			char *log = exec_log_path(e->work_dir, attempt_id, (int)rank);
+			link(path, log);
+			free(log);
+		} else if (strcmp(end, ".jsonl") == 0 && !find(e, attempt_id, (int)rank, NULL)) {
+			struct rank *r = rank_add(e, attempt_id, (int)rank);
+			json_t *rec = legacy_load(path);
+			load_fields(r, rec, 0);
+			json_decref(rec);
+			r->legacy = path;
+			path = NULL;
+		}
+		free(path);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
 }
 
-static void adopt_all(struct exec *e)
+/* Agents before the journal kept a directory per attempt; once nothing in
+ * it is left to adopt, a marker spares later starts the scan. */
+static void legacy_load_all(struct exec *e)
 {
 	char *top = xasprintf("%s/attempts", e->work_dir);
-	DIR *d = opendir(top);
+	char *done = xasprintf("%s/%s", top, LEGACY_DONE);
+	DIR *d = access(done, F_OK) == 0 ? NULL : opendir(top);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		int64_t id;
 		if (parse_i64(de->d_name, 1, INT64_MAX, &id) != 0)
 			continue;
 		char *dir = xasprintf("%s/%s", top, de->d_name);
-		adopt_attempt(e, dir, id);
+		legacy_attempt(e, dir, id);
 		free(dir);
 	}
-	if (d)
+	if (d) {
 		closedir(d);
+		int fd = open(done, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+	}
+	free(done);
 	free(top);
+}
+
+static void load_all(struct exec *e)
+{
+	e->loading = 1;
+	journal_read(e->journal, on_line, e);
+	e->loading = 0;
+	legacy_load_all(e);
+	for (size_t i = 0; i < e->n; i++)
+		adopt(e, e->ranks[i]);
 }
 
 int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 {
-	char *top = xasprintf("%s/attempts", work_dir);
-	int rc = mkdir_p(top, 0755);
-	free(top);
-	if (rc)
+	char *logs = xasprintf("%s/logs", work_dir), *outd = xasprintf("%s/output", work_dir);
+	char *spare_dirs = xasprintf("%s/spare-output", work_dir);
+	int rc = mkdir_p(logs, 0755);
+	if (rc == 0)
+		rc = mkdir_p(outd, 0755);
+	if (rc == 0)
+		rc = mkdir_p(spare_dirs, 0755);
+	free(logs);
+	free(outd);
+	if (rc) {
+		free(spare_dirs);
+		return rc;
+	}
+	struct journal *j = NULL;
+	if ((rc = journal_open(work_dir, &j)) != 0)
 		return rc;
 	int null_fd = open_high("/dev/null", O_RDWR, 0);
-	if (null_fd < 0)
-		return null_fd;
+	int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (null_fd < 0 || epoll_fd < 0) {
+		rc = null_fd < 0 ? null_fd : -errno;
+		if (null_fd >= 0)
+			close(null_fd);
+		journal_free(j);
+		free(spare_dirs);
+		return rc;
+	}
 	struct exec *e = xcalloc(1, sizeof(*e));
 	e->work_dir = xstrdup(work_dir);
 	e->null_fd = null_fd;
+	e->epoll_fd = epoll_fd;
+	e->journal = j;
+	e->spare_dirs = spare_dirs;
+	spare_dirs_load(e);
 	e->want_spares = EXEC_SPARES_DEFAULT;
 	/* The group is named by node and work dir, so that agents of different
 	 * clusters on one machine (tests, several `anvil up`s) never share one,
@@ -920,7 +1289,7 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 		log_info("running ranks without cgroups reason=\"%s\"",
 		         rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
 	spares_remove_stale(e);
-	adopt_all(e);
+	load_all(e);
 	*out = e;
 	return 0;
 }
@@ -939,8 +1308,15 @@ void exec_free(struct exec *e)
 		free(e->doomed[i]);
 	free(e->doomed);
 	close(e->null_fd);
+	close(e->epoll_fd);
+	journal_free(e->journal);
+	free(e->exiting);
+	free(e->spare_dirs);
+	free(e->free_dirs);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
+		if (r->sock >= 0)
+			close(r->sock); /* a shim still running a rank exits after it */
 		/* A killed process leaves its cgroup a moment after the signal. */
 		for (int tries = 0; r->cgroup_left && tries < 20; tries++) {
 			cgroup_tidy(r);
@@ -1013,16 +1389,28 @@ void exec_ack(struct exec *e, int64_t attempt_id, int rank)
 		r->acked = 1;
 }
 
+static void rank_drop(struct exec *e, size_t i)
+{
+	rank_free(e->ranks[i]);
+	e->ranks[i] = e->ranks[--e->n];
+}
+
 void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 {
 	size_t i;
 	struct rank *r = find(e, attempt_id, rank, &i);
 	if (!r || r->state == EXEC_RUNNING)
 		return;
-	char *path = rank_file(r, "jsonl");
-	unlink(path);
-	free(path);
+	journal_put(e, json_pack("{s:I,s:i,s:b}", "attempt_id", (json_int_t)r->attempt_id, "rank",
+	                         r->rank, "forgotten", 1));
+	if (r->legacy)
+		unlink(r->legacy);
 	cgroup_tidy(r);
-	rank_free(r);
-	e->ranks[i] = e->ranks[--e->n];
+	reap(r);
+	if (r->own && r->shim > 0) {
+		e->exiting = xrealloc(e->exiting, (e->nexiting + 1) * sizeof(*e->exiting));
+		e->exiting[e->nexiting++] = r->shim;
+	}
+	rank_drop(e, i);
+	output_done(e, attempt_id);
 }

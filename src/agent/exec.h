@@ -3,23 +3,32 @@
  * Each rank runs under a small shim process (agent/shim.h): the shim calls
  * setsid() (so it outlives an agent killed with SIGKILL), vforks the rank's
  * command into a new process group (and, where the machine has a writable
- * v1 cgroup hierarchy, a per-rank cgroup: agent/cgroup.h), waits for it and
- * records its wait status. The shim is usually a spare, forked ahead of
- * time and already in a cgroup that becomes the rank's (see "Spare shims"
- * below); else the agent forks one at the start. Files per rank, under
- * WORK_DIR/attempts/<attempt_id>/:
+ * v1 cgroup hierarchy, a per-rank cgroup: agent/cgroup.h), waits for it,
+ * records its wait status and tells the executor on its socket. The shim
+ * is usually a spare, forked ahead of time (or left by an earlier rank)
+ * and already in a cgroup that becomes the rank's (see "Spare shims"
+ * below); else the agent forks one at the start. On disk, under WORK_DIR:
  *
- *   rank-R.jsonl  the record, one JSON object per line, appended: the
- *                 agent's {attempt_id, rank, job_id, grace_ms,
- *                 start_time_ms} before the shim starts (or with "error"
- *                 when it cannot start); the shim's {shim, pgid} once the
- *                 command runs and {wait_status} when it ends. Removed by
- *                 exec_forget()
- *   rank-R.log    the command's stdout and stderr (appended)
- *   output/       ANVIL_OUTPUT_DIR, the default working directory
+ *   ranks-<seq>.jsonl   the journal (agent/journal.h): one line per event
+ *                       of a rank, keyed by attempt id and rank: the
+ *                       agent's {job_id, grace_ms, start_time_ms} before
+ *                       the shim starts (or with "error" when it cannot
+ *                       start); the shim's {shim, pgid} once the command
+ *                       runs and {wait_status} when it ends; "forgotten"
+ *                       from exec_forget()
+ *   logs/<attempt_id>-<rank>.log
+ *                       the command's stdout and stderr (ANVIL_LOG_FILE);
+ *                       never removed: it is also the sign that the rank
+ *                       ran here (exec_start refuses to run it again)
+ *   output/<attempt_id>/
+ *                       ANVIL_OUTPUT_DIR, the default working directory
  *
- * so a new executor over the same work dir (exec_new) re-adopts the ranks
- * that still run and reads the real exit status of those that ended.
+ * two new files per rank, so a new executor over the same work dir
+ * (exec_new) re-adopts the ranks that still run and reads the real exit
+ * status of those that ended. Work dirs of agents before the journal
+ * (attempts/<attempt_id>/rank-R.{jsonl,log} and output/) are read once:
+ * their logs are linked into logs/, their ranks adopted, and a finished
+ * one's record moves into the journal.
  *
  *   exec_start ──► RUNNING ──(command ends, exec_poll)──────────► EXITED
  *       │             └─exec_stop: TERM to group and cgroup,     ▲
@@ -29,8 +38,8 @@
  *
  * When a rank ends, whatever it left behind in its group or cgroup is
  * killed. The executor is not thread-safe: one thread owns it. It never
- * installs signal handlers; the owner calls exec_poll() on SIGCHLD and when
- * exec_next_poll_ms() says so.
+ * installs signal handlers; the owner calls exec_poll() when exec_fd() is
+ * readable, on SIGCHLD and when exec_next_poll_ms() says so.
  */
 #ifndef ANVIL_AGENT_EXEC_H
 #define ANVIL_AGENT_EXEC_H
@@ -78,10 +87,13 @@ int exec_uses_cgroups(const struct exec *e);
 const char *exec_cgroup_root(const struct exec *e);
 
 /* Spare shims (agent/shim.h), each waiting in a cgroup ROOT/spare-*, take
- * the cgroup join and the fork of the shim off a rank's start. exec_poll
- * makes up their number (ending extra ones), so exec_next_poll_ms is 0
- * while one is missing; a rank that finds none, or whose launch does not
- * fit a spare, starts by the direct path. */
+ * the cgroup join and the fork of the shim off a rank's start. A rank's
+ * shim that came from the pool goes back to it when the rank ends (its
+ * emptied cgroup renamed back to a spare's), up to EXEC_SPARES_MAX; extras
+ * above the wanted number end after idling a while. exec_poll makes up the
+ * number, so exec_next_poll_ms is 0 while one is missing; a rank that
+ * finds none, or whose launch does not fit a spare, starts by the direct
+ * path (a shim forked for it, which exits after it). */
 #define EXEC_SPARES_DEFAULT 2
 #define EXEC_SPARES_MAX     8
 /* How many spares to keep, 0 to EXEC_SPARES_MAX. */
@@ -90,6 +102,12 @@ void exec_set_spares(struct exec *e, int n);
 int exec_spares(const struct exec *e, int *pids, int max);
 /* Ranks started through a spare. */
 uint64_t exec_started_spare_total(const struct exec *e);
+/* Shims that went back to the pool after their rank. */
+uint64_t exec_reused_total(const struct exec *e);
+/* Readable when a shim has something to tell: call exec_poll. */
+int exec_fd(const struct exec *e);
+/* For tests: roll the journal to a new segment past bytes. */
+void exec_set_journal_roll(struct exec *e, int64_t bytes);
 
 /* Starts a rank: 0 when it runs, or when it could not start (then it is
  * FAILED with the reason); -EEXIST when the executor knows it already;
@@ -120,7 +138,7 @@ void exec_ack(struct exec *e, int64_t attempt_id, int rank);
 /* Drops a final rank and its record (its log and output stay). */
 void exec_forget(struct exec *e, int64_t attempt_id, int rank);
 
-/* WORK_DIR/attempts/<attempt_id>/rank-<rank>.log; free() it. */
+/* WORK_DIR/logs/<attempt_id>-<rank>.log; free() it. */
 char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank);
 
 #endif

@@ -41,6 +41,9 @@ static void get_metrics(struct serve *s, struct httpd_req *req)
 	metric(o, "anvil_agent_ranks_started_spare_total", "counter",
 	       "Ranks started through a spare shim (already in its cgroup).",
 	       atomic_load(&st->ranks_started_spare_total));
+	metric(o, "anvil_agent_shims_reused_total", "counter",
+	       "Shims that went back to the spare pool after their rank.",
+	       atomic_load(&st->shims_reused_total));
 	metric(o, "anvil_agent_sync_total", "counter", "Sync requests completed.",
 	       atomic_load(&st->sync_total));
 	metric(o, "anvil_agent_sync_errors_total", "counter",

@@ -23,6 +23,7 @@ struct serve_stats {
 	atomic_llong ranks_running;
 	atomic_llong ranks_started_total;
 	atomic_llong ranks_started_spare_total;
+	atomic_llong shims_reused_total;
 	atomic_llong sync_total;
 	atomic_llong sync_errors_total;
 	atomic_llong gpus;

@@ -13,9 +13,16 @@
 #include <unistd.h>
 
 #define SPARE_MAGIC  0x6c766e61u /* "anvl" */
-#define SPARE_FIXED  5           /* strings before argv: see encode_launch */
+#define SPARE_FIXED  6           /* strings before argv: see encode_launch */
 #define SPARE_FDS    2           /* log_fd, record_fd */
 #define SPARE_HEADER (4 * sizeof(uint32_t))
+
+/* What a shim tells the agent on its socket: one datagram each. */
+enum { SHIM_STARTED = 1, SHIM_ENDED = 2 };
+struct shim_msg {
+	int32_t kind;
+	int32_t value; /* STARTED: the command's pid (0: not forked); ENDED: wait status */
+};
 
 /* Everything below until shim_spawn runs in a forked child of a process
  * that may have other threads: async-signal-safe calls only (no malloc, no
@@ -56,11 +63,12 @@ static char *fmt_long(char *end, long v)
 	return end;
 }
 
-/* Appends {"KEY_A":a[,"KEY_B":b]}\n to the record in one write(): a
+/* Appends {KEY,"KEY_A":a[,"KEY_B":b]}\n to the journal in one write(): a
  * reader (or a crash) sees the whole line or none of it. */
-static void put_record(int fd, const char *key_a, long a, const char *key_b, long b)
+static void put_record(int fd, const char *key, const char *key_a, long a, const char *key_b,
+                       long b)
 {
-	char line[128], *end = line + sizeof(line) - 1;
+	char line[256], *end = line + sizeof(line) - 1;
 	*end = '\0';
 	char *p = end;
 	*--p = '\n';
@@ -80,8 +88,22 @@ static void put_record(int fd, const char *key_a, long a, const char *key_b, lon
 	for (size_t n = strlen(key_a); n > 0; n--)
 		*--p = key_a[n - 1];
 	*--p = '"';
+	size_t klen = strlen(key);
+	if (klen > (size_t)(p - line) - 2)
+		return; /* cannot happen: the key is two integers */
+	*--p = ',';
+	for (size_t n = klen; n > 0; n--)
+		*--p = key[n - 1];
 	*--p = '{';
 	put(fd, p);
+}
+
+static void tell(int sock, int32_t kind, int32_t value)
+{
+	struct shim_msg m = {kind, value};
+	ssize_t w;
+	while ((w = send(sock, &m, sizeof(m), MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
 }
 
 static void close_range_from(unsigned lo, unsigned hi)
@@ -127,7 +149,7 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static _Noreturn void run_command(const struct shim_launch *l, int pipe_w)
+static _Noreturn void run_command(const struct shim_launch *l, int sock)
 {
 	reset_signals();
 	setpgid(0, 0);
@@ -137,7 +159,7 @@ static _Noreturn void run_command(const struct shim_launch *l, int pipe_w)
 			put_errno(2, "anvil: warning: cannot join the rank's cgroup: ", errno);
 		close(l->cgroup_fd);
 	}
-	close(pipe_w);
+	close(sock);
 	close(l->record_fd);
 	if (chdir(l->cwd) < 0) {
 		put_errno(2, l->msg_cwd, errno);
@@ -155,11 +177,11 @@ static _Noreturn void run_command(const struct shim_launch *l, int pipe_w)
 /* The shim is single-threaded and the child only makes async-signal-safe
  * calls before execve or _exit, so vfork: no copy of the address space
  * (a fork of the agent's), and the shim resumes once the command execs. */
-static pid_t spawn_command(const struct shim_launch *l, int pipe_w)
+static pid_t spawn_command(const struct shim_launch *l, int sock)
 {
 	pid_t pid = vfork();
 	if (pid == 0)
-		run_command(l, pipe_w);
+		run_command(l, sock);
 	return pid;
 }
 
@@ -176,61 +198,80 @@ static void block_signals(void)
 	sigprocmask(SIG_BLOCK, &block, NULL);
 }
 
-static _Noreturn void run_shim(const struct shim_launch *l, int pipe_w)
+/* Runs one rank: its command with stdout and stderr in the log, its two
+ * journal lines and SHIM_STARTED; returns the command's wait status with
+ * the shim's own fds 1 and 2 back on /dev/null (fd 0) and the rank's fds
+ * closed. */
+static int run_rank(const struct shim_launch *l, int sock)
 {
-	block_signals();
-	setsid(); /* fails harmlessly in a spare, which did it already */
-	dup2(l->null_fd, 0);
 	dup2(l->log_fd, 1);
 	dup2(l->log_fd, 2);
-	close_others(l->cgroup_fd, pipe_w, l->record_fd);
+	close_others(l->cgroup_fd, sock, l->record_fd);
 	int status = 127 << 8;
-	pid_t cmd = spawn_command(l, pipe_w);
+	pid_t cmd = spawn_command(l, sock);
 	if (l->cgroup_fd >= 0)
 		close(l->cgroup_fd);
 	if (cmd < 0) {
 		put_errno(2, "anvil: cannot fork the command: ", errno);
-		cmd = 0; /* "taken, but no command": the record says 127 */
-		ssize_t w = write(pipe_w, &cmd, sizeof(cmd));
-		(void)w;
-		close(pipe_w);
+		tell(sock, SHIM_STARTED, 0); /* "taken, but no command": the record says 127 */
 	} else {
 		setpgid(cmd, cmd); /* also here: the group exists before we report it */
-		put_record(l->record_fd, "shim", (long)getpid(), "pgid", (long)cmd);
-		ssize_t w = write(pipe_w, &cmd, sizeof(cmd));
-		(void)w;
-		close(pipe_w);
+		put_record(l->record_fd, l->record_key, "shim", (long)getpid(), "pgid", (long)cmd);
+		tell(sock, SHIM_STARTED, cmd);
 		while (waitpid(cmd, &status, 0) < 0 && errno == EINTR)
 			;
 	}
-	put_record(l->record_fd, "wait_status", (long)status, NULL, 0);
+	put_record(l->record_fd, l->record_key, "wait_status", (long)status, NULL, 0);
+	close(l->record_fd);
+	dup2(0, 1);
+	dup2(0, 2);
+	return status;
+}
+
+/* A shim started for one rank: it exits after it. */
+static _Noreturn void run_shim(const struct shim_launch *l, int sock)
+{
+	block_signals();
+	setsid();
+	dup2(l->null_fd, 0);
+	tell(sock, SHIM_ENDED, run_rank(l, sock));
 	_exit(0);
 }
 
-int shim_spawn(const struct shim_launch *l, pid_t *shim_pid, pid_t *pgid)
+/* Waits for SHIM_STARTED; the command's pid, or -ECHILD when the shim
+ * ended without it. */
+static int wait_started(int sock, pid_t *pgid)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	struct shim_msg m;
+	ssize_t r;
+	while ((r = recv(sock, &m, sizeof(m), 0)) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)sizeof(m) || m.kind != SHIM_STARTED)
+		return -ECHILD;
+	*pgid = m.value;
+	return 0;
+}
+
+int shim_spawn(const struct shim_launch *l, struct shim *out, pid_t *pgid)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
 	pid_t pid = fork();
 	if (pid < 0) {
 		int rc = -errno;
-		close(fds[0]);
-		close(fds[1]);
+		close(sv[0]);
+		close(sv[1]);
 		return rc;
 	}
 	if (pid == 0) {
-		close(fds[0]);
-		run_shim(l, fds[1]);
+		close(sv[0]);
+		run_shim(l, sv[1]);
 	}
-	close(fds[1]);
-	pid_t cmd = 0;
-	ssize_t r;
-	while ((r = read(fds[0], &cmd, sizeof(cmd))) < 0 && errno == EINTR)
-		;
-	close(fds[0]);
-	*shim_pid = pid;
-	*pgid = r == (ssize_t)sizeof(cmd) ? cmd : 0;
+	close(sv[1]);
+	*out = (struct shim){.pid = pid, .sock = sv[0]};
+	if (wait_started(sv[0], pgid) != 0)
+		*pgid = 0; /* the shim died: the agent finds out from its end */
 	return 0;
 }
 
@@ -274,9 +315,10 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	        .null_fd = 0, /* already /dev/null */
 	        .cgroup_fd = -1,
 	        .record_fd = -1,
-	        .msg_notfound = fixed[2],
-	        .msg_exec = fixed[3],
-	        .msg_cwd = fixed[4],
+	        .record_key = fixed[2],
+	        .msg_notfound = fixed[3],
+	        .msg_exec = fixed[4],
+	        .msg_cwd = fixed[5],
 	};
 	return 0;
 }
@@ -306,6 +348,7 @@ static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS])
 	return (size_t)n;
 }
 
+/* A spare: joins its cgroup, then runs one rank per launch until EOF. */
 static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf, char **vec)
 {
 	block_signals();
@@ -320,19 +363,23 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 		join_err = errno;
 	if (cgroup_fd >= 0)
 		close(cgroup_fd);
-	int fds[SPARE_FDS] = {-1, -1};
-	size_t n = receive_launch(sock, buf, fds);
-	struct shim_launch l;
-	if (n == 0 || decode_launch(buf, n, vec, &l) != 0)
-		_exit(n == 0 ? 0 : 1);
-	l.log_fd = fds[0];
-	l.record_fd = fds[1];
-	if (join_err)
-		put_errno(l.log_fd, "anvil: warning: cannot join the rank's cgroup: ", join_err);
-	run_shim(&l, sock);
+	for (;;) {
+		int fds[SPARE_FDS] = {-1, -1};
+		size_t n = receive_launch(sock, buf, fds);
+		struct shim_launch l;
+		if (n == 0 || decode_launch(buf, n, vec, &l) != 0)
+			_exit(n == 0 ? 0 : 1);
+		l.log_fd = fds[0];
+		l.record_fd = fds[1];
+		if (join_err)
+			put_errno(l.log_fd,
+			          "anvil: warning: cannot join the rank's cgroup: ", join_err);
+		join_err = 0;
+		tell(sock, SHIM_ENDED, run_rank(&l, sock));
+	}
 }
 
-int shim_spare_fork(int cgroup_fd, int null_fd, struct shim_spare *out)
+int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -354,7 +401,7 @@ int shim_spare_fork(int cgroup_fd, int null_fd, struct shim_spare *out)
 		rc = -errno;
 		goto out;
 	}
-	*out = (struct shim_spare){.pid = pid, .sock = sv[0]};
+	*out = (struct shim){.pid = pid, .sock = sv[0]};
 	sv[0] = -1;
 out:
 	if (sv[0] >= 0)
@@ -368,8 +415,8 @@ out:
 /* The strings of l in decode_launch's order. */
 static size_t launch_strings(const struct shim_launch *l, const char **out, size_t max)
 {
-	const char *fixed[SPARE_FIXED] = {l->path ? l->path : "", l->cwd, l->msg_notfound,
-	                                  l->msg_exec, l->msg_cwd};
+	const char *fixed[SPARE_FIXED] = {l->path ? l->path : "", l->cwd,      l->record_key,
+	                                  l->msg_notfound,        l->msg_exec, l->msg_cwd};
 	size_t n = 0;
 	for (int i = 0; i < SPARE_FIXED; i++)
 		if (n < max)
@@ -451,7 +498,7 @@ static int send_launch(int sock, const char *buf, size_t len, const int fds[SPAR
 	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
 }
 
-int shim_spare_launch(struct shim_spare *s, const struct shim_launch *l, pid_t *pgid)
+int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid)
 {
 	size_t len;
 	char *buf = encode_launch(l, &len);
@@ -460,20 +507,24 @@ int shim_spare_launch(struct shim_spare *s, const struct shim_launch *l, pid_t *
 	int fds[SPARE_FDS] = {l->log_fd, l->record_fd};
 	int rc = send_launch(s->sock, buf, len, fds);
 	free(buf);
-	if (rc)
-		return rc;
-	pid_t cmd = 0;
-	ssize_t r;
-	while ((r = recv(s->sock, &cmd, sizeof(cmd), 0)) < 0 && errno == EINTR)
-		;
-	if (r != (ssize_t)sizeof(cmd))
-		return -ECHILD;
-	shim_spare_close(s);
-	*pgid = cmd;
-	return 0;
+	return rc ? rc : wait_started(s->sock, pgid);
 }
 
-void shim_spare_close(struct shim_spare *s)
+int shim_ended(struct shim *s, int *wait_status)
+{
+	struct shim_msg m;
+	ssize_t r;
+	while ((r = recv(s->sock, &m, sizeof(m), MSG_DONTWAIT)) < 0 && errno == EINTR)
+		;
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (r != (ssize_t)sizeof(m) || m.kind != SHIM_ENDED)
+		return -ECHILD;
+	*wait_status = m.value;
+	return 1;
+}
+
+void shim_close(struct shim *s)
 {
 	if (s->sock >= 0)
 		close(s->sock);

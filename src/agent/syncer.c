@@ -453,14 +453,19 @@ void syncer_step(struct syncer *s)
 	curl_multi_perform(s->multi, &running); /* put the request on the wire now */
 }
 
-void syncer_wait(struct syncer *s, int fd, int64_t timeout_ms, int *fd_ready)
+void syncer_wait(struct syncer *s, const int *fds, int nfds, int64_t timeout_ms, int *ready)
 {
-	struct curl_waitfd w = {.fd = fd, .events = CURL_WAIT_POLLIN};
+	struct curl_waitfd w[SYNCER_WAIT_FDS];
 	int n = 0;
+	if (nfds > SYNCER_WAIT_FDS)
+		nfds = SYNCER_WAIT_FDS;
+	for (int i = 0; i < nfds; i++)
+		w[i] = (struct curl_waitfd){.fd = fds[i], .events = CURL_WAIT_POLLIN};
 	if (timeout_ms < 0 || timeout_ms > 1000)
 		timeout_ms = 1000;
-	curl_multi_poll(s->multi, fd >= 0 ? &w : NULL, fd >= 0 ? 1 : 0, (int)timeout_ms, &n);
-	*fd_ready = fd >= 0 && (w.revents & CURL_WAIT_POLLIN);
+	curl_multi_poll(s->multi, nfds > 0 ? w : NULL, (unsigned)nfds, (int)timeout_ms, &n);
+	for (int i = 0; i < nfds; i++)
+		ready[i] = (w[i].revents & CURL_WAIT_POLLIN) != 0;
 }
 
 int64_t syncer_next_ms(const struct syncer *s)
@@ -499,7 +504,7 @@ void syncer_flush(struct syncer *s, int64_t timeout_ms)
 		int ready;
 		collect(s);
 		if (s->calls[0].active)
-			syncer_wait(s, -1, end - now_ms(), &ready);
+			syncer_wait(s, NULL, 0, end - now_ms(), &ready);
 	}
 	call_reset(s, &s->calls[0]);
 }

@@ -43,9 +43,10 @@ void syncer_changed(struct syncer *s);
 
 /* Sends what is due, handles answers. Call after every wake-up. */
 void syncer_step(struct syncer *s);
-/* Waits up to timeout_ms for network activity or for fd to be readable
- * (*fd_ready set). */
-void syncer_wait(struct syncer *s, int fd, int64_t timeout_ms, int *fd_ready);
+/* Waits up to timeout_ms for network activity or for one of the nfds fds
+ * (at most SYNCER_WAIT_FDS) to be readable; ready[i] says which. */
+#define SYNCER_WAIT_FDS 4
+void syncer_wait(struct syncer *s, const int *fds, int nfds, int64_t timeout_ms, int *ready);
 /* Milliseconds until syncer_step has something to do without I/O. */
 int64_t syncer_next_ms(const struct syncer *s);
 

@@ -51,10 +51,14 @@ static const struct jv_field sync_fields[] = {
 };
 
 static const struct jv_field report_fields[] = {
-        {"attempt_id", JV_INT, 1, 1, INT64_MAX}, {"rank", JV_INT, 1, 0, 1023},
-        {"state", JV_STRING, 1, 1, 31},          {"pid", JV_INT, 0, 0, INT32_MAX},
-        {"exit_code", JV_INT, 0, 0, 255},        {"signal", JV_INT, 0, 0, 128},
-        {"error", JV_STRING, 0, 0, 4096},        {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX},
+        {"attempt_id", JV_INT, 1, 1, INT64_MAX},
+        {"rank", JV_INT, 1, 0, 1023},
+        {"state", JV_STRING, 1, 1, 31},
+        {"pid", JV_INT, 0, 0, INT32_MAX},
+        {"exit_code", JV_INT, 0, 0, 255},
+        {"signal", JV_INT, 0, 0, 128},
+        {"error", JV_STRING, 0, 0, 4096},
+        {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX},
         {NULL, 0, 0, 0, 0},
 };
 

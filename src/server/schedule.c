@@ -33,12 +33,12 @@ struct scratch {
 	struct sched_team *teams;
 };
 
-#define ENSURE(arr, cap, n)                                                                \
-	do {                                                                               \
-		if ((size_t)(n) > (cap)) {                                                 \
-			(cap) = (size_t)(n) * 2;                                           \
-			(arr) = xrealloc((arr), sizeof(*(arr)) * (cap));                   \
-		}                                                                          \
+#define ENSURE(arr, cap, n)                                                                        \
+	do {                                                                                       \
+		if ((size_t)(n) > (cap)) {                                                         \
+			(cap) = (size_t)(n)*2;                                                     \
+			(arr) = xrealloc((arr), sizeof(*(arr)) * (cap));                           \
+		}                                                                                  \
 	} while (0)
 
 void state_sched_free(struct state *st)
@@ -241,14 +241,17 @@ static void fill_policy(struct state *st, struct scratch *x, struct sched_snapsh
 	int k = 0;
 	for (int i = 0; i < st->nqueues; i++) {
 		const struct queue *q = &st->queues[i];
-		x->queues[i] = (struct sched_queue){.id = q->sched_id, .priority = q->priority,
-		                                    .weight = q->weight, .borrowing = q->borrowing,
-		                                    .default_time_limit_ms = q->default_time_limit_ms};
+		x->queues[i] =
+		        (struct sched_queue){.id = q->sched_id,
+		                             .priority = q->priority,
+		                             .weight = q->weight,
+		                             .borrowing = q->borrowing,
+		                             .default_time_limit_ms = q->default_time_limit_ms};
 		for (int m = 0; m < q->nquotas; m++)
-			x->quotas[k++] = (struct sched_quota){
-			        .queue = q->sched_id,
-			        .team = state_intern(st, q->quotas[m].team),
-			        .nominal_gpus = q->quotas[m].nominal_gpus};
+			x->quotas[k++] =
+			        (struct sched_quota){.queue = q->sched_id,
+			                             .team = state_intern(st, q->quotas[m].team),
+			                             .nominal_gpus = q->quotas[m].nominal_gpus};
 	}
 	for (int i = 0; i < st->nteams; i++)
 		x->teams[i] = (struct sched_team){
@@ -334,8 +337,8 @@ static int placement_ok(struct state *st, const struct job *j, const struct sche
 		if (idx < 0 || idx >= st->nnodes)
 			return 0;
 		const struct node *n = st->nodes[idx];
-		if ((n->gpus_used & p->ranks[r].gpus) || __builtin_popcountll(p->ranks[r].gpus) != j->gpus ||
-		    n->state != NODE_READY)
+		if ((n->gpus_used & p->ranks[r].gpus) ||
+		    __builtin_popcountll(p->ranks[r].gpus) != j->gpus || n->state != NODE_READY)
 			return 0;
 	}
 	return 1;
@@ -363,8 +366,9 @@ static void apply_placement(struct state *st, const struct sched_placement *p)
 
 static void apply_preemption(struct state *st, const struct sched_preemption *pr)
 {
-	struct attempt *a =
-	        pr->attempt_id >= 1 && pr->attempt_id <= st->nattempts ? st->attempts[pr->attempt_id - 1] : NULL;
+	struct attempt *a = pr->attempt_id >= 1 && pr->attempt_id <= st->nattempts
+	                            ? st->attempts[pr->attempt_id - 1]
+	                            : NULL;
 	if (!a || job_state_final(a->state) || a->ending)
 		return;
 	struct job *j = state_job(st, a->job_id);
@@ -374,10 +378,12 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	if (for_job) /* what its victims free is held for it (sched.h) */
 		for_job->preempt_held_ms = wall_ms();
 	snprintf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
-	         (long long)pr->for_job_id, pr->reclaim ? "its team reclaims its quota" : "higher priority");
+	         (long long)pr->for_job_id,
+	         pr->reclaim ? "its team reclaims its quota" : "higher priority");
 	state_mark_job(st, j);
 	state_event(st, "job.preempted", j->id, 0, "attempt %lld preempted for job %lld (%s)",
-	            (long long)a->id, (long long)pr->for_job_id, pr->reclaim ? "reclaim" : "priority");
+	            (long long)a->id, (long long)pr->for_job_id,
+	            pr->reclaim ? "reclaim" : "priority");
 	state_attempt_stop(st, a);
 }
 

@@ -400,7 +400,8 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	                  "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
 	                  opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
 	json_object_set_new(o, "borrowed", json_boolean(a->borrowed));
-	json_object_set_new(o, "checkpoint_time_ms", opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
+	json_object_set_new(o, "checkpoint_time_ms",
+	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
 	if (a->preempted)
 		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
 	return o;

@@ -91,7 +91,7 @@ struct state {
 	int64_t aging_ms;
 	int64_t preempt_min_runtime_ms; /* sched_config.min_runtime_ms */
 	int preempt_loss_pct;           /* sched_config.preempt_loss_pct */
-	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */
+	void *sched;                    /* struct sched *, with its snapshot scratch (schedule.c) */
 	void *scratch;
 
 	struct job **dirty_jobs;

@@ -132,11 +132,11 @@ TEST(env_and_cwd)
 	char *log = read_log(2);
 	char want[512];
 	CHECK_CONTAINS(log, "foo=bar baz cvd=0,1");
-	snprintf(want, sizeof(want), "out=%s/attempts/2/output\n", work);
+	snprintf(want, sizeof(want), "out=%s/output/2\n", work);
 	CHECK_CONTAINS(log, want);
-	snprintf(want, sizeof(want), "log=%s/attempts/2/rank-0.log\n", work);
+	snprintf(want, sizeof(want), "log=%s/logs/2-0.log\n", work);
 	CHECK_CONTAINS(log, want);
-	snprintf(want, sizeof(want), "pwd=%s/attempts/2/output\n", work);
+	snprintf(want, sizeof(want), "pwd=%s/output/2\n", work);
 	CHECK_CONTAINS(log, want);
 	CHECK_CONTAINS(log, "secret=unset");
 	free(log);
@@ -373,13 +373,56 @@ TEST(spare_runs_the_rank_in_its_cgroup)
 	check_rank_cgroup(e, log, 30);
 	free(log);
 	CHECK_INT(exec_started_spare_total(e), 1);
-	/* exec_poll made a new one (wait_final polls); it is not the used one. */
+	/* exec_poll made a new one (wait_final polls), and the used one went
+	 * back to the pool, last, in a spare cgroup again. */
 	int now[EXEC_SPARES_MAX];
-	CHECK_INT(exec_spares(e, now, EXEC_SPARES_MAX), EXEC_SPARES_DEFAULT);
-	for (int i = 0; i < EXEC_SPARES_DEFAULT; i++)
-		CHECK(now[i] != pids[0]);
+	CHECK_INT(exec_spares(e, now, EXEC_SPARES_MAX), EXEC_SPARES_DEFAULT + 1);
+	CHECK_INT(now[EXEC_SPARES_DEFAULT], pids[0]);
+	CHECK_INT(exec_reused_total(e), 1);
 	CHECK_INT(spare_cgroups(exec_cgroup_root(e)),
-	          exec_uses_cgroups(e) ? EXEC_SPARES_DEFAULT : 0);
+	          exec_uses_cgroups(e) ? EXEC_SPARES_DEFAULT + 1 : 0);
+	teardown(e);
+}
+
+/* A shim runs rank after rank: each in its own cgroup, with its own log,
+ * nothing of the one before left open, and stopping one kills its tree. */
+TEST(reused_shim_runs_the_next_rank)
+{
+	struct exec *e = setup();
+	exec_set_spares(e, 1);
+	exec_poll(e);
+	int first[1];
+	CHECK_INT(exec_spares(e, first, 1), 1);
+	for (int64_t a = 50; a < 53; a++) {
+		/* The pool's oldest is used: end the others so it is our shim. */
+		int pids[EXEC_SPARES_MAX];
+		int n = exec_spares(e, pids, EXEC_SPARES_MAX);
+		CHECK(n >= 1);
+		char *log = run_whoami(e, a);
+		char want[64];
+		snprintf(want, sizeof(want), "ppid=%d\n", pids[0]);
+		CHECK_CONTAINS(log, want);
+		check_rank_cgroup(e, log, a);
+		free(log);
+		exec_ack(e, a, 0);
+		exec_forget(e, a, 0);
+	}
+	CHECK(exec_reused_total(e) >= 2);
+	/* A reused shim's rank is stopped with its whole tree. */
+	char script[512], pidfile[128];
+	snprintf(pidfile, sizeof(pidfile), "%s/pids", work);
+	snprintf(script, sizeof(script), "setsid sleep 100 & echo $! >> %s; wait", pidfile);
+	start(e, 54, script, NULL);
+	pid_t pid;
+	read_pids(pidfile, &pid, 1);
+	CHECK_INT(exec_stop(e, 54, 0, 1000), 0);
+	CHECK_INT(wait_final(e, 54, 5000).signal, SIGTERM);
+	sleep_ms(50);
+	if (exec_uses_cgroups(e))
+		CHECK(!alive(pid));
+	else
+		kill(pid, SIGKILL);
+	CHECK_INT(exec_started_spare_total(e), 4);
 	teardown(e);
 }
 
@@ -502,6 +545,134 @@ TEST(crash_leaves_no_spare_and_rank_is_adopted)
 	s = wait_final(e, 40, 5000);
 	CHECK_INT(s.state, EXEC_EXITED);
 	CHECK_INT(s.exit_code, 7);
+	teardown(e);
+}
+
+static int entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void forget(struct exec *e, int64_t attempt)
+{
+	exec_ack(e, attempt, 0);
+	exec_forget(e, attempt, 0);
+}
+
+/* An output directory left empty is reused for a later attempt; one with
+ * files stays. */
+TEST(empty_output_dir_is_reused)
+{
+	struct exec *e = setup();
+	char path[256], spares[256];
+	snprintf(spares, sizeof(spares), "%s/spare-output", work);
+	start(e, 60, "true", NULL);
+	start(e, 61, "echo hi > \"$ANVIL_OUTPUT_DIR/x\"", NULL);
+	CHECK_INT(wait_final(e, 60, 5000).exit_code, 0);
+	CHECK_INT(wait_final(e, 61, 5000).exit_code, 0);
+	forget(e, 60);
+	forget(e, 61);
+	snprintf(path, sizeof(path), "%s/output/60", work);
+	CHECK(access(path, F_OK) != 0);
+	snprintf(path, sizeof(path), "%s/output/61/x", work);
+	CHECK(access(path, F_OK) == 0);
+	CHECK_INT(entries(spares), 1);
+	start(e, 62, "ls -A \"$ANVIL_OUTPUT_DIR\"; echo end; pwd", NULL);
+	CHECK_INT(wait_final(e, 62, 5000).exit_code, 0);
+	CHECK_INT(entries(spares), 0);
+	char *log = read_log(62);
+	char want[256];
+	snprintf(want, sizeof(want), "end\n%s/output/62\n", work);
+	CHECK_CONTAINS(log, want);
+	CHECK(strncmp(log, "end\n", 4) == 0);
+	free(log);
+	/* The log is the tombstone: a forgotten rank never runs again. */
+	forget(e, 62);
+	const char *argv[] = {"true", NULL};
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 62, .argv = argv}), -EALREADY);
+	teardown(e);
+}
+
+/* The journal rolls into new segments; an old one goes once no running
+ * rank's shim writes to it, and what it knew of unforgotten ranks lives on:
+ * a new executor finds every final rank's exit code and the running one. */
+TEST(journal_rolls_and_keeps_unforgotten_ranks)
+{
+	struct exec *e = setup();
+	exec_set_journal_roll(e, 200); /* about one rank's lines */
+	start(e, 70, "sleep 0.6; exit 5", NULL);
+	for (int64_t a = 71; a < 76; a++) {
+		start(e, a, "exit 3", NULL);
+		CHECK_INT(wait_final(e, a, 5000).exit_code, 3);
+		if (a % 2)
+			forget(e, a); /* 71, 73, 75 */
+	}
+	/* 70 still runs: its segment (the first) stays. */
+	char first[256];
+	snprintf(first, sizeof(first), "%s/ranks-1.jsonl", work);
+	CHECK(access(first, F_OK) == 0);
+	CHECK_INT(wait_final(e, 70, 5000).exit_code, 5);
+	exec_poll(e);
+	CHECK(access(first, F_OK) != 0);
+	exec_free(e);
+	CHECK_INT(exec_new(work, node, &e), 0);
+	CHECK_INT(exec_count(e), 3);
+	int64_t want[3][2] = {{70, 5}, {72, 3}, {74, 3}};
+	for (int i = 0; i < 3; i++) {
+		struct exec_status st;
+		CHECK_INT(exec_find(e, want[i][0], 0, &st), 0);
+		CHECK_INT(st.state, EXEC_EXITED);
+		CHECK_INT(st.exit_code, (int)want[i][1]);
+		CHECK_INT(st.job_id, want[i][0] * 10);
+	}
+	teardown(e);
+}
+
+/* A work dir of an agent before the journal: attempts/<id>/rank-R.jsonl
+ * and rank-R.log. The ranks are adopted, the logs served from the new
+ * place, and a finished rank is never run again. */
+TEST(older_work_dir_is_adopted)
+{
+	log_init("test", LOG_WARN);
+	snprintf(work, sizeof(work), "/tmp/anvil-exec-XXXXXX");
+	CHECK(mkdtemp(work) != NULL);
+	snprintf(node, sizeof(node), "test-%d", (int)getpid());
+	char dir[256], path[300];
+	snprintf(dir, sizeof(dir), "%s/attempts/80", work);
+	CHECK_INT(mkdir_p(dir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/rank-0.jsonl", dir);
+	const char *rec = "{\"attempt_id\":80,\"rank\":0,\"job_id\":800,\"grace_ms\":100,"
+	                  "\"start_time_ms\":1}\n{\"shim\":1,\"pgid\":1}\n{\"wait_status\":1024}\n";
+	CHECK_INT(write_file_atomic(path, rec, strlen(rec), 0644), 0);
+	snprintf(path, sizeof(path), "%s/rank-0.log", dir);
+	CHECK_INT(write_file_atomic(path, "old\n", 4, 0644), 0);
+	struct exec *e = NULL;
+	CHECK_INT(exec_new(work, node, &e), 0);
+	struct exec_status st;
+	CHECK_INT(exec_find(e, 80, 0, &st), 0);
+	CHECK_INT(st.state, EXEC_EXITED);
+	CHECK_INT(st.exit_code, 4);
+	CHECK_INT(st.job_id, 800);
+	char *log = read_log(80);
+	CHECK_STR(log, "old\n");
+	free(log);
+	/* Its record moved into the journal: a restart still knows it. */
+	snprintf(path, sizeof(path), "%s/rank-0.jsonl", dir);
+	CHECK(access(path, F_OK) != 0);
+	exec_free(e);
+	CHECK_INT(exec_new(work, node, &e), 0);
+	CHECK_INT(exec_find(e, 80, 0, &st), 0);
+	CHECK_INT(st.exit_code, 4);
+	forget(e, 80);
+	const char *argv[] = {"true", NULL};
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 80, .argv = argv}), -EALREADY);
 	teardown(e);
 }
 
