@@ -93,6 +93,7 @@ static int bad(const char *flag, const char *value, const char *why)
 
 static int parse_flags(int argc, char **argv, struct server_config *c, int *check_only)
 {
+	memset(c, 0, sizeof(*c)); /* every option starts at its default, full_sync off */
 	server_default_home(c->home, sizeof(c->home));
 	c->state_dir[0] = '\0';
 	snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
@@ -250,8 +251,11 @@ int server_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (check_only) {
-		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms\n",
-		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms);
+		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms "
+		       "full-sync=%s preempt-min-runtime=%lldms preempt-loss-pct=%lld\n",
+		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
+		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
+		       (long long)c.preempt_loss_pct);
 		return 0;
 	}
 	log_init("server", c.level);

@@ -133,6 +133,21 @@ def test_two_up_clusters_side_by_side():
             assert p.wait(30) == 0, "anvil up must exit 0 on Ctrl-C"
 
 
-run_tests([test_run_wait_streams_and_exits_with_the_job_code, test_listings_tables_and_json,
+def test_server_check_config_shows_the_defaults():
+    d = tempfile.mkdtemp(prefix="anvil-cfg-")
+    r = subprocess.run([ANVIL, "server", "--check-config", "--state-dir", d],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    # durability defaults to WAL + synchronous=NORMAL (survives process crashes)
+    assert "full-sync=off" in r.stdout and "preempt-min-runtime=300000ms" in r.stdout, r.stdout
+    r = subprocess.run([ANVIL, "server", "--check-config", "--full-sync", "--state-dir", d],
+                       capture_output=True, text=True, timeout=30)
+    assert "full-sync=on" in r.stdout, r.stdout
+    r = subprocess.run([ANVIL, "server", "--node-timeout", "1ms"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--node-timeout" in r.stderr, r.stderr
+
+
+run_tests([test_server_check_config_shows_the_defaults, test_run_wait_streams_and_exits_with_the_job_code, test_listings_tables_and_json,
            test_logs_follow_until_the_job_ends, test_server_discovery_order,
            test_metrics_and_health, test_two_up_clusters_side_by_side])
