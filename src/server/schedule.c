@@ -403,11 +403,48 @@ static void apply_wait(struct state *st, const struct sched_wait *w)
 	}
 }
 
+/* A cycle can place nothing while every schedulable GPU is taken and no
+ * pending job asks for none; in a burst that is most submissions and most
+ * reports. Such cycles are skipped, except once a second
+ * (state_schedule_tick), which keeps preemption and the reasons current. */
+static int nothing_placeable(struct state *st)
+{
+	for (int i = 0; i < st->nnodes; i++) {
+		const struct node *n = st->nodes[i];
+		if (n->state == NODE_READY && __builtin_popcountll(n->gpus_used) < n->ngpus)
+			return 0;
+	}
+	for (int i = 0; i < st->npending; i++)
+		if (st->pending[i]->gpus == 0)
+			return 0;
+	return 1;
+}
+
+void state_schedule_tick(struct state *st, int64_t now)
+{
+	if (st->npending && now - st->sched_last_ms >= 1000) {
+		st->sched_last_ms = 0; /* force */
+		state_schedule(st);
+	}
+}
+
 void state_schedule(struct state *st)
 {
 	if (!st->npending)
 		return;
 	int64_t t0 = now_us();
+	if (st->sched_last_ms && t0 / 1000 - st->sched_last_ms < 1000 && nothing_placeable(st)) {
+		st->sched_skipped++;
+		for (int i = 0; i < st->npending; i++) {
+			struct job *j = st->pending[i];
+			if (j->nattempts == 0 && strcmp(j->reason, "waiting to be scheduled") == 0)
+				snprintf(j->reason, sizeof(j->reason),
+				         "needs %d GPU(s) on %d node(s); every GPU is in use",
+				         j->gpus, j->nodes);
+		}
+		return;
+	}
+	st->sched_last_ms = t0 / 1000;
 	if (!st->sched) {
 		st->sched = sched_new();
 		st->scratch = xcalloc(1, sizeof(struct scratch));

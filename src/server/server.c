@@ -202,6 +202,7 @@ static void *housekeeping(void *arg)
 		int64_t now = now_ms();
 		agentproto_expire(s, now);
 		state_check_nodes(&s->state, now);
+		state_schedule_tick(&s->state, now);
 		state_flush(&s->state);
 		state_unlock(&s->state);
 		sleep_ms(50);
@@ -329,6 +330,11 @@ void server_metrics(struct server *s, struct buf *out)
 	           "# TYPE anvil_sched_seconds_total counter\n"
 	           "anvil_sched_seconds_total %.6f\n",
 	           (unsigned long long)st->sched_passes, st->sched_seconds);
+	buf_printf(out,
+	           "# HELP anvil_sched_skipped_total Cycles skipped: no GPU was free.\n"
+	           "# TYPE anvil_sched_skipped_total counter\n"
+	           "anvil_sched_skipped_total %llu\n",
+	           (unsigned long long)st->sched_skipped);
 	state_unlock(st);
 	httpd_metrics(s->http, "anvil", out);
 }

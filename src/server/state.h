@@ -104,6 +104,8 @@ struct state {
 	uint64_t submitted_total;
 	uint64_t placed_total;
 	uint64_t sched_passes;
+	uint64_t sched_skipped; /* cycles skipped: nothing could be placed */
+	int64_t sched_last_ms;  /* monotonic time of the last full cycle */
 	double sched_seconds;
 	/* called (lock held) whenever a node's desired set changed */
 	void (*wake)(struct state *st, struct node *n);
@@ -140,6 +142,8 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 int state_cancel(struct state *st, struct job *j);
 /* Places pending jobs while they fit. */
 void state_schedule(struct state *st);
+/* From the housekeeping loop: a full cycle at least once a second while jobs wait. */
+void state_schedule_tick(struct state *st, int64_t now_ms);
 
 /* Agent side. */
 struct node *state_register(struct state *st, const json_t *facts, const char *name);

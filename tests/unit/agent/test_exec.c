@@ -263,7 +263,7 @@ TEST(exec_failure_is_127_with_message)
 TEST(readopt_after_forgetting)
 {
 	struct exec *e = setup();
-	start(e, 9, "sleep 0.4; exit 7", NULL);
+	start(e, 9, "sleep 2; exit 7", NULL); /* still running when re-adopted, even under load */
 	start(e, 10, "exit 4", NULL);
 	start(e, 11, "sleep 100", NULL);
 	struct exec_status st9, st11;
@@ -446,7 +446,9 @@ TEST(no_spare_left_starts_directly)
 		check_rank_cgroup(e, log, a);
 		free(log);
 	}
-	CHECK_INT(exec_spares(e, NULL, 0), 1);
+	/* At least the refill; finished ranks' shims may also have come back
+	 * to the pool (they leave it after 5 s idle), so it may hold more. */
+	CHECK(exec_spares(e, NULL, 0) >= 1);
 	/* Without spares at all, every rank starts directly. */
 	exec_set_spares(e, 0);
 	exec_poll(e);
