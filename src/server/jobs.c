@@ -41,6 +41,7 @@ static void pending_insert(struct state *st, struct job *j)
 	}
 	st->pending[pos] = j;
 	st->npending++;
+	st->npending_cpu_only += j->gpus == 0;
 }
 
 void state_active_add(struct state *st, struct attempt *a)
@@ -207,6 +208,9 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	state_event(st, "job.submitted", j->id, 0, "job %lld submitted: %d node(s) x %d GPU(s)",
 	            (long long)j->id, j->nodes, j->gpus);
 	state_schedule(st);
+	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
+		snprintf(j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
+		         "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
 	*out = j;
 	return 0;
 }
@@ -218,6 +222,7 @@ void state_pending_remove(struct state *st, struct job *j)
 			memmove(&st->pending[i], &st->pending[i + 1],
 			        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
 			st->npending--;
+			st->npending_cpu_only -= j->gpus == 0;
 			return;
 		}
 }

@@ -127,13 +127,7 @@ int state_cancel(struct state *st, struct job *j)
 	state_mark_job(st, j);
 	state_event(st, "job.cancel", j->id, 0, "cancel requested");
 	if (j->state == JOB_PENDING) {
-		for (int i = 0; i < st->npending; i++)
-			if (st->pending[i] == j) {
-				memmove(&st->pending[i], &st->pending[i + 1],
-				        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
-				st->npending--;
-				break;
-			}
+		state_pending_remove(st, j);
 		j->state = JOB_CANCELLED;
 		j->end_ms = wall_ms();
 		snprintf(j->reason, sizeof(j->reason), "cancelled before it started");

@@ -414,10 +414,7 @@ static int nothing_placeable(struct state *st)
 		if (n->state == NODE_READY && __builtin_popcountll(n->gpus_used) < n->ngpus)
 			return 0;
 	}
-	for (int i = 0; i < st->npending; i++)
-		if (st->pending[i]->gpus == 0)
-			return 0;
-	return 1;
+	return st->npending_cpu_only == 0;
 }
 
 void state_schedule_tick(struct state *st, int64_t now)
@@ -435,13 +432,6 @@ void state_schedule(struct state *st)
 	int64_t t0 = now_us();
 	if (st->sched_last_ms && t0 / 1000 - st->sched_last_ms < 1000 && nothing_placeable(st)) {
 		st->sched_skipped++;
-		for (int i = 0; i < st->npending; i++) {
-			struct job *j = st->pending[i];
-			if (j->nattempts == 0 && strcmp(j->reason, "waiting to be scheduled") == 0)
-				snprintf(j->reason, sizeof(j->reason),
-				         "needs %d GPU(s) on %d node(s); every GPU is in use",
-				         j->gpus, j->nodes);
-		}
 		return;
 	}
 	st->sched_last_ms = t0 / 1000;
