@@ -294,22 +294,24 @@ json_t *state_desired(struct state *st, struct node *n)
 {
 	json_t *ranks = json_array();
 	for (int i = 0; i < st->nactive; i++) {
-		const struct attempt *a = st->active[i];
+		struct attempt *a = st->active[i];
 		if (a->ending)
 			continue;
 		const struct job *j = state_job(st, a->job_id);
 		for (int r = 0; r < a->nranks; r++) {
-			const struct rank *k = &a->ranks[r];
+			struct rank *k = &a->ranks[r];
 			if (k->node_id != n->id || rank_state_final(k->state))
 				continue;
-			json_array_append_new(
-			        ranks, json_pack("{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id",
-			                         (json_int_t)a->id, "job_id", (json_int_t)j->id,
-			                         "rank", k->rank, "command", j->command, "cwd",
-			                         j->cwd ? json_string(j->cwd) : json_null(), "gpus",
-			                         state_gpu_list(k->gpus), "grace_ms",
-			                         (json_int_t)j->grace_ms, "env",
-			                         rank_env(st, j, a, k, n)));
+			/* A rank's entry never changes once placed: build it once. */
+			if (!k->desired)
+				k->desired = json_pack(
+				        "{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id",
+				        (json_int_t)a->id, "job_id", (json_int_t)j->id, "rank",
+				        k->rank, "command", j->command, "cwd",
+				        j->cwd ? json_string(j->cwd) : json_null(), "gpus",
+				        state_gpu_list(k->gpus), "grace_ms",
+				        (json_int_t)j->grace_ms, "env", rank_env(st, j, a, k, n));
+			json_array_append(ranks, k->desired);
 		}
 	}
 	return json_pack("{s:I,s:I,s:o}", "generation", (json_int_t)n->generation,

@@ -56,6 +56,7 @@ struct rank {
 	int signal;
 	char error[128];
 	int64_t stop_gen; /* in memory: the node generation that dropped it */
+	json_t *desired;  /* in memory: its entry in the node's desired set (immutable) */
 };
 
 struct attempt {
