@@ -61,7 +61,7 @@ static void reserve(struct fifo *f, const struct sched_snapshot *s)
 	}
 }
 
-static int node_takes(const struct sched_node *n, uint64_t free, const struct sched_job *j)
+int fifo_node_takes(const struct sched_node *n, uint64_t free, const struct sched_job *j)
 {
 	if (!n->schedulable || __builtin_popcountll(free) < j->gpus)
 		return 0;
@@ -95,7 +95,7 @@ static int first_fit(struct fifo *f, const struct sched_snapshot *s, const struc
 {
 	int got = 0;
 	for (int i = from; i < s->nnodes && got < j->nodes; i++)
-		if (node_takes(&s->nodes[i], f->free[i], j))
+		if (fifo_node_takes(&s->nodes[i], f->free[i], j))
 			f->pick[got++] = i;
 	return got == j->nodes;
 }

@@ -22,4 +22,8 @@ struct fifo *fifo_new(void);
 void fifo_free(struct fifo *f);
 int fifo_cycle(struct fifo *f, const struct sched_snapshot *snap, struct sched_result *out);
 
+/* 1 if node n, with these free GPUs, meets job j's GPU count and
+ * constraints (model, memory, pool, selectors). */
+int fifo_node_takes(const struct sched_node *n, uint64_t free, const struct sched_job *j);
+
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "sched_fifo.h"
 #include "sched_sim.h"
 #include "sched_trace.h"
 
@@ -67,23 +68,6 @@ static void snap_finish(struct snap_owner *o, int nrun, int npend, int64_t now)
 	                                  .npending = npend};
 }
 
-static int node_ok(const struct sched_node *n, uint64_t free, const struct sched_job *j)
-{
-	if (!n->schedulable || __builtin_popcountll(free) < j->gpus)
-		return 0;
-	if ((j->gpu_model && n->gpu_model != j->gpu_model) || n->gpu_mem_mib < j->min_gpu_mem_mib ||
-	    (j->pool && n->pool != j->pool))
-		return 0;
-	for (int s = 0; s < j->nselectors; s++) {
-		int has = 0;
-		for (int l = 0; l < n->nlabels; l++)
-			has |= n->labels[l] == j->selectors[s];
-		if (!has)
-			return 0;
-	}
-	return 1;
-}
-
 static const struct sched_job *by_id_jobs; /* qsort has no context argument */
 
 static int cmp_by_id(const void *a, const void *b)
@@ -124,7 +108,7 @@ static const char *rank_problem(const struct sched_snapshot *s, const struct sch
 			       "node)";
 		if (__builtin_popcountll(m) != j->gpus)
 			return "GPU count";
-		if (!node_ok(&s->nodes[n], m, j))
+		if (!fifo_node_takes(&s->nodes[n], m, j))
 			return "node breaks constraints or is unschedulable";
 		free_now[n] &= ~m;
 	}
@@ -345,7 +329,7 @@ static int fill_fit(const struct trace_cluster *cl, const struct sched_job *j, s
 	int tries = j->nodes == 1 ? 64 : 512;
 	for (int k = 0; k < tries && got < j->nodes; k++) {
 		int i = j->nodes == 1 ? trace_below(r, cl->nnodes) : (from + k) % cl->nnodes;
-		if (node_ok(&cl->nodes[i], cl->nodes[i].gpus_free, j))
+		if (fifo_node_takes(&cl->nodes[i], cl->nodes[i].gpus_free, j))
 			pick[got++] = i;
 	}
 	return got == j->nodes;
