@@ -52,7 +52,7 @@ static const char usage[] =
         "  --state-dir DIR      database and tokens (default $ANVIL_HOME/server)\n"
         "  --listen ADDR:PORT   where the API listens (default 127.0.0.1:7070; port 0 = any)\n"
         "  --node-timeout DUR   a node silent this long is lost (default 30s; 1s..1h)\n"
-        "  --threads N          HTTP worker threads (default 4; 1..64)\n"
+        "  --threads N          HTTP worker threads (default 2; 1..64)\n"
         "  --full-sync          fsync every commit (survives power loss, slower)\n"
         "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
         "  --log-level LEVEL    error, warn, info or debug (default info)\n"
@@ -99,7 +99,7 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
 	c->port = 7070;
 	c->node_timeout_ms = 30000;
-	c->threads = 4;
+	c->threads = 2;
 	c->preempt_min_runtime_ms = 5 * 60 * 1000;
 	c->preempt_loss_pct = 50;
 	c->half_life_ms = 24 * 3600 * 1000LL;
