@@ -402,7 +402,7 @@ static const char *env_get(const struct strv *s, const char *key)
 }
 
 static void build_env(struct strv *env, const struct exec_spec *spec, const char *out_dir,
-                      const char *log_path)
+                      const char *log_path, const char *ckpt_dir)
 {
 	static const char *const base[] = {"PATH", "HOME", "LANG", "TERM"};
 	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
@@ -417,6 +417,44 @@ static void build_env(struct strv *env, const struct exec_spec *spec, const char
 			env_set(env, xstrdup(spec->env[i]));
 	env_set(env, xasprintf("ANVIL_OUTPUT_DIR=%s", out_dir));
 	env_set(env, xasprintf("ANVIL_LOG_FILE=%s", log_path));
+	if (ckpt_dir)
+		env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
+}
+
+char *exec_checkpoint_dir(const char *work_dir, int64_t job_id)
+{
+	return xasprintf("%s/checkpoints/%lld", work_dir, (long long)job_id);
+}
+
+int64_t exec_checkpoint_ms(const struct exec *e, int64_t job_id)
+{
+	char *dir = exec_checkpoint_dir(e->work_dir, job_id);
+	struct stat sb;
+	int64_t ms = 0;
+	if (stat(dir, &sb) == 0)
+		ms = (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000;
+	free(dir);
+	return ms;
+}
+
+/* The server sets ANVIL_CHECKPOINTING=1 for jobs that checkpoint: they get
+ * a per-job directory that outlives attempts (a requeued attempt on this
+ * node finds its checkpoints), whose modification time the agent reports
+ * as the rank's last checkpoint. NULL for other jobs, which cost nothing. */
+static char *checkpoint_dir(struct exec *e, const struct exec_spec *spec)
+{
+	int asked = 0;
+	for (size_t i = 0; spec->env && spec->env[i]; i++)
+		asked |= strcmp(spec->env[i], "ANVIL_CHECKPOINTING=1") == 0;
+	if (!asked)
+		return NULL;
+	char *dir = exec_checkpoint_dir(e->work_dir, spec->job_id);
+	if (mkdir_p(dir, 0755) != 0) {
+		log_warn("cannot create checkpoint dir path=%s", dir);
+		free(dir);
+		return NULL;
+	}
+	return dir;
 }
 
 /* execvp's search, done before the fork; NULL when not found. */
@@ -481,11 +519,11 @@ static void launch_cleanup(struct launch *la)
 		close(la->l.cgroup_fd);
 }
 
-static void launch_strings(struct launch *la, const struct exec_spec *spec)
+static void launch_strings(struct launch *la, const struct exec_spec *spec, const char *ckpt)
 {
 	for (size_t i = 0; spec->argv[i]; i++)
 		strv_push(&la->argv, xstrdup(spec->argv[i]));
-	build_env(&la->env, spec, la->out_dir, la->log_path);
+	build_env(&la->env, spec, la->out_dir, la->log_path, ckpt);
 	la->path = resolve(spec->argv[0], env_get(&la->env, "PATH"));
 	la->cwd = xstrdup(spec->cwd ? spec->cwd : la->out_dir);
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
@@ -613,7 +651,9 @@ static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
 	snprintf(la->key, sizeof(la->key), "\"attempt_id\":%lld,\"rank\":%d",
 	         (long long)r->attempt_id, r->rank);
 	la->l.record_fd = journal_fd(e->journal);
-	launch_strings(la, spec);
+	char *ckpt = checkpoint_dir(e, spec);
+	launch_strings(la, spec, ckpt);
+	free(ckpt);
 	return 0;
 }
 

@@ -78,6 +78,11 @@ struct exec_status {
  * shims and cgroups a crashed executor left, and re-adopts the ranks
  * recorded there. node_name names the cgroup folder. */
 int exec_new(const char *work_dir, const char *node_name, struct exec **out);
+/* WORK_DIR/checkpoints/<job>: ANVIL_CHECKPOINT_DIR of a checkpointing job's
+ * ranks (see docs/api.md). The caller frees it. */
+char *exec_checkpoint_dir(const char *work_dir, int64_t job_id);
+/* Wall-clock ms of the last change in the job's checkpoint dir; 0 if none. */
+int64_t exec_checkpoint_ms(const struct exec *e, int64_t job_id);
 /* Frees the executor without touching running ranks (they keep running);
  * ends the spare shims and removes the cgroups of finished ones and of the
  * spares (waits up to 100 ms for them). */

@@ -142,7 +142,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 }
 
 /* One entry of "ranks"; final reports are remembered for the ack. */
-static json_t *report(struct call *c, const struct exec_status *st)
+static json_t *report(struct exec *ex, struct call *c, const struct exec_status *st)
 {
 	json_t *o =
 	        json_pack("{s:I,s:i}", "attempt_id", (json_int_t)st->attempt_id, "rank", st->rank);
@@ -150,6 +150,10 @@ static json_t *report(struct call *c, const struct exec_status *st)
 		json_object_set_new(o, "state", json_string(st->pid ? "running" : "starting"));
 		if (st->pid)
 			json_object_set_new(o, "pid", json_integer(st->pid));
+		/* One stat; the directory exists only for checkpointing jobs. */
+		int64_t ckpt = exec_checkpoint_ms(ex, st->job_id);
+		if (ckpt > 0)
+			json_object_set_new(o, "checkpoint_ms", json_integer(ckpt));
 		return o;
 	}
 	if (st->state == EXEC_EXITED) {
@@ -173,7 +177,7 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 		struct exec_status st;
 		exec_get(ex, i, &st);
 		if (st.state == EXEC_RUNNING || !st.acked)
-			json_array_append_new(ranks, report(c, &st));
+			json_array_append_new(ranks, report(ex, c, &st));
 	}
 	json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "node_id", (json_int_t)s->node_id, "generation",
 	                      (json_int_t)s->generation, "wait_ms", (json_int_t)wait_ms, "ranks",

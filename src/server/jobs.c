@@ -41,7 +41,6 @@ static void pending_insert(struct state *st, struct job *j)
 	}
 	st->pending[pos] = j;
 	st->npending++;
-	st->npending_cpu_only += j->gpus == 0;
 }
 
 void state_active_add(struct state *st, struct attempt *a)
@@ -89,7 +88,7 @@ void state_restore(struct state *st)
 
 static const struct jv_field job_fields[] = {
         {"command", JV_STRINGS, 1, 1, 1024},
-        {"gpus", JV_INT, 0, 0, MODEL_MAX_GPUS},
+        {"gpus", JV_INT, 0, 1, MODEL_MAX_GPUS}, /* the scheduler places whole GPUs */
         {"nodes", JV_INT, 0, 1, 1024},
         {"queue", JV_STRING, 0, 1, 63},
         {"team", JV_STRING, 0, 1, 63},
@@ -222,7 +221,7 @@ void state_pending_remove(struct state *st, struct job *j)
 			memmove(&st->pending[i], &st->pending[i + 1],
 			        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
 			st->npending--;
-			st->npending_cpu_only -= j->gpus == 0;
+
 			return;
 		}
 }

@@ -153,7 +153,7 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 	const char *s = jv_str(rep, "state", "");
 	k->pid = (int)jv_int(rep, "pid", k->pid);
 	int64_t ckpt = jv_int(rep, "checkpoint_ms", 0);
-	if (ckpt > a->checkpoint_ms) {
+	if (ckpt > a->checkpoint_ms && (a->start_ms == 0 || ckpt >= a->start_ms)) {
 		a->checkpoint_ms = ckpt;
 		state_mark_job(st, j);
 	}
@@ -286,6 +286,8 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	add_env(env, "ANVIL_ATTEMPT_ID", "%lld", (long long)a->id);
 	json_object_set_new(env, "ANVIL_NODE", json_string(n->name));
 	json_object_set_new(env, "ANVIL_JOB_NAME", json_string(j->name));
+	if (j->checkpointing) /* the agent gives it ANVIL_CHECKPOINT_DIR */
+		json_object_set_new(env, "ANVIL_CHECKPOINTING", json_string("1"));
 	(void)st;
 	return env;
 }

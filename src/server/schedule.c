@@ -403,8 +403,8 @@ static void apply_wait(struct state *st, const struct sched_wait *w)
 	}
 }
 
-/* A cycle can place nothing while every schedulable GPU is taken and no
- * pending job asks for none; in a burst that is most submissions and most
+/* A cycle can place nothing while every schedulable GPU is taken (every
+ * job asks for at least one); in a burst that is most submissions and most
  * reports. Such cycles are skipped, except once a second
  * (state_schedule_tick), which keeps preemption and the reasons current. */
 static int nothing_placeable(struct state *st)
@@ -414,7 +414,7 @@ static int nothing_placeable(struct state *st)
 		if (n->state == NODE_READY && __builtin_popcountll(n->gpus_used) < n->ngpus)
 			return 0;
 	}
-	return st->npending_cpu_only == 0;
+	return 1; /* every job asks for at least one GPU */
 }
 
 void state_schedule_tick(struct state *st, int64_t now)

@@ -80,7 +80,7 @@ struct state {
 	size_t capattempts;
 	struct job **pending;
 	int npending, cappending;
-	int npending_cpu_only; /* pending jobs that ask for no GPU */
+
 	struct attempt **active;
 	int nactive, capactive;
 	struct queue *queues;

@@ -152,7 +152,25 @@ def test_young_attempts_are_not_preempted_by_default():
         assert c.wait_job(hi)["state"] == "succeeded"
 
 
-run_tests([test_scheduler_settings_survive_a_server_sigkill,
+def test_checkpointing_job_reports_its_checkpoints():
+    with cluster(agents=1, gpus=1, name="ckpt") as c:
+        j = c.submit(["sh", "-c", 'test -d "$ANVIL_CHECKPOINT_DIR" || exit 9; sleep 1; '
+                      'echo w > "$ANVIL_CHECKPOINT_DIR/step-1"; sleep 30'],
+                     gpus=1, checkpointing=True)["id"]
+        wait_for(lambda: state(c, j) == "running", what="running")
+        start = c.job(j)["attempts"][0]["start_time_ms"]
+
+        def late_checkpoint():
+            t = c.job(j)["attempts"][0]["checkpoint_time_ms"]
+            return t if t and t >= start + 800 else None
+        wait_for(late_checkpoint, timeout=15, what="a checkpoint reported after the write")
+        plain = c.submit(["sh", "-c", 'test -z "$ANVIL_CHECKPOINT_DIR"'], gpus=1)["id"]
+        assert c.wait_job(plain)["state"] == "succeeded"
+        c.api("POST", "/v1/jobs/%d/cancel" % j)
+
+
+run_tests([test_checkpointing_job_reports_its_checkpoints,
+           test_scheduler_settings_survive_a_server_sigkill,
            test_young_attempts_are_not_preempted_by_default, test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
            test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
            test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])
