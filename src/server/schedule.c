@@ -31,6 +31,8 @@ struct scratch {
 	struct sched_queue *queues;
 	struct sched_quota *quotas;
 	struct sched_team *teams;
+	struct sched_node *ever; /* state_fits_ever: every node empty and ready */
+	size_t capever;
 };
 
 #define ENSURE(arr, cap, n)                                                                        \
@@ -52,6 +54,7 @@ void state_sched_free(struct state *st)
 		free(x->queues);
 		free(x->quotas);
 		free(x->teams);
+		free(x->ever);
 		free(x);
 	}
 	sched_free(st->sched);
@@ -160,11 +163,23 @@ static void fill_job(struct state *st, struct job *j, struct sched_job *s)
 	s->held_since_ms = j->preempt_held_ms;
 }
 
+/* The scheduler and its snapshot buffers, made on first use. */
+static struct scratch *scratch_of(struct state *st)
+{
+	if (!st->sched) {
+		st->sched = sched_new();
+		st->scratch = xcalloc(1, sizeof(struct scratch));
+	}
+	return st->scratch;
+}
+
 int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
 {
 	if (st->nnodes == 0)
 		return 0; /* nothing registered yet: wait rather than judge */
-	struct sched_node *nodes = xcalloc((size_t)st->nnodes, sizeof(*nodes));
+	struct scratch *x = scratch_of(st);
+	ENSURE(x->ever, x->capever, st->nnodes);
+	struct sched_node *nodes = x->ever; /* reused: no allocation per submission */
 	for (int i = 0; i < st->nnodes; i++) {
 		fill_node(st, st->nodes[i], &nodes[i]);
 		nodes[i].gpus_free = nodes[i].gpus_healthy;
@@ -173,7 +188,6 @@ int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
 	struct sched_job sj;
 	fill_job(st, j, &sj);
 	int rc = sched_fits_ever(nodes, st->nnodes, &sj, why, whylen);
-	free(nodes);
 	if (rc && json_object_size(j->constraints)) {
 		/* The scheduler knows interned ids; name what was asked for. */
 		char *asked = jv_dump(j->constraints);
@@ -435,12 +449,8 @@ void state_schedule(struct state *st)
 		return;
 	}
 	st->sched_last_ms = t0 / 1000;
-	if (!st->sched) {
-		st->sched = sched_new();
-		st->scratch = xcalloc(1, sizeof(struct scratch));
-	}
 	struct sched_snapshot snap;
-	build(st, st->scratch, &snap);
+	build(st, scratch_of(st), &snap);
 	struct sched_result res;
 	int rc = sched_cycle(st->sched, &snap, &res);
 	if (rc) {
