@@ -12,6 +12,7 @@ packages=(
   libssl-dev           # libcrypto: hashing
   python3              # Debian's python3 runs the integration tests
   procps               # ps/pgrep, used by tests
+  prometheus           # promtool: tests validate the /metrics exposition
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 
