@@ -20,6 +20,13 @@ static const struct jv_field gpu_fields[] = {
         {"name", JV_STRING, 0, 0, 95},
         {"memory_bytes", JV_INT, 0, 0, INT64_MAX},
         {"pci_bus_id", JV_STRING, 0, 0, 63},
+        {"minor", JV_INT, 0, -1, 1 << 20},
+        {"numa_node", JV_INT, 0, -1, 1 << 16},
+        {"cpu_affinity", JV_STRING, 0, 0, 255},
+        {"mig_mode", JV_INT, 0, -1, 1},
+        {"persistence_mode", JV_INT, 0, -1, 1},
+        {"nvlinks", JV_INT, 0, -1, 64},
+        {"links", JV_STRINGS, 0, 0, 64},
         {NULL, 0, 0, 0, 0},
 };
 
@@ -28,6 +35,7 @@ static const struct jv_field gpu_fields[] = {
 	        {"agent_url", JV_STRING, 0, 0, 255}, {"backend", JV_STRING, 0, 0, 31},             \
 	        {"cpus", JV_INT, 0, 0, 1 << 20}, {"memory_bytes", JV_INT, 0, 0, INT64_MAX},        \
 	        {"driver_version", JV_STRING, 0, 0, 63}, {"cuda_version", JV_STRING, 0, 0, 63},    \
+	        {"gpu_groups", JV_ARRAY, 0, 0, 64}, {"rdma", JV_ARRAY, 0, 0, 64},                  \
 	{                                                                                          \
 		"gpus", JV_ARRAY, 0, 0, 64                                                         \
 	}
@@ -47,7 +55,36 @@ static const struct jv_field facts_fields[] = {
 static const struct jv_field sync_fields[] = {
         {"node_id", JV_INT, 1, 1, INT64_MAX}, {"generation", JV_INT, 0, 0, INT64_MAX},
         {"wait_ms", JV_INT, 0, 0, 600000},    {"facts", JV_OBJECT, 0, 0, 0},
-        {"ranks", JV_ARRAY, 0, 0, 100000},    {NULL, 0, 0, 0, 0},
+        {"ranks", JV_ARRAY, 0, 0, 100000},    {"health", JV_OBJECT, 0, 0, 0},
+        {NULL, 0, 0, 0, 0},
+};
+
+/* The agent's GPU health report (agent/gpuwatch.c). */
+static const struct jv_field health_fields[] = {
+        {"gpus", JV_ARRAY, 0, 0, 64},
+        {"node", JV_OBJECT, 0, 0, 0},
+        {"findings", JV_ARRAY, 0, 0, 256},
+        {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field gpu_health_fields[] = {
+        {"index", JV_INT, 1, 0, 63},       {"state", JV_STRING, 1, 1, 31},
+        {"code", JV_STRING, 0, 0, 31},     {"reason", JV_STRING, 0, 0, 255},
+        {"since_ms", JV_INT, 0, 0, INT64_MAX}, {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field node_fault_fields[] = {
+        {"code", JV_STRING, 0, 0, 31},
+        {"reason", JV_STRING, 1, 1, 255},
+        {"since_ms", JV_INT, 0, 0, INT64_MAX},
+        {NULL, 0, 0, 0, 0},
+};
+
+static const struct jv_field finding_fields[] = {
+        {"seq", JV_INT, 1, 1, INT64_MAX},     {"gpu", JV_INT, 0, -1, 63},
+        {"scope", JV_STRING, 1, 1, 15},       {"code", JV_STRING, 0, 0, 31},
+        {"reason", JV_STRING, 0, 0, 255},     {"wall_ms", JV_INT, 0, 0, INT64_MAX},
+        {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field report_fields[] = {
@@ -76,6 +113,54 @@ static int check_facts(const json_t *facts, const struct jv_field *fields, char 
 		if (rc)
 			snprintf(err, errlen, "gpus[%zu]: %s", i, inner);
 	}
+	return rc;
+}
+
+/* Checks every element of the array field key of o against fields. */
+static int check_each(const json_t *o, const char *key, const struct jv_field *fields, char *err,
+                      size_t errlen)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(o, key), i, e) {
+		char inner[200];
+		if (!json_is_object(e)) {
+			snprintf(err, errlen, "%s[%zu]: expected an object", key, i);
+			return ERR_INVALID;
+		}
+		if (jv_check(e, fields, inner, sizeof(inner))) {
+			snprintf(err, errlen, "%s[%zu]: %s", key, i, inner);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
+static int check_health(const json_t *h, char *err, size_t errlen)
+{
+	char inner[220];
+	int rc = jv_check(h, health_fields, inner, sizeof(inner));
+	const json_t *nf = json_object_get(h, "node");
+	if (rc == 0)
+		rc = check_each(h, "gpus", gpu_health_fields, inner, sizeof(inner));
+	if (rc == 0)
+		rc = check_each(h, "findings", finding_fields, inner, sizeof(inner));
+	if (rc == 0 && json_is_object(nf))
+		rc = jv_check(nf, node_fault_fields, inner, sizeof(inner));
+	enum node_fault_scope scope;
+	size_t i;
+	json_t *f;
+	json_array_foreach (json_object_get(h, "findings"), i, f) {
+		if (rc == 0 && node_fault_scope_parse(jv_str(f, "scope", ""), &scope)) {
+			snprintf(inner, sizeof(inner),
+			         "findings[%zu]: field 'scope': '%.15s' is not warning, job, gpu or "
+			         "node",
+			         i, jv_str(f, "scope", ""));
+			rc = ERR_INVALID;
+		}
+	}
+	if (rc)
+		snprintf(err, errlen, "health: %s", inner);
 	return rc;
 }
 
@@ -180,6 +265,9 @@ static int validate_sync(const json_t *body, char *err, size_t errlen)
 	const json_t *facts = json_object_get(body, "facts");
 	if (rc == 0 && facts)
 		rc = check_facts(facts, facts_fields, err, errlen);
+	const json_t *health = json_object_get(body, "health");
+	if (rc == 0 && health)
+		rc = check_health(health, err, errlen);
 	size_t i;
 	json_t *r;
 	json_array_foreach (json_object_get(body, "ranks"), i, r) {
@@ -207,6 +295,15 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 		state_node_facts(st, n, facts);
 	int64_t gen = jv_int(body, "generation", -1);
 	state_reports(st, n, json_object_get(body, "ranks"), gen);
+	const json_t *health = json_object_get(body, "health");
+	if (health) {
+		state_node_health(st, n, health);
+		if (st->need_schedule) {
+			st->need_schedule = 0;
+			state_nodes_settle(st);
+			state_schedule(st);
+		}
+	}
 	int rc = state_flush(st);
 	if (rc) {
 		httpd_error(req, rc, "cannot persist the reports");

@@ -15,7 +15,7 @@
 
 #define LOG_LIMIT_MAX (1 << 20)
 
-static void send_json(struct httpd_req *req, int status, json_t *o)
+void api_send_json(struct httpd_req *req, int status, json_t *o)
 {
 	char *text = jv_dump(o);
 	httpd_json(req, status, text);
@@ -40,7 +40,7 @@ static int admin_ok(struct server *s, struct httpd_req *req)
 }
 
 /* Parses "/v1/jobs/17/logs" style ids; 0 when not a positive integer. */
-static int64_t path_id(const char *seg, size_t len)
+int64_t api_path_id(const char *seg, size_t len)
 {
 	char tmp[24];
 	if (len == 0 || len >= sizeof(tmp))
@@ -51,7 +51,7 @@ static int64_t path_id(const char *seg, size_t len)
 	return parse_i64(tmp, 1, INT64_MAX, &v) == 0 ? v : 0;
 }
 
-static int flush_or_fail(struct state *st, struct httpd_req *req)
+int api_flush_or_fail(struct state *st, struct httpd_req *req)
 {
 	int rc = state_flush(st);
 	if (rc)
@@ -75,8 +75,8 @@ static void jobs_submit(struct server *s, struct httpd_req *req)
 	rc = state_submit(st, body, &j, err, sizeof(err));
 	if (rc)
 		httpd_error(req, rc, err);
-	else if (flush_or_fail(st, req) == 0)
-		send_json(req, 201, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+	else if (api_flush_or_fail(st, req) == 0)
+		api_send_json(req, 201, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
 	state_unlock(st);
 	json_decref(body);
 }
@@ -122,7 +122,7 @@ static void jobs_list(struct server *s, struct httpd_req *req)
 			json_array_append_new(arr, state_job_json(st, j, 0));
 	}
 	state_unlock(st);
-	send_json(req, 200, json_pack("{s:o}", "jobs", arr));
+	api_send_json(req, 200, json_pack("{s:o}", "jobs", arr));
 }
 
 static void job_get(struct server *s, struct httpd_req *req, int64_t id, int cancel)
@@ -135,8 +135,8 @@ static void job_get(struct server *s, struct httpd_req *req, int64_t id, int can
 		char msg[64];
 		snprintf(msg, sizeof(msg), "no job %lld", (long long)id);
 		httpd_error(req, ERR_NOTFOUND, msg);
-	} else if (!cancel || (state_cancel(st, j) == 0 && flush_or_fail(st, req) == 0)) {
-		send_json(req, 200, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+	} else if (!cancel || (state_cancel(st, j) == 0 && api_flush_or_fail(st, req) == 0)) {
+		api_send_json(req, 200, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
 	}
 	state_unlock(st);
 }
@@ -232,120 +232,6 @@ static void job_logs(struct server *s, struct httpd_req *req, int64_t id)
 	httpc_free(c);
 }
 
-static void nodes_list(struct server *s, struct httpd_req *req)
-{
-	req->route = "nodes_list";
-	struct state *st = &s->state;
-	state_lock(st);
-	json_t *arr = json_array();
-	for (int i = 0; i < st->nnodes; i++)
-		json_array_append_new(arr, state_node_json(st, st->nodes[i]));
-	state_unlock(st);
-	send_json(req, 200, json_pack("{s:o}", "nodes", arr));
-}
-
-static void node_get(struct server *s, struct httpd_req *req, const char *name)
-{
-	req->route = "nodes_get";
-	struct state *st = &s->state;
-	state_lock(st);
-	struct node *n = state_node_by_name(st, name);
-	if (!n)
-		n = state_node(st, path_id(name, strlen(name)));
-	if (n) {
-		send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n)));
-	} else {
-		char msg[128];
-		snprintf(msg, sizeof(msg), "no node named '%.64s'", name);
-		httpd_error(req, ERR_NOTFOUND, msg);
-	}
-	state_unlock(st);
-}
-
-static json_t *body_or_error(struct httpd_req *req, const struct jv_field *fields);
-
-static const struct jv_field node_fields[] = {
-        {"labels", JV_OBJECT, 0, 0, 0},
-        {"pool", JV_STRING, 0, 0, 63},
-        {"state", JV_STRING, 0, 1, 16},
-        {NULL, 0, 0, 0, 0},
-};
-
-static int node_update(struct state *st, struct node *n, const json_t *body, char *err,
-                       size_t errlen)
-{
-	const char *to = jv_str(body, "state", NULL);
-	if (to && strcmp(to, "cordoned") != 0 && strcmp(to, "ready") != 0) {
-		snprintf(err, errlen, "field 'state': '%.16s' is not cordoned or ready", to);
-		return ERR_INVALID;
-	}
-	const json_t *labels = json_object_get(body, "labels");
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)labels, k, v) {
-		if (!*k || strlen(k) > 63 || strchr(k, '=') ||
-		    !(json_is_null(v) || (json_is_string(v) && json_string_length(v) <= 63))) {
-			snprintf(err, errlen,
-			         "field 'labels.%.64s': keys are 1-63 characters without '=', "
-			         "values "
-			         "strings of at most 63 characters (null removes the label)",
-			         k);
-			return ERR_INVALID;
-		}
-	}
-	if (!n->labels)
-		n->labels = json_object();
-	json_object_foreach ((json_t *)labels, k, v) {
-		if (json_is_null(v))
-			json_object_del(n->labels, k);
-		else
-			json_object_set(n->labels, k, v);
-	}
-	if (json_object_size(n->labels) > 8) {
-		snprintf(err, errlen, "field 'labels': a node carries at most 8 labels");
-		return ERR_INVALID;
-	}
-	if (json_object_get(body, "pool")) {
-		free(n->pool);
-		const char *pool = jv_str(body, "pool", NULL);
-		n->pool = pool && *pool ? xstrdup(pool) : NULL;
-	}
-	if (to && n->state != NODE_LOST)
-		n->state = strcmp(to, "cordoned") == 0 ? NODE_CORDONED : NODE_READY;
-	n->s_cached = 0;
-	n->dirty = 1;
-	st->nodes_dirty = 1;
-	st->need_schedule = 1;
-	char *text = jv_dump(body);
-	state_event(st, "node.changed", 0, n->id, "node %s: %s", n->name, text);
-	free(text);
-	return 0;
-}
-
-static void node_post(struct server *s, struct httpd_req *req, const char *name)
-{
-	req->route = "nodes_update";
-	json_t *body = body_or_error(req, node_fields);
-	if (!body)
-		return;
-	struct state *st = &s->state;
-	char err[256];
-	state_lock(st);
-	struct node *n = state_node_by_name(st, name);
-	int rc = n ? node_update(st, n, body, err, sizeof(err)) : ERR_NOTFOUND;
-	if (rc == ERR_NOTFOUND)
-		snprintf(err, sizeof(err), "no node named '%.64s'", name);
-	if (rc) {
-		httpd_error(req, rc, err);
-	} else if (flush_or_fail(st, req) == 0) {
-		state_schedule(st);
-		state_flush(st);
-		send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n)));
-	}
-	state_unlock(st);
-	json_decref(body);
-}
-
 static const struct jv_field queue_fields[] = {
         {"name", JV_STRING, 1, 1, 63},
         {"priority", JV_INT, 0, -1000, 1000},
@@ -379,7 +265,7 @@ static int check_quotas(const json_t *quotas, char *err, size_t errlen)
 }
 
 /* Parses and validates a POST body against fields; answers 400 itself. */
-static json_t *body_or_error(struct httpd_req *req, const struct jv_field *fields)
+json_t *api_body(struct httpd_req *req, const struct jv_field *fields)
 {
 	char err[256];
 	json_t *body = NULL;
@@ -402,13 +288,13 @@ static void queues(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	json_t *body = NULL;
 	char err[256];
-	if (strcmp(req->method, "POST") == 0 && !(body = body_or_error(req, queue_fields)))
+	if (strcmp(req->method, "POST") == 0 && !(body = api_body(req, queue_fields)))
 		return;
 	state_lock(st);
 	int rc = body ? state_put_queue(st, body, err, sizeof(err)) : 0;
 	if (rc) {
 		httpd_error(req, rc, rc == ERR_INVALID ? err : "cannot persist the queue");
-	} else if (!body || flush_or_fail(st, req) == 0) {
+	} else if (!body || api_flush_or_fail(st, req) == 0) {
 		if (body)
 			state_schedule(st); /* new quotas may let jobs start */
 		json_t *arr = json_array();
@@ -418,7 +304,7 @@ static void queues(struct server *s, struct httpd_req *req)
 		for (int i = 0; i < st->nteams; i++)
 			json_array_append_new(teams, state_team_json(st, &st->teams[i]));
 		state_flush(st);
-		send_json(req, 200, json_pack("{s:o,s:o}", "queues", arr, "teams", teams));
+		api_send_json(req, 200, json_pack("{s:o,s:o}", "queues", arr, "teams", teams));
 	}
 	state_unlock(st);
 	json_decref(body);
@@ -435,7 +321,7 @@ static void teams(struct server *s, struct httpd_req *req)
 	req->route = "teams";
 	struct state *st = &s->state;
 	json_t *body = NULL;
-	if (strcmp(req->method, "POST") == 0 && !(body = body_or_error(req, team_fields)))
+	if (strcmp(req->method, "POST") == 0 && !(body = api_body(req, team_fields)))
 		return;
 	state_lock(st);
 	if (body && state_put_team(st, jv_str(body, "name", ""), (int)jv_int(body, "weight", 1))) {
@@ -444,7 +330,7 @@ static void teams(struct server *s, struct httpd_req *req)
 		json_t *arr = json_array();
 		for (int i = 0; i < st->nteams; i++)
 			json_array_append_new(arr, state_team_json(st, &st->teams[i]));
-		send_json(req, 200, json_pack("{s:o}", "teams", arr));
+		api_send_json(req, 200, json_pack("{s:o}", "teams", arr));
 	}
 	state_unlock(st);
 	json_decref(body);
@@ -467,7 +353,7 @@ static void events(struct server *s, struct httpd_req *req)
 	if (!arr)
 		httpd_error(req, -EIO, "cannot read the event log");
 	else
-		send_json(req, 200, json_pack("{s:o}", "events", arr));
+		api_send_json(req, 200, json_pack("{s:o}", "events", arr));
 }
 
 void server_metrics(struct server *s, struct buf *out);
@@ -487,7 +373,7 @@ static void route_jobs(struct server *s, struct httpd_req *req, const char *rest
 	}
 	const char *slash = strchr(rest + 1, '/');
 	size_t idlen = slash ? (size_t)(slash - rest - 1) : strlen(rest + 1);
-	int64_t id = path_id(rest + 1, idlen);
+	int64_t id = api_path_id(rest + 1, idlen);
 	const char *tail = slash ? slash : "";
 	if (!id) {
 		httpd_error(req, ERR_INVALID, "job id: must be a positive integer");
@@ -530,12 +416,8 @@ int server_handle(struct httpd_req *req, void *ctx)
 		return HTTPD_DONE;
 	if (strncmp(p, "/v1/jobs", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
 		route_jobs(s, req, p + 8);
-	else if (get && strcmp(p, "/v1/nodes") == 0)
-		nodes_list(s, req);
-	else if (get && strncmp(p, "/v1/nodes/", 10) == 0)
-		node_get(s, req, p + 10);
-	else if (post && strncmp(p, "/v1/nodes/", 10) == 0)
-		node_post(s, req, p + 10);
+	else if (strncmp(p, "/v1/nodes", 9) == 0 && (p[9] == '\0' || p[9] == '/'))
+		api_nodes(s, req, p + 9);
 	else if ((get || post) && strcmp(p, "/v1/queues") == 0)
 		queues(s, req);
 	else if ((get || post) && strcmp(p, "/v1/teams") == 0)

@@ -65,8 +65,10 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		j->exit_code = 0;
 		j->start_ms = 0;
 		state_pending_add(st, j);
-		state_event(st, "job.requeued", j->id, 0, "attempt %lld preempted; job requeued",
-		            (long long)a->id);
+		if (*a->requeue_reason)
+			snprintf(j->reason, sizeof(j->reason), "requeued: %s", a->requeue_reason);
+		state_event(st, "job.requeued", j->id, 0, "attempt %lld %s; job requeued",
+		            (long long)a->id, *a->requeue_reason ? a->requeue_reason : "preempted");
 		return;
 	}
 	j->state = s;
@@ -246,6 +248,7 @@ void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_
 	}
 	if (st->need_schedule) {
 		st->need_schedule = 0;
+		state_nodes_settle(st);
 		state_schedule(st);
 	}
 }
@@ -382,52 +385,12 @@ void state_check_nodes(struct state *st, int64_t now)
 	}
 	if (st->need_schedule) {
 		st->need_schedule = 0;
+		state_nodes_settle(st);
 		state_schedule(st);
 	}
 }
 
 /* ---- registration ---- */
-
-void state_node_facts(struct state *st, struct node *n, const json_t *f)
-{
-#define SETS(field, key)                                                                           \
-	do {                                                                                       \
-		const char *v_ = jv_str(f, key, NULL);                                             \
-		if (v_) {                                                                          \
-			free(n->field);                                                            \
-			n->field = xstrdup(v_);                                                    \
-		}                                                                                  \
-	} while (0)
-	SETS(hostname, "hostname");
-	SETS(address, "address");
-	SETS(agent_url, "agent_url");
-	SETS(backend, "backend");
-#undef SETS
-	n->cpus = (int)jv_int(f, "cpus", n->cpus);
-	n->memory_bytes = (uint64_t)jv_int(f, "memory_bytes", (int64_t)n->memory_bytes);
-	const json_t *gpus = json_object_get(f, "gpus");
-	if (json_is_array(gpus)) {
-		int count = (int)json_array_size(gpus);
-		if (count > MODEL_MAX_GPUS)
-			count = MODEL_MAX_GPUS;
-		free(n->gpus);
-		n->gpus = xcalloc((size_t)count + 1, sizeof(*n->gpus));
-		n->ngpus = count;
-		for (int i = 0; i < count; i++) {
-			const json_t *g = json_array_get(gpus, (size_t)i);
-			struct gpu_slot *s = &n->gpus[i];
-			s->index = (int)jv_int(g, "index", i);
-			if (s->index < 0 || s->index >= MODEL_MAX_GPUS)
-				s->index = i;
-			snprintf(s->uuid, sizeof(s->uuid), "%s", jv_str(g, "uuid", ""));
-			snprintf(s->model, sizeof(s->model), "%s", jv_str(g, "model", ""));
-			s->memory_bytes = (uint64_t)jv_int(g, "memory_bytes", 0);
-		}
-	}
-	n->dirty = 1;
-	n->s_cached = 0;
-	st->nodes_dirty = 1;
-}
 
 struct node *state_register(struct state *st, const json_t *facts, const char *name)
 {
@@ -441,6 +404,7 @@ struct node *state_register(struct state *st, const json_t *facts, const char *n
 		n->agent_url = xstrdup("");
 		n->backend = xstrdup("none");
 		n->state = NODE_READY;
+		n->admin = NODE_READY;
 		st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
 		st->nodes[st->nnodes++] = n;
 		state_event(st, "node.registered", 0, n->id, "node %s registered", name);

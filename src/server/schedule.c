@@ -134,11 +134,13 @@ static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 	s->gpu_model = n->s_model;
 	s->gpu_mem_mib = n->s_mem_mib;
 	s->gpus_all = all;
-	s->gpus_healthy = all;
-	s->gpus_free = all & ~n->gpus_used;
+	s->gpus_healthy = all & ~n->gpus_unhealthy;
+	s->gpus_free = s->gpus_healthy & ~n->gpus_used;
+	s->nnvlink = n->nnvlink <= SCHED_MAX_NVLINK ? n->nnvlink : 0;
+	memcpy(s->nvlink, n->nvlink, sizeof(s->nvlink[0]) * (size_t)s->nnvlink);
 	s->nlabels = n->s_nlabels;
 	memcpy(s->labels, n->s_labels, sizeof(s->labels));
-	s->schedulable = n->state == NODE_READY;
+	s->schedulable = n->state == NODE_READY && n->admin == NODE_READY;
 }
 
 static void fill_job(struct state *st, struct job *j, struct sched_job *s)
@@ -182,7 +184,9 @@ int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
 	struct sched_node *nodes = x->ever; /* reused: no allocation per submission */
 	for (int i = 0; i < st->nnodes; i++) {
 		fill_node(st, st->nodes[i], &nodes[i]);
-		nodes[i].gpus_free = nodes[i].gpus_healthy;
+		/* a quarantined GPU comes back after its reset: count it */
+		nodes[i].gpus_healthy = nodes[i].gpus_all;
+		nodes[i].gpus_free = nodes[i].gpus_all;
 		nodes[i].schedulable = 1;
 	}
 	struct sched_job sj;
@@ -351,8 +355,9 @@ static int placement_ok(struct state *st, const struct job *j, const struct sche
 		if (idx < 0 || idx >= st->nnodes)
 			return 0;
 		const struct node *n = st->nodes[idx];
-		if ((n->gpus_used & p->ranks[r].gpus) ||
-		    __builtin_popcountll(p->ranks[r].gpus) != j->gpus || n->state != NODE_READY)
+		if (((n->gpus_used | n->gpus_unhealthy) & p->ranks[r].gpus) ||
+		    __builtin_popcountll(p->ranks[r].gpus) != j->gpus || n->state != NODE_READY ||
+		    n->admin != NODE_READY)
 			return 0;
 	}
 	return 1;
@@ -425,7 +430,8 @@ static int nothing_placeable(struct state *st)
 {
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct node *n = st->nodes[i];
-		if (n->state == NODE_READY && __builtin_popcountll(n->gpus_used) < n->ngpus)
+		if (n->state == NODE_READY && n->admin == NODE_READY &&
+		    __builtin_popcountll(n->gpus_used | n->gpus_unhealthy) < n->ngpus)
 			return 0;
 	}
 	return 1; /* every job asks for at least one GPU */

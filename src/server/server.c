@@ -296,14 +296,18 @@ void server_metrics(struct server *s, struct buf *out)
 	struct state *st = &s->state;
 	state_lock(st);
 	uint64_t jobs[JOB_NSTATES] = {0}, nodes[NODE_NSTATES] = {0};
-	int64_t gtotal = 0, gused = 0;
+	int64_t gtotal = 0, gused = 0, gbad = 0, faults[NODE_FAULT_NSCOPES] = {0};
 	for (int64_t i = 0; i < st->njobs; i++)
 		if (st->jobs[i])
 			jobs[st->jobs[i]->state]++;
 	for (int i = 0; i < st->nnodes; i++) {
-		nodes[st->nodes[i]->state]++;
-		gtotal += st->nodes[i]->ngpus;
-		gused += __builtin_popcountll(st->nodes[i]->gpus_used);
+		const struct node *n = st->nodes[i];
+		nodes[n->state == NODE_LOST ? NODE_LOST : n->admin]++;
+		gtotal += n->ngpus;
+		gused += __builtin_popcountll(n->gpus_used);
+		gbad += __builtin_popcountll(n->gpus_unhealthy);
+		for (int k = 0; k < NODE_FAULT_NSCOPES; k++)
+			faults[k] += n->faults[k];
 	}
 	gauge(out, "anvil_jobs", "Jobs by state.");
 	for (int i = 0; i < JOB_NSTATES; i++)
@@ -317,6 +321,13 @@ void server_metrics(struct server *s, struct buf *out)
 	buf_printf(out, "anvil_gpus_total %lld\n", (long long)gtotal);
 	gauge(out, "anvil_gpus_allocated", "GPUs held by running attempts.");
 	buf_printf(out, "anvil_gpus_allocated %lld\n", (long long)gused);
+	gauge(out, "anvil_gpus_unhealthy", "GPUs quarantined or lost: never assigned.");
+	buf_printf(out, "anvil_gpus_unhealthy %lld\n", (long long)gbad);
+	buf_printf(out, "# HELP anvil_gpu_faults_total GPU fault findings applied, by scope.\n"
+	                "# TYPE anvil_gpu_faults_total counter\n");
+	for (int k = 0; k < NODE_FAULT_NSCOPES; k++)
+		buf_printf(out, "anvil_gpu_faults_total{scope=\"%s\"} %lld\n",
+		           node_fault_scope_name(k), (long long)faults[k]);
 	buf_printf(out,
 	           "# HELP anvil_jobs_submitted_total Jobs accepted.\n"
 	           "# TYPE anvil_jobs_submitted_total counter\n"

@@ -8,6 +8,7 @@
 #define ANVIL_SERVER_H
 
 #include "base/httpd.h"
+#include "base/jv.h"
 #include "server/state.h"
 
 struct server {
@@ -30,5 +31,13 @@ int agentproto_sync(struct server *s, struct httpd_req *req);
 void agentproto_wake(struct state *st, struct node *n);
 void agentproto_expire(struct server *s, int64_t now);
 void agentproto_release_all(struct server *s);
+
+/* Shared by the API files (api.c, api_nodes.c). */
+void api_send_json(struct httpd_req *req, int status, json_t *o); /* takes o */
+json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
+int api_flush_or_fail(struct state *st, struct httpd_req *req);
+int64_t api_path_id(const char *seg, size_t len);
+/* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
+void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
 
 #endif

@@ -276,6 +276,15 @@ static void load_node(void *ctx, struct node *n)
 		return;
 	}
 	n->last_seen_ms = now_ms(); /* a grace period to re-sync after a restart */
+	static const char *const strs[] = {"", "127.0.0.1", "", "none"};
+	char **fields[] = {&n->hostname, &n->address, &n->agent_url, &n->backend};
+	for (int i = 0; i < 4; i++)
+		if (!*fields[i])
+			*fields[i] = xstrdup(strs[i]);
+	if (n->facts)
+		state_node_facts(st, n, n->facts);
+	state_node_restore(st, n);
+	n->dirty = 0;
 	st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
 	st->nodes[st->nnodes++] = n;
 }
@@ -448,42 +457,6 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 		}
 		json_object_set_new(o, "placement", where);
 	}
-	return o;
-}
-
-static int64_t gpu_owner(struct state *st, const struct node *n, int index)
-{
-	for (int i = 0; i < st->nactive; i++) {
-		const struct attempt *a = st->active[i];
-		for (int k = 0; k < a->nranks; k++)
-			if (a->ranks[k].node_id == n->id && (a->ranks[k].gpus & (1ull << index)) &&
-			    !rank_state_final(a->ranks[k].state))
-				return a->job_id;
-	}
-	return 0;
-}
-
-json_t *state_node_json(struct state *st, const struct node *n)
-{
-	json_t *gpus = json_array();
-	for (int i = 0; i < n->ngpus; i++) {
-		const struct gpu_slot *g = &n->gpus[i];
-		int64_t owner =
-		        (n->gpus_used & (1ull << g->index)) ? gpu_owner(st, n, g->index) : 0;
-		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:o}", "index", g->index,
-		                                      "uuid", g->uuid, "model", g->model,
-		                                      "memory_bytes", (json_int_t)g->memory_bytes,
-		                                      "job_id", opt_int(owner > 0, owner)));
-	}
-	json_t *o = json_pack(
-	        "{s:I,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:s,s:I,s:i,s:i,s:o}", "id", (json_int_t)n->id,
-	        "name", n->name, "hostname", n->hostname, "address", n->address, "agent_url",
-	        n->agent_url, "state", node_state_name(n->state), "cpus", n->cpus, "memory_bytes",
-	        (json_int_t)n->memory_bytes, "backend", n->backend, "last_seen_ms_ago",
-	        (json_int_t)(now_ms() - n->last_seen_ms), "gpus_total", n->ngpus, "gpus_allocated",
-	        __builtin_popcountll(n->gpus_used), "gpus", gpus);
-	json_object_set_new(o, "labels", n->labels ? json_incref(n->labels) : json_object());
-	json_object_set_new(o, "pool", n->pool ? json_string(n->pool) : json_null());
 	return o;
 }
 

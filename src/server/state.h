@@ -177,6 +177,21 @@ void state_restore(struct state *st); /* rebuild indexes after loading */
 json_t *state_gpu_list(uint64_t mask);
 
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts);
-json_t *state_node_json(struct state *st, const struct node *n);
+/* A node as the API shows it; detail adds the GPU inventory's topology,
+ * RDMA devices and versions (server/nodes.c). */
+json_t *state_node_json(struct state *st, const struct node *n, int detail);
+
+/* Nodes: admin states, health, drains (server/nodes.c). */
+int state_node_set_admin(struct state *st, struct node *n, enum node_state admin,
+                         const char *reason, int by_fault);
+/* Draining nodes whose last attempt has ended become drained. */
+void state_nodes_settle(struct state *st);
+/* Applies a sync's health report: findings, GPU states, node fault. */
+void state_node_health(struct state *st, struct node *n, const json_t *health);
+void state_node_restore(struct state *st, struct node *n);
+/* The node fault its agent reports now, or NULL. */
+const char *state_node_fault(const struct node *n);
+/* Stops a so that its job goes back to its queue (drain, bad GPU). */
+void state_attempt_requeue(struct state *st, struct attempt *a, const char *why);
 
 #endif

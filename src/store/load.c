@@ -51,28 +51,6 @@ static int load_queues(sqlite3 *db, const struct store_loader *l)
 	return 0;
 }
 
-static void node_from_facts(struct node *n, json_t *facts)
-{
-	n->hostname = xstrdup(jv_str(facts, "hostname", ""));
-	n->address = xstrdup(jv_str(facts, "address", "127.0.0.1"));
-	n->agent_url = xstrdup(jv_str(facts, "agent_url", ""));
-	n->backend = xstrdup(jv_str(facts, "backend", "none"));
-	n->cpus = (int)jv_int(facts, "cpus", 0);
-	n->memory_bytes = (uint64_t)jv_int(facts, "memory_bytes", 0);
-	json_t *gpus = json_object_get(facts, "gpus");
-	n->ngpus = (int)json_array_size(gpus);
-	if (n->ngpus > MODEL_MAX_GPUS)
-		n->ngpus = MODEL_MAX_GPUS;
-	n->gpus = xcalloc((size_t)n->ngpus + 1, sizeof(*n->gpus));
-	for (int i = 0; i < n->ngpus; i++) {
-		json_t *g = json_array_get(gpus, (size_t)i);
-		n->gpus[i].index = (int)jv_int(g, "index", i);
-		snprintf(n->gpus[i].uuid, sizeof(n->gpus[i].uuid), "%s", jv_str(g, "uuid", ""));
-		snprintf(n->gpus[i].model, sizeof(n->gpus[i].model), "%s", jv_str(g, "model", ""));
-		n->gpus[i].memory_bytes = (uint64_t)jv_int(g, "memory_bytes", 0);
-	}
-}
-
 static int load_nodes(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *s;
@@ -85,13 +63,26 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 		n->id = sqlite3_column_int64(s, 0);
 		n->name = col_str(s, 1);
 		n->secret = col_str(s, 2);
-		if (node_state_parse((const char *)sqlite3_column_text(s, 3), &n->state))
-			n->state = NODE_LOST;
+		const char *shown = (const char *)sqlite3_column_text(s, 3);
+		n->state = shown && strcmp(shown, "lost") == 0 ? NODE_LOST : NODE_READY;
 		n->generation = sqlite3_column_int64(s, 4);
-		json_t *facts = col_json(s, 5);
-		node_from_facts(n, facts);
-		json_decref(facts);
+		n->facts = col_json(s, 5); /* applied by the loader's node callback */
 		json_t *extra = col_json(s, 6);
+		if (node_state_parse(jv_str(extra, "admin", ""), &n->admin) ||
+		    n->admin == NODE_LOST) {
+			/* schema v2 rows: the column held the only state there was */
+			n->admin = shown && strcmp(shown, "cordoned") == 0 ? NODE_CORDONED
+			                                                    : NODE_READY;
+		}
+		snprintf(n->admin_reason, sizeof(n->admin_reason), "%s",
+		         jv_str(extra, "admin_reason", ""));
+		n->admin_by_fault = json_is_true(json_object_get(extra, "admin_by_fault"));
+		n->finding_seq = jv_int(extra, "finding_seq", 0);
+		json_t *faults = json_object_get(extra, "faults");
+		for (int i = 0; i < NODE_FAULT_NSCOPES; i++)
+			n->faults[i] = json_integer_value(json_array_get(faults, (size_t)i));
+		json_t *health = json_object_get(extra, "health");
+		n->health = json_is_object(health) ? json_incref(health) : NULL;
 		json_t *labels = json_object_get(extra, "labels");
 		n->labels = json_is_object(labels) ? json_incref(labels) : json_object();
 		const char *pool = jv_str(extra, "pool", NULL);

@@ -9,7 +9,9 @@ static const char *job_names[JOB_NSTATES] = {"pending", "scheduled", "running", 
                                              "failed",  "cancelled", "lost",    "preempted"};
 static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited", "failed_to_start",
                                                "lost"};
-static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned"};
+static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned", "draining",
+                                               "drained"};
+static const char *scope_names[NODE_FAULT_NSCOPES] = {"warning", "job", "gpu", "node"};
 
 static int parse(const char *const *names, int n, const char *s, int *out)
 {
@@ -73,6 +75,25 @@ int node_state_parse(const char *s, enum node_state *out)
 	return rc;
 }
 
+const char *node_shown_state(const struct node *n)
+{
+	return node_state_name(n->state == NODE_LOST ? NODE_LOST : n->admin);
+}
+
+const char *node_fault_scope_name(enum node_fault_scope s)
+{
+	return s < NODE_FAULT_NSCOPES ? scope_names[s] : "?";
+}
+
+int node_fault_scope_parse(const char *s, enum node_fault_scope *out)
+{
+	int v;
+	int rc = parse(scope_names, NODE_FAULT_NSCOPES, s, &v);
+	if (rc == 0)
+		*out = (enum node_fault_scope)v;
+	return rc;
+}
+
 void attempt_free(struct attempt *a)
 {
 	if (!a)
@@ -112,6 +133,8 @@ void node_free(struct node *n)
 	free(n->backend);
 	free(n->pool);
 	json_decref(n->labels);
+	json_decref(n->facts);
+	json_decref(n->health);
 	free(n->gpus);
 	free(n);
 }

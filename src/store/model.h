@@ -44,7 +44,36 @@ enum rank_state {
 	RANK_NSTATES
 };
 
-enum node_state { NODE_READY, NODE_LOST, NODE_CORDONED, NODE_NSTATES };
+/* A node's state is two things: whether its agent answers (node->state:
+ * NODE_READY or NODE_LOST) and what operators or faults decided
+ * (node->admin). What users see is node_shown_state():
+ *
+ *   ready --cordon--> cordoned --uncordon--> ready
+ *     |                  |
+ *     +--drain (operator, or a node-scope fault)--> draining
+ *                                                     | its last attempt ends
+ *                                                     v
+ *                      ready <--uncordon (no fault reported)-- drained
+ *
+ * and "lost" over all of them while the agent is silent. Cordoned,
+ * draining and drained nodes take no new work (server/nodes.c). */
+enum node_state {
+	NODE_READY,
+	NODE_LOST,
+	NODE_CORDONED,
+	NODE_DRAINING,
+	NODE_DRAINED,
+	NODE_NSTATES
+};
+
+/* Fault findings by scope, as the agent's GPU health reports them. */
+enum node_fault_scope {
+	NODE_FAULT_WARN,
+	NODE_FAULT_JOB,
+	NODE_FAULT_GPU,
+	NODE_FAULT_NODE,
+	NODE_FAULT_NSCOPES
+};
 
 struct rank {
 	int rank;
@@ -69,6 +98,8 @@ struct attempt {
 	int borrowed;          /* admitted on another team's idle quota */
 	int64_t preempted_for; /* the job it made room for */
 	int timed_out;         /* in memory: stopped at its time limit */
+	int fault;             /* in memory: failed by a GPU fault (server/nodes.c) */
+	char requeue_reason[160]; /* in memory: why it was stopped to be requeued */
 	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
 	char master_addr[64];
 	int master_port;
@@ -137,10 +168,20 @@ struct node {
 	uint64_t s_mem_mib;
 	int cpus;
 	uint64_t memory_bytes;
-	enum node_state state;
+	enum node_state state; /* NODE_READY or NODE_LOST: does its agent answer */
+	enum node_state admin; /* NODE_READY, NODE_CORDONED, NODE_DRAINING, NODE_DRAINED */
+	char admin_reason[256];
+	int admin_by_fault;    /* drained by a node-scope fault, not by an operator */
+	json_t *facts;         /* the agent's last facts, as it sent them */
+	json_t *health;        /* the agent's last health report: {gpus: [...], node: ...} */
 	int ngpus;
 	struct gpu_slot *gpus;
-	uint64_t gpus_used;   /* mask of allocated GPUs */
+	uint64_t gpus_used;      /* mask of allocated GPUs */
+	uint64_t gpus_unhealthy; /* quarantined or lost: never assigned */
+	uint64_t nvlink[8];      /* GPU groups sharing NVLink / a PCIe switch / NUMA */
+	int nnvlink;
+	int64_t finding_seq;                   /* newest fault finding applied */
+	int64_t faults[NODE_FAULT_NSCOPES];    /* findings applied, by scope */
 	int64_t generation;   /* bumped when the desired set changes */
 	int64_t last_seen_ms; /* monotonic */
 	int dirty;
@@ -156,6 +197,10 @@ const char *rank_state_name(enum rank_state s);
 int rank_state_parse(const char *s, enum rank_state *out);
 int rank_state_final(enum rank_state s);
 const char *node_state_name(enum node_state s);
+/* "lost" while the agent is silent, else the admin state's name. */
+const char *node_shown_state(const struct node *n);
+const char *node_fault_scope_name(enum node_fault_scope s);
+int node_fault_scope_parse(const char *s, enum node_fault_scope *out);
 int node_state_parse(const char *s, enum node_state *out);
 
 void job_free(struct job *j);

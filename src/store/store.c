@@ -269,6 +269,8 @@ int store_put_team(struct store *st, const char *name, const json_t *extra)
 
 static json_t *node_facts(const struct node *n)
 {
+	if (n->facts)
+		return json_incref(n->facts);
 	json_t *gpus = json_array();
 	for (int i = 0; i < n->ngpus; i++)
 		json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I}", "index",
@@ -289,11 +291,18 @@ int store_put_node(struct store *st, const struct node *n)
 	sqlite3_bind_int64(s, 1, n->id);
 	sqlite3_bind_text(s, 2, n->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, n->secret, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, node_state_name(n->state), -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, node_shown_state(n), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, n->generation);
 	sqlite3_bind_text(s, 6, text, -1, SQLITE_TRANSIENT);
 	free(text);
-	json_t *extra = json_pack("{s:O?,s:s?}", "labels", n->labels, "pool", n->pool);
+	json_t *faults = json_array();
+	for (int i = 0; i < NODE_FAULT_NSCOPES; i++)
+		json_array_append_new(faults, json_integer(n->faults[i]));
+	json_t *extra = json_pack("{s:O?,s:s?,s:s,s:s,s:b,s:I,s:o,s:O?}", "labels", n->labels,
+	                          "pool", n->pool, "admin", node_state_name(n->admin),
+	                          "admin_reason", n->admin_reason, "admin_by_fault",
+	                          n->admin_by_fault, "finding_seq", (json_int_t)n->finding_seq,
+	                          "faults", faults, "health", n->health);
 	bind_json(s, 7, extra);
 	json_decref(extra);
 	return step_done(st, s, "node put");

@@ -1,0 +1,291 @@
+/* api_nodes.c - /v1/nodes: list, show, labels and pools, cordon / drain /
+ * uncordon, and the node check (proxied to the node's agent). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/httpc.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "server/server.h"
+
+#define CHECK_TIMEOUT_MS 300000 /* a compute check on every GPU may take minutes */
+
+static struct node *find_node(struct state *st, const char *name)
+{
+	struct node *n = state_node_by_name(st, name);
+	return n ? n : state_node(st, api_path_id(name, strlen(name)));
+}
+
+static void nodes_list(struct server *s, struct httpd_req *req)
+{
+	req->route = "nodes_list";
+	struct state *st = &s->state;
+	state_lock(st);
+	json_t *arr = json_array();
+	for (int i = 0; i < st->nnodes; i++)
+		json_array_append_new(arr, state_node_json(st, st->nodes[i], 0));
+	state_unlock(st);
+	api_send_json(req, 200, json_pack("{s:o}", "nodes", arr));
+}
+
+static void no_node(struct httpd_req *req, const char *name)
+{
+	char msg[128];
+	snprintf(msg, sizeof(msg), "no node named '%.64s'", name);
+	httpd_error(req, ERR_NOTFOUND, msg);
+}
+
+static void node_get(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_get";
+	struct state *st = &s->state;
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	if (n)
+		api_send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n, 1)));
+	else
+		no_node(req, name);
+	state_unlock(st);
+}
+
+static const struct jv_field node_fields[] = {
+        {"labels", JV_OBJECT, 0, 0, 0},  {"pool", JV_STRING, 0, 0, 63},
+        {"state", JV_STRING, 0, 1, 16},  {"reason", JV_STRING, 0, 0, 200},
+        {"force", JV_BOOL, 0, 0, 0},     {NULL, 0, 0, 0, 0},
+};
+
+static int check_labels(const struct node *n, const json_t *labels, char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	size_t count = json_object_size(n->labels);
+	json_object_foreach ((json_t *)labels, k, v) {
+		if (!*k || strlen(k) > 63 || strchr(k, '=') ||
+		    !(json_is_null(v) || (json_is_string(v) && json_string_length(v) <= 63))) {
+			snprintf(err, errlen,
+			         "field 'labels.%.64s': keys are 1-63 characters without '=', values "
+			         "strings of at most 63 characters (null removes the label)",
+			         k);
+			return ERR_INVALID;
+		}
+		int had = n->labels && json_object_get(n->labels, k);
+		if (json_is_null(v) && had)
+			count--;
+		else if (!json_is_null(v) && !had)
+			count++;
+	}
+	if (count > 8) {
+		snprintf(err, errlen, "field 'labels': a node carries at most 8 labels (this makes %zu)",
+		         count);
+		return ERR_INVALID;
+	}
+	return 0;
+}
+
+/* The admin state a "state" value asks for, or ERR_INVALID / ERR_CONFLICT. */
+static int target_state(const struct node *n, const json_t *body, enum node_state *to, char *err,
+                        size_t errlen)
+{
+	const char *want = jv_str(body, "state", NULL);
+	if (strcmp(want, "ready") == 0)
+		*to = NODE_READY;
+	else if (strcmp(want, "cordoned") == 0)
+		*to = NODE_CORDONED;
+	else if (strcmp(want, "draining") == 0 || strcmp(want, "drained") == 0)
+		*to = NODE_DRAINING;
+	else {
+		snprintf(err, errlen, "field 'state': '%.16s' is not ready, cordoned or draining",
+		         want);
+		return ERR_INVALID;
+	}
+	const char *fault = state_node_fault(n);
+	if (*to == NODE_READY && fault && !jv_bool(body, "force", 0)) {
+		snprintf(err, errlen,
+		         "field 'state': node %s still reports a fault (%.160s); it stays out of "
+		         "service until its agent stops reporting it (reboot or repair, then "
+		         "'anvil node check'), or pass force",
+		         n->name, fault);
+		return ERR_CONFLICT;
+	}
+	return 0;
+}
+
+static int node_update(struct state *st, struct node *n, const json_t *body, char *err,
+                       size_t errlen)
+{
+	enum node_state to = n->admin;
+	int rc = 0;
+	const json_t *labels = json_object_get(body, "labels");
+	if (json_object_get(body, "state"))
+		rc = target_state(n, body, &to, err, errlen);
+	if (rc == 0 && labels)
+		rc = check_labels(n, labels, err, errlen);
+	if (rc)
+		return rc; /* nothing applied */
+	const char *k;
+	json_t *v;
+	if (!n->labels)
+		n->labels = json_object();
+	json_object_foreach ((json_t *)labels, k, v) {
+		if (json_is_null(v))
+			json_object_del(n->labels, k);
+		else
+			json_object_set(n->labels, k, v);
+	}
+	if (json_object_get(body, "pool")) {
+		free(n->pool);
+		const char *pool = jv_str(body, "pool", NULL);
+		n->pool = pool && *pool ? xstrdup(pool) : NULL;
+	}
+	n->s_cached = 0;
+	n->dirty = 1;
+	st->nodes_dirty = 1;
+	st->need_schedule = 1;
+	if (labels || json_object_get(body, "pool")) {
+		char *text = jv_dump(body);
+		state_event(st, "node.changed", 0, n->id, "node %s: %s", n->name, text);
+		free(text);
+	}
+	if (json_object_get(body, "state") &&
+	    (to != n->admin || strcmp(jv_str(body, "reason", ""), n->admin_reason) != 0))
+		state_node_set_admin(st, n, to, jv_str(body, "reason", ""), 0);
+	return 0;
+}
+
+static void node_post(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_update";
+	json_t *body = api_body(req, node_fields);
+	if (!body)
+		return;
+	struct state *st = &s->state;
+	char err[400];
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	int rc = n ? node_update(st, n, body, err, sizeof(err)) : ERR_NOTFOUND;
+	if (rc == ERR_NOTFOUND)
+		snprintf(err, sizeof(err), "no node named '%.64s'", name);
+	if (rc) {
+		httpd_error(req, rc, err);
+	} else if (api_flush_or_fail(st, req) == 0) {
+		state_schedule(st);
+		state_flush(st);
+		api_send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n, 1)));
+	}
+	state_unlock(st);
+	json_decref(body);
+}
+
+static const struct jv_field check_fields[] = {
+        {"gpus", JV_INT, 0, 0, 64},
+        {"gpu_model", JV_STRING, 0, 1, 95},
+        {"driver_version", JV_STRING, 0, 1, 63},
+        {NULL, 0, 0, 0, 0},
+};
+
+/* What the node is expected to have: the body's values, else what the
+ * server recorded of it (its GPU count and model). */
+static json_t *expectations(const struct node *n, const json_t *body)
+{
+	json_t *e = json_deep_copy(body);
+	if (!json_object_get(e, "gpus"))
+		json_object_set_new(e, "gpus", json_integer(n->ngpus));
+	if (!json_object_get(e, "gpu_model") && n->ngpus && n->gpus[0].model[0])
+		json_object_set_new(e, "gpu_model", json_string(n->gpus[0].model));
+	return e;
+}
+
+/* POST /v1/nodes/NAME/check: the agent runs the checks (agent/check.c);
+ * the server records the verdict as an event. Outside the state lock. */
+static void node_check(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_check";
+	json_t *body = api_body(req, check_fields);
+	if (!body)
+		return;
+	struct state *st = &s->state;
+	char url[512] = "", secret[65] = "", node[64] = "";
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	json_t *expect = n ? expectations(n, body) : NULL;
+	if (n) {
+		snprintf(url, sizeof(url), "%s/v1/check", n->agent_url);
+		snprintf(secret, sizeof(secret), "%s", n->secret);
+		snprintf(node, sizeof(node), "%s", n->name);
+	}
+	int lost = n && n->state == NODE_LOST;
+	state_unlock(st);
+	json_decref(body);
+	if (!n || lost || !url[0]) {
+		if (!n)
+			no_node(req, name);
+		else
+			httpd_error(req, ERR_UPSTREAM, "the node's agent is not reachable (lost)");
+		json_decref(expect);
+		return;
+	}
+	char *text = jv_dump(expect);
+	json_decref(expect);
+	struct httpc *c = httpc_new();
+	int status = 0;
+	int rc = httpc_do(c, "POST", url, secret, text, strlen(text), CHECK_TIMEOUT_MS, &status,
+	                  &req->out);
+	free(text);
+	json_t *result = NULL;
+	if (rc == 0 && status == 200)
+		result = json_loadb(req->out.data, req->out.len, 0, NULL);
+	if (!json_is_object(result)) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the node's agent did not run the check: %s",
+		         rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
+		req->out.len = 0;
+		httpd_error(req, ERR_UPSTREAM, msg);
+	} else {
+		int ok = jv_bool(result, "ok", 0);
+		state_lock(st);
+		if ((n = state_node_by_name(st, node)) != NULL) {
+			state_event(st, "node.check", 0, n->id, "node %s check %s: %s", node,
+			            ok ? "passed" : "failed", jv_str(result, "summary", ""));
+			state_flush(st);
+		}
+		state_unlock(st);
+		req->out.len = 0;
+		api_send_json(req, 200, json_incref(result));
+	}
+	json_decref(result);
+	httpc_free(c);
+}
+
+void api_nodes(struct server *s, struct httpd_req *req, const char *rest)
+{
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	if (!*rest || strcmp(rest, "/") == 0) {
+		if (get)
+			nodes_list(s, req);
+		else
+			httpd_error(req, ERR_NOTFOUND, "use GET on /v1/nodes");
+		return;
+	}
+	char name[80];
+	const char *seg = rest + 1, *slash = strchr(seg, '/');
+	size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+	if (len == 0 || len >= sizeof(name)) {
+		httpd_error(req, ERR_INVALID, "node name: 1 to 63 characters");
+		return;
+	}
+	memcpy(name, seg, len);
+	name[len] = '\0';
+	const char *tail = slash ? slash : "";
+	if (!*tail && get)
+		node_get(s, req, name);
+	else if (!*tail && post)
+		node_post(s, req, name);
+	else if (strcmp(tail, "/check") == 0 && post)
+		node_check(s, req, name);
+	else
+		httpd_error(req, ERR_NOTFOUND, "no such route");
+}
