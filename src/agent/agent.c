@@ -12,25 +12,29 @@
 #include <unistd.h>
 
 #include "agent/exec.h"
+#include "agent/gpuwatch.h"
 #include "agent/ident.h"
 #include "agent/serve.h"
 #include "agent/syncer.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/httpc.h"
+#include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
 #include "gpu/gpu.h"
+#include "gpu/rdma.h"
 
 #define SHUTDOWN_GRACE_MS 5000
 
 struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
+	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root;
 	char host[256];
 	int port;
-	int64_t wait, spares;
+	int64_t wait, spares, sample_ms;
 	enum log_level level;
 };
 
@@ -40,6 +44,9 @@ struct agent {
 	char *node_file;
 	int sigfd;
 	struct gpu_backend *gpus;
+	struct gpuwatch *watch;
+	struct rdma_port rdma[RDMA_MAX_PORTS];
+	int nrdma;
 	struct exec *exec;
 	struct serve *serve;
 	struct serve_stats stats;
@@ -62,7 +69,14 @@ static const struct flag flags[] = {
         {"join-token-file", OPT(join_token_file), "a file holding the join token"},
         {"name", OPT(name), "node name (default: the hostname)"},
         {"work-dir", OPT(work_dir), "node state, rank logs and outputs (required)"},
-        {"gpus-file", OPT(gpus_file), "simulated GPUs (JSON); without it: no GPUs"},
+        {"gpus-file", OPT(gpus_file), "simulated GPUs (JSON; gpu/sim.h): the sim backend"},
+        {"gpu-backend", OPT(gpu_backend),
+         "nvml, nvml:LIBRARY, none or sim:FILE (default: sim with --gpus-file, else nvml, "
+         "falling back to none without NVIDIA's library or GPUs)"},
+        {"gpu-sample-ms", OPT(gpu_sample_ms), "GPU health and metrics sampling period (2000)"},
+        {"gpu-check-program", OPT(gpu_check_program),
+         "a CUDA program run per GPU by 'anvil node check' (exit 0: pass)"},
+        {"sysfs-root", OPT(sysfs_root), "where RDMA devices are read from (/sys)"},
         {"listen", OPT(listen), "HOST:PORT of the agent's HTTP server (127.0.0.1:0)"},
         {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
         {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
@@ -162,6 +176,11 @@ static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 	if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
 		return bad_flag("--spare-shims '%s': expected a count in [0, 8]%s", o->spare_shims,
 		                "");
+	if (parse_i64(o->gpu_sample_ms, 100, 3600000, &o->sample_ms) != 0)
+		return bad_flag("--gpu-sample-ms '%s': expected milliseconds in [100, 3600000]%s",
+		                o->gpu_sample_ms, "");
+	if (o->gpu_backend && o->gpus_file)
+		return bad_flag("give --gpus-file or --gpu-backend, not both%s%s", "", "");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		return bad_flag("--log-level '%s': expected error, warn, info or debug%s",
 		                o->log_level, "");
@@ -285,8 +304,13 @@ static int open_gpus(struct agent *a)
 	if (a->o.gpus_file)
 		snprintf(spec, sizeof(spec), "sim:%s", a->o.gpus_file);
 	else
-		snprintf(spec, sizeof(spec), "none");
+		snprintf(spec, sizeof(spec), "%s", a->o.gpu_backend ? a->o.gpu_backend : "nvml");
 	int rc = gpu_open(spec, &a->gpus, err, sizeof(err));
+	if (rc == ERR_NOTFOUND && !a->o.gpu_backend) {
+		/* the default on a machine without NVIDIA's driver: say it once */
+		log_info("no NVIDIA GPUs: %s; running with no GPUs", err);
+		rc = gpu_open("none", &a->gpus, err, sizeof(err));
+	}
 	if (rc) {
 		log_error("%s", err);
 		return rc;
@@ -294,7 +318,77 @@ static int open_gpus(struct agent *a)
 	atomic_store(&a->stats.gpus, gpu_count(a->gpus));
 	log_info("gpus backend=%s count=%d driver=%s", gpu_backend_name(a->gpus),
 	         gpu_count(a->gpus), gpu_driver_version(a->gpus));
+	struct gpu_info infos[GPU_MAX];
+	int n = gpu_count(a->gpus);
+	for (int i = 0; i < n; i++)
+		gpu_info(a->gpus, i, &infos[i]);
+	a->nrdma = rdma_scan(a->o.sysfs_root, infos, n, a->rdma, RDMA_MAX_PORTS);
+	if (a->nrdma < 0) {
+		log_warn("cannot read RDMA devices root=%s error=\"%s\"", a->o.sysfs_root,
+		         strerror(-a->nrdma));
+		a->nrdma = 0;
+	}
+	for (int i = 0; i < a->nrdma; i++)
+		if (a->rdma[i].error[0])
+			log_warn("rdma port skipped dev=%s port=%d reason=\"%s\"", a->rdma[i].dev,
+			         a->rdma[i].port, a->rdma[i].error);
 	return 0;
+}
+
+/* NCCL's interface variables for a rank, from the RDMA ports near its GPUs. */
+static void rank_env(void *ctx, const json_t *gpus, json_t *env)
+{
+	struct agent *a = ctx;
+	if (a->nrdma == 0)
+		return;
+	uint64_t mask = 0;
+	size_t i;
+	json_t *g;
+	json_array_foreach (gpus, i, g) {
+		json_int_t v = json_integer_value(g);
+		if (v >= 0 && v < 64)
+			mask |= 1ull << v;
+	}
+	char hca[1024], ifname[1024];
+	if (rdma_nccl_env(a->rdma, a->nrdma, mask, hca, sizeof(hca), ifname, sizeof(ifname)) <= 0)
+		return;
+	if (hca[0])
+		json_object_set_new(env, "NCCL_IB_HCA", json_string(hca));
+	if (ifname[0])
+		json_object_set_new(env, "NCCL_SOCKET_IFNAME", json_string(ifname));
+}
+
+/* Tells the watcher which GPUs the desired ranks use (resets wait for
+ * idle GPUs; the metrics name the job on each). */
+static void on_desired(void *ctx, const json_t *ranks)
+{
+	struct agent *a = ctx;
+	if (!a->watch)
+		return;
+	struct gpuwatch_use use[GPU_MAX];
+	int n = 0;
+	size_t i;
+	json_t *d;
+	json_array_foreach (ranks, i, d) {
+		if (n == GPU_MAX)
+			break;
+		uint64_t mask = 0;
+		size_t k;
+		json_t *g;
+		json_array_foreach (json_object_get(d, "gpus"), k, g) {
+			json_int_t v = json_integer_value(g);
+			if (v >= 0 && v < 64)
+				mask |= 1ull << v;
+		}
+		if (!mask)
+			continue;
+		use[n++] = (struct gpuwatch_use){
+		        .gpus = mask,
+		        .job_id = jv_int(d, "job_id", 0),
+		        .job_name = jv_str(json_object_get(d, "env"), "ANVIL_JOB_NAME", ""),
+		};
+	}
+	gpuwatch_set_usage(a->watch, use, n);
 }
 
 /* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
@@ -316,19 +410,36 @@ static int setup(struct agent *a)
 		return rc;
 	}
 	exec_set_spares(a->exec, (int)a->o.spares);
-	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, &a->serve)))
+	char hostname[256] = "";
+	gethostname(hostname, sizeof(hostname) - 1);
+	struct gpuwatch_config wc = {.gpus = a->gpus,
+	                             .work_dir = work,
+	                             .hostname = hostname,
+	                             .sample_ms = a->o.sample_ms,
+	                             .check_program = a->o.gpu_check_program};
+	if ((rc = gpuwatch_start(&wc, &a->watch))) {
+		log_error("cannot start the GPU watcher error=\"%s\"", err_msg(rc));
+		return rc;
+	}
+	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, a->watch, &a->serve)))
 		return rc;
 	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
 	char url[320];
 	snprintf(url, sizeof(url), "http://%s:%d", host, serve_port(a->serve));
 	log_info("listening url=%s node=%s work_dir=%s", url, a->o.name, work);
-	a->facts = ident_facts(a->o.name, a->o.address, url, a->gpus);
+	a->facts = ident_facts(a->o.name, a->o.address, url, a->gpus,
+	                       rdma_ports_json(a->rdma, a->nrdma));
 	a->http = httpc_new();
 	if ((rc = identity(a)))
 		return rc;
 	serve_set_secret(a->serve, a->id.secret);
-	struct syncer_config sc = {
-	        .server = a->o.server, .wait_ms = a->o.wait, .exec = a->exec, .stats = &a->stats};
+	struct syncer_config sc = {.server = a->o.server,
+	                           .wait_ms = a->o.wait,
+	                           .exec = a->exec,
+	                           .stats = &a->stats,
+	                           .rank_env = rank_env,
+	                           .on_desired = on_desired,
+	                           .ctx = a};
 	a->sync = syncer_new(&sc);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
@@ -374,10 +485,13 @@ static void run(struct agent *a)
 		syncer_step(a->sync);
 		publish(a);
 		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
-		int fds[2] = {a->sigfd, exec_fd(a->exec)}, ready[2] = {0, 0};
-		syncer_wait(a->sync, fds, 2, t, ready);
+		int fds[3] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch)};
+		int ready[3] = {0, 0, 0};
+		syncer_wait(a->sync, fds, 3, t, ready);
 		if (ready[0] && drain_signals(a))
 			return;
+		if (ready[2])
+			syncer_set_health(a->sync, gpuwatch_report(a->watch));
 		if (exec_poll(a->exec) > 0)
 			syncer_changed(a->sync);
 	}
@@ -409,6 +523,7 @@ static void teardown(struct agent *a)
 	syncer_free(a->sync);
 	httpc_free(a->http);
 	serve_stop(a->serve);
+	gpuwatch_stop(a->watch);
 	exec_free(a->exec);
 	gpu_close(a->gpus);
 	json_decref(a->facts);
@@ -425,6 +540,8 @@ int agent_main(int argc, char **argv)
 	                          .address = "127.0.0.1",
 	                          .wait_ms = "10000",
 	                          .spare_shims = "2",
+	                          .gpu_sample_ms = "2000",
+	                          .sysfs_root = "/sys",
 	                          .log_level = "info"};
 	char hostname[256] = "";
 	int rc = scan_flags(argc, argv, &a.o);

@@ -66,22 +66,19 @@ int ident_save(const char *path, const struct ident *id)
 	return rc;
 }
 
-static json_t *gpus_json(const struct gpu_backend *gpus)
+/* The GPU groups as masks: what the server's scheduler packs tasks into. */
+static json_t *groups_json(const struct gpu_backend *gpus)
 {
+	uint64_t g[GPU_MAX];
+	int n = gpu_groups(gpus, g, GPU_MAX);
 	json_t *a = json_array();
-	for (int i = 0; gpus && i < gpu_count(gpus); i++) {
-		struct gpu_info g;
-		if (gpu_info(gpus, i, &g) != 0)
-			continue;
-		json_array_append_new(a, json_pack("{s:i,s:s,s:s,s:I}", "index", g.index, "uuid",
-		                                   g.uuid, "model", g.name, "memory_bytes",
-		                                   (json_int_t)g.memory_bytes));
-	}
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer((json_int_t)g[i]));
 	return a;
 }
 
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
-                    const struct gpu_backend *gpus)
+                    const struct gpu_backend *gpus, json_t *rdma)
 {
 	char host[256] = "";
 	if (gethostname(host, sizeof(host) - 1) != 0)
@@ -89,10 +86,17 @@ json_t *ident_facts(const char *name, const char *address, const char *agent_url
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	json_int_t mem = pages > 0 && page > 0 ? (json_int_t)pages * page : 0;
-	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o}", "name", name, "hostname", host,
-	                 "address", address, "agent_url", agent_url, "cpus",
-	                 (json_int_t)(cpus > 0 ? cpus : 1), "memory_bytes", mem, "backend",
-	                 gpus ? gpu_backend_name(gpus) : "none", "gpus", gpus_json(gpus));
+	json_t *o = json_pack(
+	        "{s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o,s:o}", "name", name, "hostname", host, "address",
+	        address, "agent_url", agent_url, "cpus", (json_int_t)(cpus > 0 ? cpus : 1),
+	        "memory_bytes", mem, "backend", gpus ? gpu_backend_name(gpus) : "none", "rdma",
+	        rdma ? rdma : json_array(), "gpus", gpus ? gpu_inventory_json(gpus) : json_array());
+	if (gpus) {
+		json_object_set_new(o, "gpu_groups", groups_json(gpus));
+		json_object_set_new(o, "driver_version", json_string(gpu_driver_version(gpus)));
+		json_object_set_new(o, "cuda_version", json_string(gpu_cuda_version(gpus)));
+	}
+	return o;
 }
 
 static int parse_answer(const struct buf *body, struct ident *out, char *err, size_t errlen)

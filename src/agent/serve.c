@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include "agent/exec.h"
+#include "agent/gpuwatch.h"
 #include "base/err.h"
 #include "base/httpd.h"
+#include "base/jv.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -20,7 +23,8 @@ struct serve {
 	struct httpd *httpd;
 	const char *work_dir;
 	struct serve_stats *stats;
-	pthread_mutex_t mu; /* guards secret */
+	struct gpuwatch *gw; /* NULL: no GPU endpoints */
+	pthread_mutex_t mu;  /* guards secret */
 	char secret[256];
 };
 
@@ -50,6 +54,8 @@ static void get_metrics(struct serve *s, struct httpd_req *req)
 	       "Sync requests that failed or were refused.", atomic_load(&st->sync_errors_total));
 	metric(o, "anvil_agent_gpus", "gauge", "GPUs the backend reports.", atomic_load(&st->gpus));
 	httpd_metrics(s->httpd, "anvil_agent", o);
+	if (s->gw)
+		gpuwatch_metrics(s->gw, o);
 	req->content_type = "text/plain; version=0.0.4";
 }
 
@@ -142,6 +148,60 @@ static void get_logs(struct serve *s, struct httpd_req *req)
 	free(path);
 }
 
+static void send_json(struct httpd_req *req, json_t *o)
+{
+	char *text = jv_dump(o);
+	httpd_json(req, 200, text);
+	free(text);
+	json_decref(o);
+}
+
+/* POST bodies of the GPU routes: a JSON object, or 400. */
+static json_t *body_object(struct httpd_req *req)
+{
+	char err[256];
+	json_t *o = NULL;
+	if (jv_parse_object(req->body, req->body_len, &o, err, sizeof(err))) {
+		httpd_error(req, ERR_INVALID, err);
+		return NULL;
+	}
+	return o;
+}
+
+/* GET /v1/gpus, POST /v1/gpu/faults, POST /v1/check (node secret). */
+static void gpu_route(struct serve *s, struct httpd_req *req, int get)
+{
+	if (!authorized(s, req)) {
+		httpd_error(req, ERR_AUTH, "missing or wrong node secret");
+		return;
+	}
+	if (get) {
+		send_json(req, gpuwatch_gpus_json(s->gw));
+		return;
+	}
+	json_t *body = body_object(req);
+	if (!body)
+		return;
+	if (strcmp(req->path, "/v1/check") == 0) {
+		json_t *r = gpuwatch_check(s->gw, body);
+		log_info("node check ok=%d summary=\"%s\"", jv_bool(r, "ok", 0),
+		         jv_str(r, "summary", ""));
+		send_json(req, r);
+	} else {
+		char err[512] = "";
+		int rc = gpuwatch_inject(s->gw, body, err, sizeof(err));
+		if (rc) {
+			httpd_error(req, rc == -ENOSYS ? ERR_INVALID : rc, err);
+		} else {
+			char *text = jv_dump(body);
+			log_warn("fault injected fault=%s", text);
+			free(text);
+			send_json(req, json_pack("{s:b}", "injected", 1));
+		}
+	}
+	json_decref(body);
+}
+
 static int handle(struct httpd_req *req, void *ctx)
 {
 	struct serve *s = ctx;
@@ -155,6 +215,13 @@ static int handle(struct httpd_req *req, void *ctx)
 	} else if (get && strcmp(req->path, "/v1/logs") == 0) {
 		req->route = "/v1/logs";
 		get_logs(s, req);
+	} else if (s->gw && ((get && strcmp(req->path, "/v1/gpus") == 0) ||
+	                     (!get && (strcmp(req->path, "/v1/gpu/faults") == 0 ||
+	                               strcmp(req->path, "/v1/check") == 0)))) {
+		req->route = get                                   ? "/v1/gpus"
+		             : strcmp(req->path, "/v1/check") == 0 ? "/v1/check"
+		                                                   : "/v1/gpu/faults";
+		gpu_route(s, req, get);
 	} else {
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 	}
@@ -162,10 +229,11 @@ static int handle(struct httpd_req *req, void *ctx)
 }
 
 int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-                struct serve **out)
+                struct gpuwatch *gw, struct serve **out)
 {
 	struct serve *s = xcalloc(1, sizeof(*s));
 	s->work_dir = work_dir;
+	s->gw = gw;
 	s->stats = stats;
 	pthread_mutex_init(&s->mu, NULL);
 	struct httpd_config cfg = {

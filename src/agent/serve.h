@@ -7,6 +7,12 @@
  *                  raw bytes of a rank's log (bearer: the node secret),
  *                  header X-Anvil-Next-Offset; limit defaults to and is
  *                  capped at 1 MiB; 404 when the node has no such log
+ *   GET /v1/gpus   inventory, last sample and health of every GPU
+ *   POST /v1/gpu/faults
+ *                  injects a fault (simulated backend only; gpu/sim.h)
+ *   POST /v1/check the node check (agent/gpuwatch.h), machine-readable
+ *                  (these three: bearer the node secret; metrics also carry
+ *                  the GPUs' DCGM-compatible series)
  *
  * Handlers run on the HTTP server's threads. They read only the log files,
  * the atomic counters that the agent's main thread publishes, and the
@@ -30,11 +36,12 @@ struct serve_stats {
 };
 
 struct serve;
+struct gpuwatch;
 
-/* Listens on host:port (0: any); stats and work_dir are borrowed and must
- * outlive the server. */
+/* Listens on host:port (0: any); stats, work_dir and gw (NULL: no GPU
+ * routes) are borrowed and must outlive the server. */
 int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-                struct serve **out);
+                struct gpuwatch *gw, struct serve **out);
 int serve_port(const struct serve *s);
 void serve_set_secret(struct serve *s, const char *secret);
 void serve_stop(struct serve *s);

@@ -31,7 +31,8 @@ struct call {
 	CURL *easy;
 	int active;
 	uint64_t seq;
-	uint64_t facts_version; /* of the facts it carried; 0: none */
+	uint64_t facts_version;  /* of the facts it carried; 0: none */
+	uint64_t health_version; /* of the health report it carried; 0: none */
 	char *body;
 	struct curl_slist *hdrs;
 	struct buf answer;
@@ -49,6 +50,8 @@ struct syncer {
 	char secret[256];
 	json_t *facts;
 	uint64_t facts_version;
+	json_t *health;
+	uint64_t health_version;
 	int64_t generation;
 	uint64_t sent;    /* seq of the latest request sent */
 	int dirty;        /* local state changed since the latest request */
@@ -106,6 +109,7 @@ void syncer_free(struct syncer *s)
 	}
 	curl_multi_cleanup(s->multi);
 	json_decref(s->facts);
+	json_decref(s->health);
 	free(s->url);
 	free(s);
 }
@@ -123,6 +127,14 @@ void syncer_set_facts(struct syncer *s, json_t *facts)
 	json_decref(s->facts);
 	s->facts = facts;
 	s->facts_version++;
+	s->dirty = 1;
+}
+
+void syncer_set_health(struct syncer *s, json_t *health)
+{
+	json_decref(s->health);
+	s->health = health;
+	s->health_version++;
 	s->dirty = 1;
 }
 
@@ -186,6 +198,11 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 	if (s->facts) {
 		json_object_set(o, "facts", s->facts);
 		c->facts_version = s->facts_version;
+	}
+	c->health_version = 0;
+	if (s->health) {
+		json_object_set(o, "health", s->health);
+		c->health_version = s->health_version;
 	}
 	char *body = jv_dump(o);
 	json_decref(o);
@@ -293,14 +310,26 @@ static void start_desired(struct syncer *s, const json_t *d)
 		goto out;
 	json_t *cmd = json_object_get(o, "command"), *env = json_object_get(o, "env"), *v;
 	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
-	char **envv = xcalloc(json_object_size(env) + 1, sizeof(char *));
+	char **envv;
 	size_t i = 0;
 	json_array_foreach (cmd, i, v)
 		argv[i] = json_string_value(v);
+	json_t *extra = NULL; /* the agent's own variables (NCCL's), unless the job set them */
+	if (s->cfg.rank_env) {
+		extra = json_object();
+		s->cfg.rank_env(s->cfg.ctx, json_object_get(o, "gpus"), extra);
+	}
+	envv = xcalloc(json_object_size(env) + json_object_size(extra) + 1, sizeof(char *));
 	const char *k;
 	i = 0;
 	json_object_foreach (env, k, v)
 		envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	json_object_foreach (extra, k, v) {
+		if (!json_object_get(env, k))
+			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	}
+	envv[i] = NULL;
+	json_decref(extra);
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
@@ -378,6 +407,10 @@ static void answered(struct syncer *s, struct call *c)
 		json_decref(s->facts);
 		s->facts = NULL;
 	}
+	if (c->health_version && c->health_version == s->health_version) {
+		json_decref(s->health);
+		s->health = NULL;
+	}
 	recovered(s);
 	/* Answers on the two connections may arrive out of order, and an
 	 * answer is the desired set as of its generation: apply only answers
@@ -387,6 +420,8 @@ static void answered(struct syncer *s, struct call *c)
 	if (gen >= s->generation && !s->closing) {
 		s->generation = gen;
 		reconcile(s, json_object_get(o, "ranks"));
+		if (s->cfg.on_desired)
+			s->cfg.on_desired(s->cfg.ctx, json_object_get(o, "ranks"));
 	}
 out:
 	json_decref(o);

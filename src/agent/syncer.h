@@ -29,6 +29,12 @@ struct syncer_config {
 	int64_t wait_ms;
 	struct exec *exec;
 	struct serve_stats *stats;
+	/* optional: variables the agent adds to a rank that uses gpus (the
+	 * desired entry's "gpus" array) unless the job set them itself */
+	void (*rank_env)(void *ctx, const json_t *gpus, json_t *env);
+	/* optional: the desired ranks just applied */
+	void (*on_desired)(void *ctx, const json_t *ranks);
+	void *ctx;
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);
@@ -38,6 +44,9 @@ void syncer_free(struct syncer *s);
 void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret);
 /* Facts to send with the next requests until one is answered 200 (steals). */
 void syncer_set_facts(struct syncer *s, json_t *facts);
+/* The GPU health report to send with the next requests until one is
+ * answered 200 (steals; agent/gpuwatch.h). */
+void syncer_set_health(struct syncer *s, json_t *health);
 /* Local state changed: report it promptly. */
 void syncer_changed(struct syncer *s);
 

@@ -53,9 +53,12 @@ static const struct jv_field facts_fields[] = {
 };
 
 static const struct jv_field sync_fields[] = {
-        {"node_id", JV_INT, 1, 1, INT64_MAX}, {"generation", JV_INT, 0, 0, INT64_MAX},
-        {"wait_ms", JV_INT, 0, 0, 600000},    {"facts", JV_OBJECT, 0, 0, 0},
-        {"ranks", JV_ARRAY, 0, 0, 100000},    {"health", JV_OBJECT, 0, 0, 0},
+        {"node_id", JV_INT, 1, 1, INT64_MAX},
+        {"generation", JV_INT, 0, 0, INT64_MAX},
+        {"wait_ms", JV_INT, 0, 0, 600000},
+        {"facts", JV_OBJECT, 0, 0, 0},
+        {"ranks", JV_ARRAY, 0, 0, 100000},
+        {"health", JV_OBJECT, 0, 0, 0},
         {NULL, 0, 0, 0, 0},
 };
 
@@ -68,8 +71,8 @@ static const struct jv_field health_fields[] = {
 };
 
 static const struct jv_field gpu_health_fields[] = {
-        {"index", JV_INT, 1, 0, 63},       {"state", JV_STRING, 1, 1, 31},
-        {"code", JV_STRING, 0, 0, 31},     {"reason", JV_STRING, 0, 0, 255},
+        {"index", JV_INT, 1, 0, 63},           {"state", JV_STRING, 1, 1, 31},
+        {"code", JV_STRING, 0, 0, 31},         {"reason", JV_STRING, 0, 0, 255},
         {"since_ms", JV_INT, 0, 0, INT64_MAX}, {NULL, 0, 0, 0, 0},
 };
 
@@ -81,9 +84,12 @@ static const struct jv_field node_fault_fields[] = {
 };
 
 static const struct jv_field finding_fields[] = {
-        {"seq", JV_INT, 1, 1, INT64_MAX},     {"gpu", JV_INT, 0, -1, 63},
-        {"scope", JV_STRING, 1, 1, 15},       {"code", JV_STRING, 0, 0, 31},
-        {"reason", JV_STRING, 0, 0, 255},     {"wall_ms", JV_INT, 0, 0, INT64_MAX},
+        {"seq", JV_INT, 1, 1, INT64_MAX},
+        {"gpu", JV_INT, 0, -1, 63},
+        {"scope", JV_STRING, 1, 1, 15},
+        {"code", JV_STRING, 0, 0, 31},
+        {"reason", JV_STRING, 0, 0, 255},
+        {"wall_ms", JV_INT, 0, 0, INT64_MAX},
         {NULL, 0, 0, 0, 0},
 };
 
@@ -152,10 +158,11 @@ static int check_health(const json_t *h, char *err, size_t errlen)
 	json_t *f;
 	json_array_foreach (json_object_get(h, "findings"), i, f) {
 		if (rc == 0 && node_fault_scope_parse(jv_str(f, "scope", ""), &scope)) {
-			snprintf(inner, sizeof(inner),
-			         "findings[%zu]: field 'scope': '%.15s' is not warning, job, gpu or "
-			         "node",
-			         i, jv_str(f, "scope", ""));
+			snprintf(
+			        inner, sizeof(inner),
+			        "findings[%zu]: field 'scope': '%.15s' is not warning, job, gpu or "
+			        "node",
+			        i, jv_str(f, "scope", ""));
 			rc = ERR_INVALID;
 		}
 	}

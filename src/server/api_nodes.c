@@ -53,9 +53,9 @@ static void node_get(struct server *s, struct httpd_req *req, const char *name)
 }
 
 static const struct jv_field node_fields[] = {
-        {"labels", JV_OBJECT, 0, 0, 0},  {"pool", JV_STRING, 0, 0, 63},
-        {"state", JV_STRING, 0, 1, 16},  {"reason", JV_STRING, 0, 0, 200},
-        {"force", JV_BOOL, 0, 0, 0},     {NULL, 0, 0, 0, 0},
+        {"labels", JV_OBJECT, 0, 0, 0}, {"pool", JV_STRING, 0, 0, 63},
+        {"state", JV_STRING, 0, 1, 16}, {"reason", JV_STRING, 0, 0, 200},
+        {"force", JV_BOOL, 0, 0, 0},    {NULL, 0, 0, 0, 0},
 };
 
 static int check_labels(const struct node *n, const json_t *labels, char *err, size_t errlen)
@@ -67,7 +67,8 @@ static int check_labels(const struct node *n, const json_t *labels, char *err, s
 		if (!*k || strlen(k) > 63 || strchr(k, '=') ||
 		    !(json_is_null(v) || (json_is_string(v) && json_string_length(v) <= 63))) {
 			snprintf(err, errlen,
-			         "field 'labels.%.64s': keys are 1-63 characters without '=', values "
+			         "field 'labels.%.64s': keys are 1-63 characters without '=', "
+			         "values "
 			         "strings of at most 63 characters (null removes the label)",
 			         k);
 			return ERR_INVALID;
@@ -79,8 +80,8 @@ static int check_labels(const struct node *n, const json_t *labels, char *err, s
 			count++;
 	}
 	if (count > 8) {
-		snprintf(err, errlen, "field 'labels': a node carries at most 8 labels (this makes %zu)",
-		         count);
+		snprintf(err, errlen,
+		         "field 'labels': a node carries at most 8 labels (this makes %zu)", count);
 		return ERR_INVALID;
 	}
 	return 0;

@@ -174,8 +174,8 @@ int state_node_set_admin(struct state *st, struct node *n, enum node_state admin
 	int requeued = 0;
 	if (admin == NODE_DRAINING) {
 		char why[320];
-		snprintf(why, sizeof(why), "node %s draining%s%s", n->name, *n->admin_reason ? ": " : "",
-		         n->admin_reason);
+		snprintf(why, sizeof(why), "node %s draining%s%s", n->name,
+		         *n->admin_reason ? ": " : "", n->admin_reason);
 		requeued = requeue_on(st, n, 0, why);
 	}
 	state_event(st, "node.state", 0, n->id, "node %s: %s -> %s%s%s%s (%d attempts requeued)",
@@ -201,8 +201,8 @@ void state_nodes_settle(struct state *st)
 			continue;
 		n->admin = NODE_DRAINED;
 		node_dirty(st, n);
-		state_event(st, "node.state", 0, n->id, "node %s: draining -> drained%s%s",
-		            n->name, *n->admin_reason ? ": " : "", n->admin_reason);
+		state_event(st, "node.state", 0, n->id, "node %s: draining -> drained%s%s", n->name,
+		            *n->admin_reason ? ": " : "", n->admin_reason);
 	}
 }
 
@@ -368,12 +368,12 @@ static json_t *gpu_json(struct state *st, const struct node *n, const struct gpu
 {
 	int64_t owner = (n->gpus_used & (1ull << g->index)) ? gpu_owner(st, n, g->index) : 0;
 	const json_t *h = gpu_entry(json_object_get(n->health, "gpus"), g->index);
-	json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:o,s:s}", "index", g->index, "uuid", g->uuid,
-	                      "model", g->model, "memory_bytes", (json_int_t)g->memory_bytes,
-	                      "job_id", owner > 0 ? json_integer(owner) : json_null(), "health",
-	                      (n->gpus_unhealthy & (1ull << g->index))
-	                              ? jv_str(h, "state", "unhealthy")
-	                              : "healthy");
+	json_t *o =
+	        json_pack("{s:i,s:s,s:s,s:I,s:o,s:s}", "index", g->index, "uuid", g->uuid, "model",
+	                  g->model, "memory_bytes", (json_int_t)g->memory_bytes, "job_id",
+	                  owner > 0 ? json_integer(owner) : json_null(), "health",
+	                  (n->gpus_unhealthy & (1ull << g->index)) ? jv_str(h, "state", "unhealthy")
+	                                                           : "healthy");
 	if (h && *jv_str(h, "reason", ""))
 		json_object_set_new(o, "health_reason", json_string(jv_str(h, "reason", "")));
 	const json_t *inv = inventory_entry(n, g->index);

@@ -72,7 +72,7 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 		    n->admin == NODE_LOST) {
 			/* schema v2 rows: the column held the only state there was */
 			n->admin = shown && strcmp(shown, "cordoned") == 0 ? NODE_CORDONED
-			                                                    : NODE_READY;
+			                                                   : NODE_READY;
 		}
 		snprintf(n->admin_reason, sizeof(n->admin_reason), "%s",
 		         jv_str(extra, "admin_reason", ""));

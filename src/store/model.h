@@ -57,14 +57,7 @@ enum rank_state {
  *
  * and "lost" over all of them while the agent is silent. Cordoned,
  * draining and drained nodes take no new work (server/nodes.c). */
-enum node_state {
-	NODE_READY,
-	NODE_LOST,
-	NODE_CORDONED,
-	NODE_DRAINING,
-	NODE_DRAINED,
-	NODE_NSTATES
-};
+enum node_state { NODE_READY, NODE_LOST, NODE_CORDONED, NODE_DRAINING, NODE_DRAINED, NODE_NSTATES };
 
 /* Fault findings by scope, as the agent's GPU health reports them. */
 enum node_fault_scope {
@@ -92,15 +85,15 @@ struct attempt {
 	int64_t id;
 	int64_t job_id;
 	int number;
-	enum job_state state;  /* scheduled, running, or a final state */
-	int ending;            /* stop every rank that still runs */
-	int preempted;         /* ending because the scheduler preempted it */
-	int borrowed;          /* admitted on another team's idle quota */
-	int64_t preempted_for; /* the job it made room for */
-	int timed_out;         /* in memory: stopped at its time limit */
-	int fault;             /* in memory: failed by a GPU fault (server/nodes.c) */
+	enum job_state state;     /* scheduled, running, or a final state */
+	int ending;               /* stop every rank that still runs */
+	int preempted;            /* ending because the scheduler preempted it */
+	int borrowed;             /* admitted on another team's idle quota */
+	int64_t preempted_for;    /* the job it made room for */
+	int timed_out;            /* in memory: stopped at its time limit */
+	int fault;                /* in memory: failed by a GPU fault (server/nodes.c) */
 	char requeue_reason[160]; /* in memory: why it was stopped to be requeued */
-	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
+	int64_t checkpoint_ms;    /* newest checkpoint any rank reported (wall ms); 0 none */
 	char master_addr[64];
 	int master_port;
 	int64_t start_ms;
@@ -171,19 +164,19 @@ struct node {
 	enum node_state state; /* NODE_READY or NODE_LOST: does its agent answer */
 	enum node_state admin; /* NODE_READY, NODE_CORDONED, NODE_DRAINING, NODE_DRAINED */
 	char admin_reason[256];
-	int admin_by_fault;    /* drained by a node-scope fault, not by an operator */
-	json_t *facts;         /* the agent's last facts, as it sent them */
-	json_t *health;        /* the agent's last health report: {gpus: [...], node: ...} */
+	int admin_by_fault; /* drained by a node-scope fault, not by an operator */
+	json_t *facts;      /* the agent's last facts, as it sent them */
+	json_t *health;     /* the agent's last health report: {gpus: [...], node: ...} */
 	int ngpus;
 	struct gpu_slot *gpus;
 	uint64_t gpus_used;      /* mask of allocated GPUs */
 	uint64_t gpus_unhealthy; /* quarantined or lost: never assigned */
 	uint64_t nvlink[8];      /* GPU groups sharing NVLink / a PCIe switch / NUMA */
 	int nnvlink;
-	int64_t finding_seq;                   /* newest fault finding applied */
-	int64_t faults[NODE_FAULT_NSCOPES];    /* findings applied, by scope */
-	int64_t generation;   /* bumped when the desired set changes */
-	int64_t last_seen_ms; /* monotonic */
+	int64_t finding_seq;                /* newest fault finding applied */
+	int64_t faults[NODE_FAULT_NSCOPES]; /* findings applied, by scope */
+	int64_t generation;                 /* bumped when the desired set changes */
+	int64_t last_seen_ms;               /* monotonic */
 	int dirty;
 	void *waiter; /* the suspended long poll, if any (server/agentproto.c) */
 	int64_t waiter_deadline_ms;

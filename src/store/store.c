@@ -298,11 +298,11 @@ int store_put_node(struct store *st, const struct node *n)
 	json_t *faults = json_array();
 	for (int i = 0; i < NODE_FAULT_NSCOPES; i++)
 		json_array_append_new(faults, json_integer(n->faults[i]));
-	json_t *extra = json_pack("{s:O?,s:s?,s:s,s:s,s:b,s:I,s:o,s:O?}", "labels", n->labels,
-	                          "pool", n->pool, "admin", node_state_name(n->admin),
-	                          "admin_reason", n->admin_reason, "admin_by_fault",
-	                          n->admin_by_fault, "finding_seq", (json_int_t)n->finding_seq,
-	                          "faults", faults, "health", n->health);
+	json_t *extra =
+	        json_pack("{s:O?,s:s?,s:s,s:s,s:b,s:I,s:o,s:O?}", "labels", n->labels, "pool",
+	                  n->pool, "admin", node_state_name(n->admin), "admin_reason",
+	                  n->admin_reason, "admin_by_fault", n->admin_by_fault, "finding_seq",
+	                  (json_int_t)n->finding_seq, "faults", faults, "health", n->health);
 	bind_json(s, 7, extra);
 	json_decref(extra);
 	return step_done(st, s, "node put");

@@ -202,8 +202,14 @@ TEST(runs_reports_serves_logs_and_stops)
 	CHECK_STR(jv_str(reg, "backend", ""), "sim");
 	CHECK_STR(jv_str(reg, "name", ""), "n-1");
 	CHECK_INT(json_array_size(json_object_get(reg, "gpus")), 2);
-	CHECK_STR(jv_str(json_array_get(json_object_get(reg, "gpus"), 0), "model", ""),
+	CHECK_STR(jv_str(json_array_get(json_object_get(reg, "gpus"), 0), "name", ""),
 	          "NVIDIA H200");
+	/* The inventory carries the topology; the groups feed the scheduler. */
+	CHECK_INT(json_array_size(json_object_get(json_array_get(json_object_get(reg, "gpus"), 1),
+	                                          "links")),
+	          2);
+	CHECK_INT(json_array_size(json_object_get(reg, "gpu_groups")), 1);
+	CHECK_STR(jv_str(reg, "driver_version", ""), "sim-550.54.15");
 
 	/* The agent's log endpoint, with the node secret. */
 	char url[256];
