@@ -200,65 +200,114 @@ static json_t *expectations(const struct node *n, const json_t *body)
 	return e;
 }
 
-/* POST /v1/nodes/NAME/check: the agent runs the checks (agent/check.c);
- * the server records the verdict as an event. Outside the state lock. */
+/* Sends payload (taken) to the node's agent at path and returns its JSON
+ * object answer, or NULL after answering the request with the error
+ * itself. Outside the state lock: the agent may take minutes. */
+static json_t *agent_call(struct server *s, struct httpd_req *req, const char *name,
+                          const char *path, json_t *payload, int64_t timeout_ms)
+{
+	struct state *st = &s->state;
+	char url[512] = "", secret[65] = "";
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	if (n) {
+		snprintf(url, sizeof(url), "%s%s", n->agent_url, path);
+		snprintf(secret, sizeof(secret), "%s", n->secret);
+	}
+	int lost = n && n->state == NODE_LOST;
+	state_unlock(st);
+	if (!n || lost || !strncmp(url, path, strlen(path))) {
+		if (!n)
+			no_node(req, name);
+		else
+			httpd_error(req, ERR_UPSTREAM, "the node's agent is not reachable (lost)");
+		json_decref(payload);
+		return NULL;
+	}
+	char *text = jv_dump(payload);
+	json_decref(payload);
+	struct httpc *c = httpc_new();
+	int status = 0;
+	struct buf out;
+	buf_init(&out);
+	int rc = httpc_do(c, "POST", url, secret, text, strlen(text), timeout_ms, &status, &out);
+	free(text);
+	json_t *result = rc == 0 ? json_loadb(out.data, out.len, 0, NULL) : NULL;
+	if (rc == 0 && status != 200 && json_is_object(result)) {
+		/* the agent's own error (e.g. a bad fault object): pass it on */
+		req->status = status;
+		req->content_type = "application/json";
+		buf_add(&req->out, out.data, out.len);
+		json_decref(result);
+		result = NULL;
+	} else if (!json_is_object(result)) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the node's agent did not answer: %s",
+		         rc ? httpc_error(c) : "not a JSON object");
+		httpd_error(req, ERR_UPSTREAM, msg);
+		json_decref(result);
+		result = NULL;
+	}
+	buf_cleanup(&out);
+	httpc_free(c);
+	return result;
+}
+
+static void record(struct server *s, const char *name, const char *kind, const char *what)
+{
+	struct state *st = &s->state;
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	if (n) {
+		state_event(st, kind, 0, n->id, "node %s %s", n->name, what);
+		state_flush(st);
+	}
+	state_unlock(st);
+}
+
+/* POST /v1/nodes/NAME/check: the agent runs the checks (agent/gpuwatch.h);
+ * the verdict is recorded as an event. */
 static void node_check(struct server *s, struct httpd_req *req, const char *name)
 {
 	req->route = "nodes_check";
 	json_t *body = api_body(req, check_fields);
 	if (!body)
 		return;
-	struct state *st = &s->state;
-	char url[512] = "", secret[65] = "", node[64] = "";
-	state_lock(st);
-	struct node *n = find_node(st, name);
-	json_t *expect = n ? expectations(n, body) : NULL;
-	if (n) {
-		snprintf(url, sizeof(url), "%s/v1/check", n->agent_url);
-		snprintf(secret, sizeof(secret), "%s", n->secret);
-		snprintf(node, sizeof(node), "%s", n->name);
-	}
-	int lost = n && n->state == NODE_LOST;
-	state_unlock(st);
+	state_lock(&s->state);
+	struct node *n = find_node(&s->state, name);
+	json_t *expect = n ? expectations(n, body) : json_incref(body);
+	state_unlock(&s->state);
 	json_decref(body);
-	if (!n || lost || !url[0]) {
-		if (!n)
-			no_node(req, name);
-		else
-			httpd_error(req, ERR_UPSTREAM, "the node's agent is not reachable (lost)");
-		json_decref(expect);
+	json_t *result = agent_call(s, req, name, "/v1/check", expect, CHECK_TIMEOUT_MS);
+	if (!result)
+		return;
+	char what[200];
+	snprintf(what, sizeof(what), "check %s: %s", jv_bool(result, "ok", 0) ? "passed" : "failed",
+	         jv_str(result, "summary", ""));
+	record(s, name, "node.check", what);
+	api_send_json(req, 200, result);
+}
+
+/* POST /v1/nodes/NAME/faults: a simulated fault (gpu/sim.h), checked by
+ * the agent, which refuses it on real hardware. */
+static void node_fault(struct server *s, struct httpd_req *req, const char *name)
+{
+	req->route = "nodes_fault";
+	char err[256];
+	json_t *body = NULL;
+	if (jv_parse_object(req->body, req->body_len, &body, err, sizeof(err))) {
+		httpd_error(req, ERR_INVALID, err);
 		return;
 	}
-	char *text = jv_dump(expect);
-	json_decref(expect);
-	struct httpc *c = httpc_new();
-	int status = 0;
-	int rc = httpc_do(c, "POST", url, secret, text, strlen(text), CHECK_TIMEOUT_MS, &status,
-	                  &req->out);
-	free(text);
-	json_t *result = NULL;
-	if (rc == 0 && status == 200)
-		result = json_loadb(req->out.data, req->out.len, 0, NULL);
-	if (!json_is_object(result)) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "the node's agent did not run the check: %s",
-		         rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
-		req->out.len = 0;
-		httpd_error(req, ERR_UPSTREAM, msg);
-	} else {
-		int ok = jv_bool(result, "ok", 0);
-		state_lock(st);
-		if ((n = state_node_by_name(st, node)) != NULL) {
-			state_event(st, "node.check", 0, n->id, "node %s check %s: %s", node,
-			            ok ? "passed" : "failed", jv_str(result, "summary", ""));
-			state_flush(st);
-		}
-		state_unlock(st);
-		req->out.len = 0;
-		api_send_json(req, 200, json_incref(result));
+	char *text = jv_dump(body);
+	json_t *result = agent_call(s, req, name, "/v1/gpu/faults", body, 10000);
+	if (result) {
+		char what[300];
+		snprintf(what, sizeof(what), "simulated fault injected: %.250s", text);
+		record(s, name, "node.fault_injected", what);
+		api_send_json(req, 200, result);
 	}
-	json_decref(result);
-	httpc_free(c);
+	free(text);
 }
 
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest)
@@ -287,6 +336,8 @@ void api_nodes(struct server *s, struct httpd_req *req, const char *rest)
 		node_post(s, req, name);
 	else if (strcmp(tail, "/check") == 0 && post)
 		node_check(s, req, name);
+	else if (strcmp(tail, "/faults") == 0 && post)
+		node_fault(s, req, name);
 	else
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 }

@@ -317,8 +317,8 @@ void server_metrics(struct server *s, struct buf *out)
 	for (int i = 0; i < NODE_NSTATES; i++)
 		buf_printf(out, "anvil_nodes{state=\"%s\"} %llu\n", node_state_name(i),
 		           (unsigned long long)nodes[i]);
-	gauge(out, "anvil_gpus_total", "GPUs registered in the cluster.");
-	buf_printf(out, "anvil_gpus_total %lld\n", (long long)gtotal);
+	gauge(out, "anvil_gpus", "GPUs registered in the cluster.");
+	buf_printf(out, "anvil_gpus %lld\n", (long long)gtotal);
 	gauge(out, "anvil_gpus_allocated", "GPUs held by running attempts.");
 	buf_printf(out, "anvil_gpus_allocated %lld\n", (long long)gused);
 	gauge(out, "anvil_gpus_unhealthy", "GPUs quarantined or lost: never assigned.");

@@ -32,10 +32,19 @@ def wait_for(pred, timeout=20.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
-def sim_gpus(path, count, model="NVIDIA H200", node=0):
+def sim_gpus(path, count, model="NVIDIA H200", node=0, topo=False):
+    """A sim file (src/gpu/sim.h). topo: an HGX-like board, NVLink islands of
+    4 GPUs, a PCIe switch per pair, NUMA 0 for the first half."""
     gpus = [{"index": i, "uuid": "GPU-sim-%04d-%04d" % (node, i), "name": model,
              "memory_bytes": 150754820096, "pci_bus_id": "00000000:%02x:00.0" % (0x18 + i)}
             for i in range(count)]
+    if topo:
+        for g in gpus:
+            i = g["index"]
+            island = range(i - i % 4, min(count, i - i % 4 + 4))
+            g.update({"minor": i, "numa_node": 0 if i < count // 2 else 1,
+                      "pcie_switch": i // 2,
+                      "nvlink_peers": [j for j in island if j != i]})
     with open(path, "w") as f:
         json.dump({"driver_version": "sim-550.54.15", "cuda_version": "12.4", "gpus": gpus}, f)
 
@@ -48,7 +57,8 @@ class ApiError(Exception):
 
 
 class Cluster:
-    def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=()):
+    def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
+                 agent_args=(), topo=False):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -56,6 +66,8 @@ class Cluster:
         os.makedirs(self.logs)
         self.node_timeout = node_timeout
         self.server_args = list(server_args)
+        self.agent_args = list(agent_args)
+        self.topo = topo
         self.ngpus = gpus
         self.server = None
         self.port = 0
@@ -102,10 +114,11 @@ class Cluster:
         os.makedirs(work, exist_ok=True)
         gpus = os.path.join(work, "gpus.json")
         if not os.path.exists(gpus):
-            sim_gpus(gpus, self.ngpus, node=i)
+            sim_gpus(gpus, self.ngpus, node=i, topo=self.topo)
         self.agents[i] = self._spawn(["agent", "--server", self.url, "--join-token",
                                       self.join_token, "--name", name, "--work-dir", work,
-                                      "--gpus-file", gpus, "--log-level", "debug"],
+                                      "--gpus-file", gpus, "--log-level", "debug"]
+                                     + self.agent_args,
                                      "%s.log" % name)
         return self.agents[i]
 

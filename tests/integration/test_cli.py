@@ -84,7 +84,7 @@ def test_metrics_and_health():
         j = c.submit(["true"], gpus=1)
         c.wait_job(j["id"])
         text = urllib.request.urlopen(c.url + "/metrics").read().decode()
-        for needle in ['anvil_jobs{state="succeeded"} 1', "anvil_gpus_total 2",
+        for needle in ['anvil_jobs{state="succeeded"} 1', "anvil_gpus 2",
                        "anvil_gpus_allocated 0", 'anvil_nodes{state="ready"} 1',
                        'anvil_http_requests_total{route="jobs_submit"} 1',
                        'anvil_http_request_duration_seconds_bucket{route="jobs_submit",le="+Inf"} 1']:
