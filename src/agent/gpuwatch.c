@@ -218,7 +218,9 @@ static void sample_one(struct gpuwatch *w, int i)
 	struct gpu_finding f[GPU_HEALTH_MAX_FINDINGS];
 	pthread_mutex_lock(&w->mu);
 	struct gw_gpu *g = &w->g[i];
-	const struct gpu_sample *prev = g->have_sample && !g->sample.lost ? &g->sample : NULL;
+	/* A lost previous sample is passed too: health.c reports gpu-lost only
+	 * when it appears, and treats a GPU back from lost as new. */
+	const struct gpu_sample *prev = g->have_sample ? &g->sample : NULL;
 	int n = gpu_health_judge_sample(i, prev, &s, &w->hc, f, GPU_HEALTH_MAX_FINDINGS);
 	for (int k = 0; k < n; k++)
 		apply(w, &f[k]);

@@ -1,6 +1,6 @@
 /* verb_sched.c - the scheduler's verbs: `anvil why JOB` (why a job waits and
- * when it should start), `anvil queue ls|set`, `anvil team set` and
- * `anvil node label|cordon|uncordon`. */
+ * when it should start), `anvil queue ls|set` and `anvil team set`. The
+ * `node` verb is in verb_node.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,63 +220,4 @@ const struct verb verb_team = {
         .summary = "set a team's fair-share weight",
         .help = "Teams are named on jobs (anvil run --team) and in queue quotas; a team's\n"
                 "weight divides its recent usage when the scheduler orders teams.\n",
-};
-
-static int node_fn(struct verb_ctx *v)
-{
-	const char *sub = v->args.pos[0], *name = v->args.pos[1];
-	json_t *body = json_object();
-	if (strcmp(sub, "cordon") == 0 || strcmp(sub, "uncordon") == 0) {
-		json_object_set_new(body, "state",
-		                    json_string(sub[0] == 'c' ? "cordoned" : "ready"));
-	} else if (strcmp(sub, "label") == 0) {
-		json_t *labels = json_object();
-		for (int i = 2; i < v->args.npos; i++) {
-			const char *kv = v->args.pos[i], *eq = strchr(kv, '=');
-			if (!eq || eq == kv) {
-				json_decref(labels);
-				json_decref(body);
-				return verb_usage_error(v, "\"%s\" is not KEY=VALUE (KEY= removes)",
-				                        kv);
-			}
-			char key[64];
-			snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
-			json_object_set_new(labels, key, eq[1] ? json_string(eq + 1) : json_null());
-		}
-		json_object_set_new(body, "labels", labels);
-	} else {
-		json_decref(body);
-		return verb_usage_error(v, "\"%s\" is not label, cordon or uncordon", sub);
-	}
-	const char *pool = cliargs_str(&v->args, "pool");
-	if (pool)
-		json_object_set_new(body, "pool", json_string(pool));
-	int ret = verb_connect(v);
-	json_t *resp = NULL;
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/nodes/%s", name);
-	if (ret == CLI_EXIT_OK)
-		ret = cliconn_call(&v->conn, "POST", path, body, &resp);
-	if (ret == CLI_EXIT_OK)
-		printf("node %s: %s\n", name, verb_str(json_object_get(resp, "node"), "state"));
-	json_decref(body);
-	json_decref(resp);
-	return ret;
-}
-
-static const struct cliargs_opt node_opts[] = {
-        {"pool", 0, CLIARGS_STR, "POOL", "with label: put the node in this pool"},
-        {NULL, 0, 0, NULL, NULL},
-};
-
-const struct verb verb_node = {
-        .name = "node",
-        .fn = node_fn,
-        .opts = node_opts,
-        .min_pos = 2,
-        .max_pos = 34,
-        .usage = "label NODE KEY=VALUE... [--pool POOL] | cordon NODE | uncordon NODE",
-        .summary = "label a node (block, rack, switch, ...), or cordon/uncordon it",
-        .help = "Labels place nodes in the topology (block=, rack=, switch=) and let jobs select\n"
-                "them (anvil run --selector). A cordoned node takes no new work.\n",
 };

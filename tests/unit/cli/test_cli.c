@@ -83,6 +83,41 @@ TEST(usage_errors_exit_2_and_name_the_problem)
 	buf_cleanup(&o);
 }
 
+TEST(node_verb_usage_errors_before_any_request)
+{
+	no_server(); /* a usage error must come before the server is looked for (exit 3) */
+	struct buf o;
+	buf_init(&o);
+	CHECK_INT(RUN(&o, "node", "cordon", "n1", "--force"), 2);
+	CHECK_CONTAINS(o.data, "anvil node: --force is not an option of `anvil node cordon` (only "
+	                       "of: uncordon)");
+	CHECK_INT(RUN(&o, "node", "check", "n1", "--reason", "x"), 2);
+	CHECK_CONTAINS(o.data, "--reason is not an option of `anvil node check` (only of: cordon, "
+	                       "drain, uncordon)");
+	CHECK_INT(RUN(&o, "node", "fault", "n1", "xid", "xid=79"), 2);
+	CHECK_CONTAINS(o.data, "anvil node: fault: --gpu INDEX is required");
+	CHECK_INT(RUN(&o, "node", "fault", "n1", "--gpu", "2", "xid", "xid79"), 2);
+	CHECK_CONTAINS(o.data, "anvil node: fault: \"xid79\" is not KEY=VALUE (e.g. xid=79)");
+	CHECK_INT(RUN(&o, "node", "fault", "n1", "--gpu", "2"), 2);
+	CHECK_CONTAINS(o.data, "missing argument (usage: anvil node fault NODE --gpu I KIND");
+	CHECK_INT(RUN(&o, "node", "drain"), 2);
+	CHECK_CONTAINS(o.data, "missing argument (usage: anvil node drain NODE [--reason TEXT])");
+	CHECK_INT(RUN(&o, "node", "check", "n1", "extra"), 2);
+	CHECK_CONTAINS(o.data, "too many arguments (usage: anvil node check NODE");
+	CHECK_INT(RUN(&o, "node", "reboot", "n1"), 2);
+	CHECK_CONTAINS(o.data, "\"reboot\" is not show, cordon, drain, uncordon, label, check or "
+	                       "fault");
+	CHECK_INT(RUN(&o, "nodes", "list"), 2);
+	CHECK_CONTAINS(o.data, "anvil nodes: \"list\" is not show");
+	CHECK_INT(RUN(&o, "nodes", "show"), 2);
+	CHECK_CONTAINS(o.data, "show: missing NODE");
+	/* well-formed: it gets as far as looking for the server */
+	CHECK_INT(RUN(&o, "node", "uncordon", "n1", "--force", "--reason", "fixed"), 3);
+	CHECK_INT(RUN(&o, "node", "fault", "n1", "--gpu", "2", "ecc", "uncorrectable=1"), 3);
+	CHECK_INT(RUN(&o, "nodes", "show", "n1"), 3);
+	buf_cleanup(&o);
+}
+
 TEST(help_everywhere)
 {
 	no_server();
@@ -93,7 +128,8 @@ TEST(help_everywhere)
 	CHECK_CONTAINS(o.data, "  nodes");
 	CHECK_INT(RUN(&o, "--help"), 0);
 	CHECK_CONTAINS(o.data, "Commands:");
-	static const char *const verbs[] = {"run", "jobs", "show", "logs", "cancel", "nodes"};
+	static const char *const verbs[] = {"run",    "jobs",  "show", "logs",
+	                                    "cancel", "nodes", "node"};
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		char usage[64];
 		snprintf(usage, sizeof(usage), "Usage: anvil %s", verbs[i]);

@@ -117,10 +117,11 @@ TEST(nodes_table)
 	struct buf out;
 	buf_init(&out);
 	verb_nodes_render(nodes, 0, &out);
-	CHECK_STR(out.data, "ID  NAME    STATE     GPUS  MODEL        ADDRESS    LAST SEEN\n"
-	                    " 1  node-1  ready      1/4  NVIDIA H200  127.0.0.1  12ms ago\n"
-	                    "10  n10     lost      0/16  A100, H200   10.0.0.10  1m33s ago\n"
-	                    "11  cpu     cordoned   0/0  -            -          -\n");
+	CHECK_STR(out.data,
+	          "ID  NAME    STATE     GPUS  ALLOC  MODEL        ADDRESS    LAST SEEN  REASON\n"
+	          " 1  node-1  ready        4    1/4  NVIDIA H200  127.0.0.1  12ms ago   -\n"
+	          "10  n10     lost        16   0/16  A100, H200   10.0.0.10  1m33s ago  -\n"
+	          "11  cpu     cordoned     0    0/0  -            -          -          -\n");
 	json_decref(nodes);
 	buf_cleanup(&out);
 }
