@@ -466,6 +466,54 @@ def latency_phase(system, listener, n, tag, rate, seed, submit=None):
     return lat_ms, (ids, t_submit, stamps)
 
 
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu():
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def process_cpu(match):
+    """CPU seconds of the live processes whose command line contains match, by
+    role: anvil's argv[1] (server, agent, up), "shim" for a forked child of an
+    agent; "+children" counts what each role has reaped (exited shims, jobs)."""
+    procs = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if not any(match.encode() in a for a in cmd):
+            continue
+        procs[int(pid)] = (cmd[1].decode(errors="replace") if len(cmd) > 1 else "?",
+                           int(fields[1]), [int(x) for x in fields[11:15]])
+    out = {}
+    for pid, (role, ppid, (ut, st, cut, cst)) in procs.items():
+        if role == "agent" and ppid in procs and procs[ppid][0] == "agent":
+            role = "shim"
+        out[role] = out.get(role, 0.0) + (ut + st) / HZ
+        out[role + "+children"] = out.get(role + "+children", 0.0) + (cut + cst) / HZ
+    return out
+
+
+def cpu_per_job(before, after, n):
+    """ms of CPU per job by role between two (process_cpu, machine_cpu) readings."""
+    (p0, (b0, t0)), (p1, (b1, t1)) = before, after
+    res = {k: round(1000 * (p1.get(k, 0.0) - p0.get(k, 0.0)) / n, 3) for k in sorted(p1)}
+    res["machine_busy_pct"] = round(100 * (b1 - b0) / max(1, t1 - t0), 1)
+    res["machine_ms_per_job"] = round(1000 * (b1 - b0) / HZ / n, 3)
+    return res
+
+
 def burst_phase(system, listener, n, threads, tag, submit=None):
     """n submits from `threads` submitters as fast as they go; throughput to all finished."""
     submit = submit or system.submit
@@ -478,13 +526,19 @@ def burst_phase(system, listener, n, threads, tag, submit=None):
             t_submit[i] = now_ns()
             ids[i] = submit(keys[i])
 
+    home = getattr(system, "home", None)
+    cpu0 = (process_cpu(home), machine_cpu()) if home else None
     t0 = now_ns()
     with concurrent.futures.ThreadPoolExecutor(threads) as ex:
         for f in [ex.submit(worker, w) for w in range(threads)]:
             f.result()
     t_submitted = now_ns()
     t_done, counts = system.wait_all_done(ids, 600)
-    return finish_burst(system, listener, n, keys, t_submit, t0, t_submitted, t_done, counts)
+    res = finish_burst(system, listener, n, keys, t_submit, t0, t_submitted, t_done, counts)
+    if cpu0:
+        res["cpu_ms_per_job"] = cpu_per_job(cpu0, (process_cpu(home), machine_cpu()), n)
+        log(f"{system.name}: CPU ms per job {res['cpu_ms_per_job']}")
+    return res
 
 
 def array_phase(system, listener, n, tag):

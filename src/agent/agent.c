@@ -47,6 +47,7 @@ struct agent {
 	struct gpuwatch *watch;
 	struct rdma_port rdma[RDMA_MAX_PORTS];
 	int nrdma;
+	int gpu_minors[GPU_MAX]; /* N of /dev/nvidiaN by GPU index; -1 unknown */
 	struct exec *exec;
 	struct serve *serve;
 	struct serve_stats stats;
@@ -321,7 +322,7 @@ static int open_gpus(struct agent *a)
 	struct gpu_info infos[GPU_MAX];
 	int n = gpu_count(a->gpus);
 	for (int i = 0; i < n; i++)
-		gpu_info(a->gpus, i, &infos[i]);
+		a->gpu_minors[i] = gpu_info(a->gpus, i, &infos[i]) == 0 ? infos[i].minor : -1;
 	a->nrdma = rdma_scan(a->o.sysfs_root, infos, n, a->rdma, RDMA_MAX_PORTS);
 	if (a->nrdma < 0) {
 		log_warn("cannot read RDMA devices root=%s error=\"%s\"", a->o.sysfs_root,
@@ -439,6 +440,8 @@ static int setup(struct agent *a)
 	                           .stats = &a->stats,
 	                           .rank_env = rank_env,
 	                           .on_desired = on_desired,
+	                           .gpu_minors = a->gpu_minors,
+	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};
 	a->sync = syncer_new(&sc);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);

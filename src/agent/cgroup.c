@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,11 @@ int cgroup_setup(const char *node_name, char **root_out)
 	return rc;
 }
 
+int cgroup_setup_controller(const char *controller, const char *node_name, char **root_out)
+{
+	return try_controller(controller, node_name, root_out);
+}
+
 int cgroup_create(const char *root, const char *leaf, char **path_out)
 {
 	char *path = xasprintf("%s/%s", root, leaf);
@@ -174,4 +180,68 @@ int cgroup_remove(const char *path)
 	if (rmdir(path) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
+}
+
+int cgroup_write(const char *path, const char *file, const char *value)
+{
+	char name[PATH_MAX];
+	snprintf(name, sizeof(name), "%s/%s", path, file);
+	int fd = open(name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(value);
+	ssize_t w = write(fd, value, len);
+	int rc = w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+	close(fd);
+	return rc;
+}
+
+int cgroup_limit_cpu(const char *path, int64_t millis)
+{
+	if (millis <= 0)
+		return -EINVAL;
+	char quota[32];
+	/* millis thousandths of a CPU: that many 100 us per 100 ms period */
+	snprintf(quota, sizeof(quota), "%lld", (long long)millis * (CGROUP_CPU_PERIOD_US / 1000));
+	char period[32];
+	snprintf(period, sizeof(period), "%d", CGROUP_CPU_PERIOD_US);
+	int rc = cgroup_write(path, "cpu.cfs_period_us", period);
+	return rc ? rc : cgroup_write(path, "cpu.cfs_quota_us", quota);
+}
+
+int cgroup_limit_memory(const char *path, int64_t bytes)
+{
+	if (bytes <= 0)
+		return -EINVAL;
+	char text[32];
+	snprintf(text, sizeof(text), "%lld", (long long)bytes);
+	return cgroup_write(path, "memory.limit_in_bytes", text);
+}
+
+int cgroup_limit_gpus(const char *path, const int *minors, int n)
+{
+	int fd, rc = 0;
+	char name[PATH_MAX];
+	snprintf(name, sizeof(name), "%s/devices.deny", path);
+	if ((fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	/* Below an allow-all parent a v1 devices cgroup holds deny exceptions
+	 * only, and devices.allow removes an exception only when it is the
+	 * same entry: "allow c 195:0" cannot open a hole in "deny c 195:*".
+	 * So every other GPU minor is denied on its own (one write each, about
+	 * 4 us). nvidiactl, nvidia-modeset and nvidia-uvm stay allowed. */
+	for (int m = 0; m < CGROUP_GPU_MINORS && rc == 0; m++) {
+		int mine = 0;
+		for (int i = 0; i < n && !mine; i++)
+			mine = minors[i] == m;
+		if (mine)
+			continue;
+		char entry[32];
+		int len = snprintf(entry, sizeof(entry), "c %d:%d rwm", CGROUP_NVIDIA_MAJOR, m);
+		ssize_t w = write(fd, entry, (size_t)len);
+		if (w != len)
+			rc = w < 0 ? -errno : -EIO;
+	}
+	close(fd);
+	return rc;
 }

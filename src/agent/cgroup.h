@@ -1,4 +1,6 @@
-/* cgroup.h - per-rank cgroups (v1 "pids" or "freezer" hierarchy).
+/* cgroup.h - per-rank cgroups: the v1 "pids" (or "freezer") hierarchy
+ * that holds every rank, and the "cpu", "memory" and "devices" ones that
+ * hold the ranks with limits.
  *
  * A process group is not enough to stop a rank: a process that calls
  * setsid() leaves it. A cgroup keeps every descendant, so stopping a rank
@@ -7,18 +9,45 @@
  * and the rank's command joins it itself (writes "0" to cgroup.procs)
  * before exec, so nothing it forks can escape.
  *
+ * Limits (exec.h, "Limits"): a rank with a CPU or memory limit, or GPU
+ * device isolation, also gets a cgroup of the same name under the same
+ * path in each hierarchy it needs (cgroup_setup_controller gives that
+ * hierarchy's ROOT), written with cgroup_limit_* before the command joins
+ * it:
+ *
+ *   cpu       cpu.cfs_period_us = 100000, cpu.cfs_quota_us = millis * 100
+ *   memory    memory.limit_in_bytes (swap is not limited: no memsw)
+ *   devices   "c 195:M rwm" denied for every GPU minor M in 0..253 but the
+ *             rank's: /dev/nvidiaN of other GPUs cannot be opened (EPERM);
+ *             nvidiactl (195:255), nvidia-modeset (195:254), nvidia-uvm
+ *             and every other device stay allowed
+ *
+ * Cost: writing these files is cheap (~1 ms for the 254 device entries);
+ * joining a v1 cgroup is not (an RCU grace period, 6-16 ms each), which is
+ * why ranks without limits never get these cgroups.
+ *
  * Where no v1 pids/freezer hierarchy is mounted, or it is not writable,
- * cgroup_setup() fails and the executor runs without cgroups. cgroup v2 is
- * not supported yet. Functions are thread-safe (no state of their own).
+ * cgroup_setup() fails and the executor runs without cgroups; the same
+ * for each limit's hierarchy and that limit. cgroup v2 is not supported
+ * yet. Functions are thread-safe (no state of their own).
  */
 #ifndef ANVIL_AGENT_CGROUP_H
 #define ANVIL_AGENT_CGROUP_H
 
+#include <stdint.h>
 #include <sys/types.h>
+
+#define CGROUP_CPU_PERIOD_US 100000 /* cpu.cfs_period_us: 100 ms */
+#define CGROUP_NVIDIA_MAJOR  195    /* /dev/nvidiaN, nvidiactl, nvidia-modeset */
+#define CGROUP_GPU_MINORS    254    /* minors 0..253 are GPUs; 254, 255 are not */
 
 /* Finds a writable hierarchy and creates ROOT for node_name; *root_out is
  * heap-allocated (free it). 0, -ENOTSUP when there is none, or -errno. */
 int cgroup_setup(const char *node_name, char **root_out);
+
+/* The same for the v1 hierarchy of one controller ("cpu", "memory",
+ * "devices"): 0, -ENOTSUP when it is not mounted, or -errno. */
+int cgroup_setup_controller(const char *controller, const char *node_name, char **root_out);
 
 /* Creates ROOT/leaf (leaf has no '/'); *path_out is heap-allocated. */
 int cgroup_create(const char *root, const char *leaf, char **path_out);
@@ -33,5 +62,15 @@ int cgroup_signal(const char *path, int sig, pid_t spare);
 
 /* Removes the cgroup directory; 0, -EBUSY while processes remain, -errno. */
 int cgroup_remove(const char *path);
+
+/* Writes value to path/file in one write(); 0 or -errno. */
+int cgroup_write(const char *path, const char *file, const char *value);
+
+/* The limits, each in its own hierarchy's cgroup (see above): 0, -errno
+ * (-EINVAL from the kernel for a quota above the parent's, say). */
+int cgroup_limit_cpu(const char *path, int64_t millis);
+int cgroup_limit_memory(const char *path, int64_t bytes);
+/* Only the GPUs of minors[0..n) (others ignored) stay open to the cgroup. */
+int cgroup_limit_gpus(const char *path, const int *minors, int n);
 
 #endif

@@ -56,6 +56,9 @@ struct rank {
 	int acked;
 	char *cgroup;    /* NULL without cgroups */
 	int cgroup_left; /* the cgroup directory still has to be removed */
+	/* its limits' cgroups (exec.h, "Limits"), removed once it is final;
+	 * NULL: none (or the same directory as an earlier one's) */
+	char *limits[EXEC_LIMITS];
 };
 
 /* A spare shim ready for the next rank (shim.h), in its own cgroup. */
@@ -88,7 +91,13 @@ struct exec {
 	int64_t spare_retry_at; /* monotonic ms */
 	char **doomed;          /* spare cgroups still to empty and remove */
 	size_t ndoomed;
+	char *limit_root[EXEC_LIMITS]; /* ROOT in each limit's hierarchy; NULL: none */
+	int limit_err[EXEC_LIMITS];    /* why not: a negative errno, or -EXDEV */
+	int limit_logged[EXEC_LIMITS]; /* a rank has been told it runs without */
+	int isolate;                   /* GPU device isolation */
 };
+
+static const char *const limit_controllers[EXEC_LIMITS] = {"cpu", "memory", "devices"};
 
 char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank)
 {
@@ -124,6 +133,8 @@ static struct rank *rank_add(struct exec *e, int64_t attempt_id, int rank)
 
 static void rank_free(struct rank *r)
 {
+	for (int i = 0; i < EXEC_LIMITS; i++)
+		free(r->limits[i]);
 	free(r->legacy);
 	free(r->error);
 	free(r->cgroup);
@@ -283,15 +294,42 @@ static void kill_rank(struct rank *r, int sig)
 		killpg(r->pgid, sig);
 	if (r->cgroup)
 		cgroup_signal(r->cgroup, sig, r->shim > 0 ? r->shim : 0);
+	for (int i = 0; i < EXEC_LIMITS && !r->cgroup; i++)
+		if (r->limits[i]) /* the shim is never in these */
+			cgroup_signal(r->limits[i], sig, 0);
+}
+
+/* 1 while a final rank's limits' cgroups are still to be removed. */
+static int limits_left(const struct rank *r)
+{
+	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++)
+		if (r->limits[i])
+			return 1;
+	return 0;
+}
+
+/* A final rank's limits' cgroups go, and whatever it left in them. */
+static void limits_tidy(struct rank *r)
+{
+	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++) {
+		if (!r->limits[i])
+			continue;
+		cgroup_signal(r->limits[i], SIGKILL, 0);
+		if (cgroup_remove(r->limits[i]) == 0) {
+			free(r->limits[i]);
+			r->limits[i] = NULL;
+		}
+	}
 }
 
 static void cgroup_tidy(struct rank *r)
 {
-	if (!r->cgroup_left)
-		return;
-	cgroup_signal(r->cgroup, SIGKILL, r->shim > 0 ? r->shim : 0);
-	if (cgroup_remove(r->cgroup) == 0)
-		r->cgroup_left = 0;
+	if (r->cgroup_left) {
+		cgroup_signal(r->cgroup, SIGKILL, r->shim > 0 ? r->shim : 0);
+		if (cgroup_remove(r->cgroup) == 0)
+			r->cgroup_left = 0;
+	}
+	limits_tidy(r);
 }
 
 /* The command ended with wait status st, or was lost (st unused). */
@@ -505,6 +543,8 @@ static void launch_init(struct launch *la, int null_fd)
 
 static void launch_cleanup(struct launch *la)
 {
+	for (int i = 0; i < la->l.njoin; i++)
+		close(la->l.join_fds[i]);
 	strv_free(&la->argv);
 	strv_free(&la->env);
 	free(la->path);
@@ -673,6 +713,106 @@ static void launch_cgroup(struct launch *la, struct rank *r)
 	r->cgroup = NULL;
 }
 
+/* Limits (exec.h). Each is its own hierarchy's business: one that cannot
+ * be had is said once and the rank runs without it. */
+
+static const char *limit_why(int err)
+{
+	if (err == -ENOTSUP)
+		return "no v1 hierarchy of that controller is mounted";
+	if (err == -EXDEV)
+		return "the hierarchy is shared with the ranks' pids or freezer one";
+	return strerror(-err);
+}
+
+static void limit_setup(struct exec *e, const char *group, int i)
+{
+	int rc = cgroup_setup_controller(limit_controllers[i], group, &e->limit_root[i]);
+	if (rc == 0 && e->cgroup_root && strcmp(e->limit_root[i], e->cgroup_root) == 0) {
+		/* Its rank cgroups would be the spares' renamed ones: not here. */
+		free(e->limit_root[i]);
+		e->limit_root[i] = NULL;
+		rc = -EXDEV;
+	}
+	e->limit_err[i] = rc;
+}
+
+static unsigned limits_wanted(const struct exec *e, const struct exec_spec *spec)
+{
+	unsigned want = 0;
+	if (spec->cpu_millis > 0)
+		want |= 1u << EXEC_LIMIT_CPU;
+	if (spec->memory_bytes > 0)
+		want |= 1u << EXEC_LIMIT_MEMORY;
+	if (e->isolate && spec->ngpu_minors >= 0)
+		want |= 1u << EXEC_LIMIT_DEVICES;
+	return want;
+}
+
+static int limit_write(int i, const char *path, const struct exec_spec *spec)
+{
+	switch (i) {
+	case EXEC_LIMIT_CPU: return cgroup_limit_cpu(path, spec->cpu_millis);
+	case EXEC_LIMIT_MEMORY: return cgroup_limit_memory(path, spec->memory_bytes);
+	default: return cgroup_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
+	}
+}
+
+/* ROOT_i/<attempt>-<rank>, made and written; the command joins it through
+ * la's join_fds. Hierarchies mounted together share one directory: made
+ * and joined once, written for each. */
+static int limit_one(struct exec *e, struct rank *r, int i, const struct exec_spec *spec,
+                     struct launch *la)
+{
+	char *path = xasprintf("%s/%lld-%d", e->limit_root[i], (long long)r->attempt_id, r->rank);
+	for (int k = 0; k < i; k++)
+		if (r->limits[k] && strcmp(r->limits[k], path) == 0) {
+			free(path);
+			return limit_write(i, r->limits[k], spec);
+		}
+	int rc = mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	int fd = rc ? rc : cgroup_open_procs(path);
+	if (fd >= 0 && (rc = limit_write(i, path, spec)) == 0) {
+		la->l.join_fds[la->l.njoin++] = fd;
+		r->limits[i] = path;
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	rc = rc ? rc : fd;
+	cgroup_remove(path);
+	free(path);
+	return rc;
+}
+
+/* The rank's limits' cgroups, before the launch (after launch_prepare,
+ * which sets la->l anew). */
+static void limits_prepare(struct exec *e, struct rank *r, const struct exec_spec *spec,
+                           struct launch *la)
+{
+	unsigned want = limits_wanted(e, spec);
+	if (e->isolate && spec->ngpu_minors < 0)
+		log_warn("rank not isolated from other GPUs: its GPUs' device minors are unknown "
+		         "attempt=%lld rank=%d",
+		         (long long)r->attempt_id, r->rank);
+	for (int i = 0; want && i < EXEC_LIMITS; i++) {
+		if (!(want & (1u << i)))
+			continue;
+		if (!e->limit_root[i]) {
+			if (!e->limit_logged[i])
+				log_warn("ranks run without their %s limits reason=\"%s\"",
+				         limit_controllers[i], limit_why(e->limit_err[i]));
+			e->limit_logged[i] = 1;
+			continue;
+		}
+		int rc = limit_one(e, r, i, spec, la);
+		if (rc)
+			log_warn("rank runs without its %s limit attempt=%lld rank=%d error=\"%s\"",
+			         limit_controllers[i], (long long)r->attempt_id, r->rank,
+			         strerror(-rc));
+	}
+}
+
 static void spare_discard(struct exec *e, struct spare *s);
 
 /* The rank's shim runs it: its socket tells exec_poll when it ends. */
@@ -751,10 +891,9 @@ static void start_failed(struct exec *e, struct rank *r, const char *why)
 	r->state = EXEC_FAILED;
 	r->error = xstrdup(why);
 	record_write(e, r, 0); /* a restarted agent reports the same */
-	if (r->cgroup) {
+	if (r->cgroup)
 		r->cgroup_left = 1;
-		cgroup_tidy(r);
-	}
+	cgroup_tidy(r);
 	log_warn("rank failed to start attempt=%lld rank=%d job=%lld error=\"%s\"",
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
@@ -790,8 +929,11 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	if (rc == 0 && (rc = record_write(e, r, 0)) != 0)
 		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", e->work_dir,
 		         strerror(-rc));
-	if (rc == 0)
+	if (rc == 0) {
+		limits_prepare(e, r, spec, &la);
 		rc = launch(e, r, &la, err, sizeof(err));
+	}
+	int nlimits = la.l.njoin;
 	launch_cleanup(&la);
 	if (rc) {
 		start_failed(e, r, err);
@@ -799,9 +941,10 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	}
 	r->own = 1;
 	r->state = EXEC_RUNNING;
-	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d",
+	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d "
+	          "limits=%d",
 	          (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
-	          r->cgroup ? "yes" : "no", r->spare);
+	          r->cgroup ? "yes" : "no", r->spare, nlimits);
 	return 0;
 }
 
@@ -1157,7 +1300,7 @@ int64_t exec_next_poll_ms(const struct exec *e)
 	for (size_t i = 0; i < e->n; i++) {
 		const struct rank *r = e->ranks[i];
 		int64_t in = -1;
-		if (r->cgroup_left)
+		if (r->cgroup_left || limits_left(r))
 			in = CGROUP_RETRY_MS;
 		if (r->state == EXEC_RUNNING && r->sock < 0)
 			in = ADOPT_POLL_MS;
@@ -1193,6 +1336,18 @@ static void adopt(struct exec *e, struct rank *r)
 	if (r->cgroup && access(r->cgroup, F_OK) != 0) {
 		free(r->cgroup);
 		r->cgroup = NULL;
+	}
+	for (int i = 0; i < EXEC_LIMITS; i++) {
+		char *path = e->limit_root[i] ? xasprintf("%s/%lld-%d", e->limit_root[i],
+		                                          (long long)r->attempt_id, r->rank)
+		                              : NULL;
+		for (int k = 0; path && k < i; k++)
+			if (r->limits[k] && strcmp(r->limits[k], path) == 0)
+				path[0] = '\0'; /* the same directory as an earlier one */
+		if (path && path[0] && access(path, F_OK) == 0)
+			r->limits[i] = path;
+		else
+			free(path);
 	}
 	if (r->error && !r->lost) {
 		r->state = EXEC_FAILED;
@@ -1324,10 +1479,16 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 		h = (h ^ (unsigned char)*p) * 16777619u;
 	char *group = xasprintf("%s-%08x", node_name, h);
 	rc = cgroup_setup(group, &e->cgroup_root);
-	free(group);
 	if (rc)
 		log_info("running ranks without cgroups reason=\"%s\"",
 		         rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
+	for (int i = 0; i < EXEC_LIMITS; i++)
+		limit_setup(e, group, i);
+	free(group);
+	const char *iso = getenv("ANVIL_DEVICE_ISOLATION");
+	e->isolate = iso && *iso ? strcmp(iso, "0") != 0 : access("/dev/nvidiactl", F_OK) == 0;
+	if (e->isolate)
+		log_info("GPU device isolation on: ranks open only their own GPUs");
 	spares_remove_stale(e);
 	load_all(e);
 	*out = e;
@@ -1358,9 +1519,9 @@ void exec_free(struct exec *e)
 		if (r->sock >= 0)
 			close(r->sock); /* a shim still running a rank exits after it */
 		/* A killed process leaves its cgroup a moment after the signal. */
-		for (int tries = 0; r->cgroup_left && tries < 20; tries++) {
+		for (int tries = 0; (r->cgroup_left || limits_left(r)) && tries < 20; tries++) {
 			cgroup_tidy(r);
-			if (r->cgroup_left)
+			if (r->cgroup_left || limits_left(r))
 				sleep_ms(5);
 		}
 		rank_free(r);
@@ -1368,6 +1529,11 @@ void exec_free(struct exec *e)
 	if (e->cgroup_root)
 		rmdir(e->cgroup_root); /* only when no rank of ours is left in it */
 	free(e->cgroup_root);
+	for (int i = 0; i < EXEC_LIMITS; i++) {
+		if (e->limit_root[i])
+			rmdir(e->limit_root[i]);
+		free(e->limit_root[i]);
+	}
 	free(e->ranks);
 	free(e->work_dir);
 	free(e);
@@ -1376,6 +1542,21 @@ void exec_free(struct exec *e)
 int exec_uses_cgroups(const struct exec *e)
 {
 	return e->cgroup_root != NULL;
+}
+
+const char *exec_limit_root(const struct exec *e, enum exec_limit which)
+{
+	return which >= 0 && which < EXEC_LIMITS ? e->limit_root[which] : NULL;
+}
+
+void exec_set_device_isolation(struct exec *e, int on)
+{
+	e->isolate = on != 0;
+}
+
+int exec_device_isolation(const struct exec *e)
+{
+	return e->isolate;
 }
 
 size_t exec_count(const struct exec *e)
@@ -1446,6 +1627,11 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 	if (r->legacy)
 		unlink(r->legacy);
 	cgroup_tidy(r);
+	for (int k = 0; k < EXEC_LIMITS; k++)
+		if (r->limits[k]) { /* still busy: exec_poll finishes the job */
+			doom_cgroup(e, r->limits[k]);
+			r->limits[k] = NULL;
+		}
 	reap(r);
 	if (r->own && r->shim > 0) {
 		e->exiting = xrealloc(e->exiting, (e->nexiting + 1) * sizeof(*e->exiting));

@@ -7,7 +7,9 @@
  * records its wait status and tells the executor on its socket. The shim
  * is usually a spare, forked ahead of time (or left by an earlier rank)
  * and already in a cgroup that becomes the rank's (see "Spare shims"
- * below); else the agent forks one at the start. On disk, under WORK_DIR:
+ * below); else the agent forks one at the start. A rank with CPU or memory
+ * limits or GPU isolation also joins cgroups in those hierarchies (see
+ * "Limits" below). On disk, under WORK_DIR:
  *
  *   ranks-<seq>.jsonl   the journal (agent/journal.h): one line per event
  *                       of a rank, keyed by attempt id and rank: the
@@ -59,6 +61,11 @@ struct exec_spec {
 	const char *cwd;         /* NULL: the attempt's output directory */
 	const char *const *env;  /* "KEY=VALUE", NULL-terminated; may be NULL */
 	int64_t grace_ms;        /* SIGTERM-to-SIGKILL grace when stopping */
+	/* Limits (see "Limits" below); all 0: none. */
+	const int *gpu_minors; /* N of each /dev/nvidiaN the rank may open */
+	int ngpu_minors;       /* 0: no GPU; -1: not known, so not isolated */
+	int64_t cpu_millis;    /* CPU time in thousandths of a CPU; 0: no limit */
+	int64_t memory_bytes;  /* 0: no limit */
 };
 
 struct exec_status {
@@ -113,6 +120,33 @@ uint64_t exec_reused_total(const struct exec *e);
 int exec_fd(const struct exec *e);
 /* For tests: roll the journal to a new segment past bytes. */
 void exec_set_journal_roll(struct exec *e, int64_t bytes);
+
+/* Limits. A rank with cpu_millis or memory_bytes, or any rank on a node
+ * with GPU device isolation (and ngpu_minors >= 0), also runs in cgroups
+ * of the v1 "cpu", "memory" and "devices" hierarchies, the ones it needs
+ * (agent/cgroup.h says what is written): LROOT/<attempt_id>-<rank>, LROOT
+ * being <mount><agent's cgroup>/anvil/<node> in that hierarchy
+ * (exec_limit_root). exec_start makes and writes them before the launch;
+ * the command joins them itself after the rank's pids cgroup, before exec
+ * (a spare shim gets their cgroup.procs fds with the launch and never
+ * joins them itself, so it stays reusable); exec_poll removes them once
+ * the rank is final and they are empty, a restarted executor finds them
+ * by name. Device isolation is on where the node has NVIDIA's device nodes
+ * (/dev/nvidiactl exists); ANVIL_DEVICE_ISOLATION=1 (or 0) in the agent's
+ * environment, read by exec_new, or exec_set_device_isolation turns it on
+ * (or off) whatever the node has: tests use fake device nodes.
+ *
+ * Cost: each v1 join waits for an RCU grace period (6-16 ms), and
+ * exec_start waits for the command's exec, so a rank with limits starts
+ * that much later per hierarchy; a rank without limits or isolation
+ * touches none of them (the fast path). A hierarchy that is not mounted
+ * or not writable is logged once and the ranks run without that limit;
+ * a limit the kernel refuses is logged for the rank, which runs without. */
+enum exec_limit { EXEC_LIMIT_CPU, EXEC_LIMIT_MEMORY, EXEC_LIMIT_DEVICES, EXEC_LIMITS };
+/* LROOT of a limit's hierarchy; NULL where it cannot be used. */
+const char *exec_limit_root(const struct exec *e, enum exec_limit which);
+void exec_set_device_isolation(struct exec *e, int on);
+int exec_device_isolation(const struct exec *e);
 
 /* Starts a rank: 0 when it runs, or when it could not start (then it is
  * FAILED with the reason); -EEXIST when the executor knows it already;

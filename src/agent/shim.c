@@ -12,10 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SPARE_MAGIC  0x6c766e61u /* "anvl" */
-#define SPARE_FIXED  6           /* strings before argv: see encode_launch */
-#define SPARE_FDS    2           /* log_fd, record_fd */
-#define SPARE_HEADER (4 * sizeof(uint32_t))
+#define SPARE_MAGIC   0x6c766e61u /* "anvl" */
+#define SPARE_FIXED   6           /* strings before argv: see encode_launch */
+#define SPARE_FDS     2           /* log_fd, record_fd; then the join_fds */
+#define SPARE_FDS_MAX (SPARE_FDS + SHIM_JOIN_MAX)
+#define SPARE_HEADER  (4 * sizeof(uint32_t))
 
 /* What a shim tells the agent on its socket: one datagram each. */
 enum { SHIM_STARTED = 1, SHIM_ENDED = 2 };
@@ -116,24 +117,41 @@ static void close_range_from(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-/* Closes every fd above 2 except the three given (-1 for none). */
-static void close_others(int a, int b, int c)
+#define KEEP_MAX (3 + SHIM_JOIN_MAX)
+
+/* Closes every fd above 2 except keep[0..n) (n <= KEEP_MAX; -1 for none);
+ * sorts keep. */
+static void close_others(int *keep, int n)
 {
-	int keep[3] = {a, b, c};
-	for (int i = 1; i < 3; i++) /* sort the three */
+	for (int i = 1; i < n; i++)
 		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
 			int t = keep[j];
 			keep[j] = keep[j - 1];
 			keep[j - 1] = t;
 		}
 	unsigned from = 3;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < n; i++) {
 		if (keep[i] < (int)from)
 			continue;
 		close_range_from(from, (unsigned)keep[i] - 1);
 		from = (unsigned)keep[i] + 1;
 	}
 	close_range_from(from, ~0u);
+}
+
+/* Writes "0" to a cgroup.procs: the caller joins that cgroup. */
+static void join(int fd)
+{
+	if (write(fd, "0", 1) < 0)
+		put_errno(2, "anvil: warning: cannot join the rank's cgroup: ", errno);
+	close(fd);
+}
+
+static void close_joins(const struct shim_launch *l)
+{
+	for (int i = 0; i < l->njoin; i++)
+		if (l->join_fds[i] >= 0)
+			close(l->join_fds[i]);
 }
 
 static void reset_signals(void)
@@ -153,12 +171,13 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 {
 	reset_signals();
 	setpgid(0, 0);
-	if (l->cgroup_fd >= 0) {
-		/* Join before exec, so nothing the command forks escapes. */
-		if (write(l->cgroup_fd, "0", 1) < 0)
-			put_errno(2, "anvil: warning: cannot join the rank's cgroup: ", errno);
-		close(l->cgroup_fd);
-	}
+	/* Join before exec, so nothing the command forks escapes: the rank's
+	 * cgroup first (stopping the rank finds it there), then its limits. */
+	if (l->cgroup_fd >= 0)
+		join(l->cgroup_fd);
+	for (int i = 0; i < l->njoin; i++)
+		if (l->join_fds[i] >= 0)
+			join(l->join_fds[i]);
 	close(sock);
 	close(l->record_fd);
 	if (chdir(l->cwd) < 0) {
@@ -206,11 +225,15 @@ static int run_rank(const struct shim_launch *l, int sock)
 {
 	dup2(l->log_fd, 1);
 	dup2(l->log_fd, 2);
-	close_others(l->cgroup_fd, sock, l->record_fd);
+	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd}, nkeep = 3;
+	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
+		keep[nkeep++] = l->join_fds[i];
+	close_others(keep, nkeep);
 	int status = 127 << 8;
 	pid_t cmd = spawn_command(l, sock);
 	if (l->cgroup_fd >= 0)
 		close(l->cgroup_fd);
+	close_joins(l);
 	if (cmd < 0) {
 		put_errno(2, "anvil: cannot fork the command: ", errno);
 		tell(sock, SHIM_STARTED, 0); /* "taken, but no command": the record says 127 */
@@ -314,6 +337,7 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	        .log_fd = -1,
 	        .null_fd = 0, /* already /dev/null */
 	        .cgroup_fd = -1,
+	        .njoin = 0,
 	        .record_fd = -1,
 	        .record_key = fixed[2],
 	        .msg_notfound = fixed[3],
@@ -323,14 +347,14 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	return 0;
 }
 
-/* One launch datagram with its fds (log, record); its length, or 0 at
- * EOF or on any error (the caller exits: the agent is gone or sent
- * nonsense). */
-static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS])
+/* One launch datagram with its fds (log, record, then the joins); its
+ * length with *nfds set, or 0 at EOF or on any error (the caller exits:
+ * the agent is gone or sent nonsense). */
+static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS_MAX], int *nfds)
 {
 	union {
 		struct cmsghdr h;
-		char space[CMSG_SPACE(SPARE_FDS * sizeof(int))];
+		char space[CMSG_SPACE(SPARE_FDS_MAX * sizeof(int))];
 	} ctl;
 	struct iovec iov = {.iov_base = buf, .iov_len = SHIM_SPARE_MAX_REQUEST};
 	struct msghdr m = {.msg_iov = &iov,
@@ -342,9 +366,12 @@ static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS])
 		;
 	struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
 	if (!c || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || c->cmsg_level != SOL_SOCKET ||
-	    c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(SPARE_FDS * sizeof(int)))
+	    c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(SPARE_FDS * sizeof(int)) ||
+	    c->cmsg_len > CMSG_LEN(SPARE_FDS_MAX * sizeof(int)) ||
+	    (c->cmsg_len - CMSG_LEN(0)) % sizeof(int) != 0)
 		return 0;
-	memcpy(fds, CMSG_DATA(c), SPARE_FDS * sizeof(int));
+	*nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	memcpy(fds, CMSG_DATA(c), (size_t)*nfds * sizeof(int));
 	return (size_t)n;
 }
 
@@ -356,7 +383,8 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 	dup2(null_fd, 0);
 	dup2(null_fd, 1);
 	dup2(null_fd, 2);
-	close_others(sock, cgroup_fd, -1);
+	int keep[2] = {sock, cgroup_fd};
+	close_others(keep, 2);
 	/* The slow step, done while nobody waits: the command inherits it. */
 	int join_err = 0;
 	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) < 0)
@@ -364,13 +392,15 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 	if (cgroup_fd >= 0)
 		close(cgroup_fd);
 	for (;;) {
-		int fds[SPARE_FDS] = {-1, -1};
-		size_t n = receive_launch(sock, buf, fds);
+		int fds[SPARE_FDS_MAX], nfds = 0;
+		size_t n = receive_launch(sock, buf, fds, &nfds);
 		struct shim_launch l;
 		if (n == 0 || decode_launch(buf, n, vec, &l) != 0)
 			_exit(n == 0 ? 0 : 1);
 		l.log_fd = fds[0];
 		l.record_fd = fds[1];
+		for (int i = SPARE_FDS; i < nfds; i++)
+			l.join_fds[l.njoin++] = fds[i];
 		if (join_err)
 			put_errno(l.log_fd,
 			          "anvil: warning: cannot join the rank's cgroup: ", join_err);
@@ -475,23 +505,23 @@ int shim_spare_fits(const struct shim_launch *l)
 	return buf != NULL;
 }
 
-static int send_launch(int sock, const char *buf, size_t len, const int fds[SPARE_FDS])
+static int send_launch(int sock, const char *buf, size_t len, const int *fds, int nfds)
 {
 	union {
 		struct cmsghdr h;
-		char space[CMSG_SPACE(SPARE_FDS * sizeof(int))];
+		char space[CMSG_SPACE(SPARE_FDS_MAX * sizeof(int))];
 	} ctl;
 	memset(&ctl, 0, sizeof(ctl));
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	struct msghdr m = {.msg_iov = &iov,
 	                   .msg_iovlen = 1,
 	                   .msg_control = ctl.space,
-	                   .msg_controllen = sizeof(ctl.space)};
+	                   .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(SPARE_FDS * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, SPARE_FDS * sizeof(int));
+	c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
 	ssize_t w;
 	while ((w = sendmsg(sock, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
@@ -504,8 +534,10 @@ int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid)
 	char *buf = encode_launch(l, &len);
 	if (!buf)
 		return -E2BIG;
-	int fds[SPARE_FDS] = {l->log_fd, l->record_fd};
-	int rc = send_launch(s->sock, buf, len, fds);
+	int fds[SPARE_FDS_MAX] = {l->log_fd, l->record_fd}, nfds = SPARE_FDS;
+	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
+		fds[nfds++] = l->join_fds[i];
+	int rc = send_launch(s->sock, buf, len, fds, nfds);
 	free(buf);
 	return rc ? rc : wait_started(s->sock, pgid);
 }

@@ -5,8 +5,9 @@
  * after it, only async-signal-safe calls run. The shim: setsid(); stdin
  * from /dev/null; closes every other inherited fd; for a rank: stdout and
  * stderr appended to the log; vforks the command (new process group, joins
- * the cgroup through cgroup_fd, chdir, execve of the resolved path; on
- * failure a message in the log and exit 127); appends
+ * the cgroup through cgroup_fd, then the limits' cgroups through join_fds,
+ * chdir, execve of the resolved path; on failure a message in the log and
+ * exit 127); appends
  * {KEY,"shim":SHIM,"pgid":COMMAND} to the agent's journal (record_fd,
  * O_APPEND; KEY is l->record_key) and then tells the agent the command's
  * pid (SHIM_STARTED) on its socket; waits for the command; appends
@@ -22,7 +23,9 @@
  * command is vforked at once and inherits the cgroup. The launch travels
  * as one datagram of at most SHIM_SPARE_MAX_REQUEST bytes, received into a
  * buffer allocated before the fork (no malloc after it), with the log and
- * journal fds attached (SCM_RIGHTS). After SHIM_ENDED a spare waits for the
+ * journal fds and the join_fds attached (SCM_RIGHTS): the spare itself
+ * never joins a limit's cgroup, only the command does, so the shim stays
+ * reusable whatever its ranks' limits. After SHIM_ENDED a spare waits for the
  * next launch: the executor renames the finished rank's (now empty) cgroup
  * back to a spare's and reuses the shim, so that a rank costs neither a
  * fork nor the exit of a copy of the agent. A shim whose socket reaches
@@ -40,19 +43,23 @@
 
 #include <sys/types.h>
 
+#define SHIM_JOIN_MAX 3 /* the limits' cgroups: cpu, memory, devices */
+
 struct shim_launch {
 	const char *path; /* resolved executable; NULL: not found */
 	char *const *argv;
 	char *const *envp;
 	const char *cwd;
-	int log_fd;               /* O_APPEND */
-	int null_fd;              /* /dev/null */
-	int cgroup_fd;            /* cgroup.procs or -1 */
-	int record_fd;            /* the agent's journal, O_APPEND */
-	const char *record_key;   /* "\"attempt_id\":A,\"rank\":R" opens each line */
-	const char *msg_notfound; /* whole line */
-	const char *msg_exec;     /* prefix; the errno text follows */
-	const char *msg_cwd;      /* prefix; the errno text follows */
+	int log_fd;                  /* O_APPEND */
+	int null_fd;                 /* /dev/null */
+	int cgroup_fd;               /* cgroup.procs or -1 */
+	int njoin;                   /* how many join_fds */
+	int join_fds[SHIM_JOIN_MAX]; /* cgroup.procs of the limits' cgroups (exec.h) */
+	int record_fd;               /* the agent's journal, O_APPEND */
+	const char *record_key;      /* "\"attempt_id\":A,\"rank\":R" opens each line */
+	const char *msg_notfound;    /* whole line */
+	const char *msg_exec;        /* prefix; the errno text follows */
+	const char *msg_cwd;         /* prefix; the errno text follows */
 };
 
 /* A shim process and the agent's end of its socket. */
@@ -78,9 +85,9 @@ int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out);
 /* 1 when l can go to a spare (size and count caps; no cgroup_fd). */
 int shim_spare_fits(const struct shim_launch *l);
 
-/* Sends l (with its log_fd and record_fd; null_fd is unused, cgroup_fd must
- * be -1) and waits until the spare has forked the command, as shim_spawn
- * does. 0: the spare runs the rank and *pgid is set as by shim_spawn.
+/* Sends l (with its log_fd, record_fd and join_fds; null_fd is unused,
+ * cgroup_fd must be -1) and waits until the spare has forked the command,
+ * as shim_spawn does. 0: the spare runs the rank and *pgid is set as by shim_spawn.
  * -E2BIG: l does not fit, nothing was sent. -ECHILD: the spare took the
  * launch but ended without a word, so whether the command started is
  * unknown. Another negative errno: the launch could not be sent (the spare

@@ -280,6 +280,8 @@ static const struct jv_field desired_fields[] = {
         {"gpus", JV_ARRAY, 0, 0, 1024},
         {"grace_ms", JV_INT, 0, 0, 600000},
         {"env", JV_STRING_MAP, 0, 0, 4096},
+        {"cpu_millis", JV_INT, 0, 1, 1LL << 40},
+        {"memory_bytes", JV_INT, 0, 1, INT64_MAX},
         {NULL, 0, 0, 0, 0},
 };
 
@@ -293,6 +295,23 @@ static json_t *pick_known(const json_t *d, const struct jv_field *fields)
 			json_object_set(o, f->name, v);
 	}
 	return o;
+}
+
+/* The device minors of the rank's GPUs, from the agent's table by index:
+ * how many, or -1 when one is not known (the rank is then not isolated). */
+static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int max)
+{
+	size_t i;
+	json_t *g;
+	int n = 0;
+	json_array_foreach (gpus, i, g) {
+		json_int_t x = json_integer_value(g);
+		if (!json_is_integer(g) || x < 0 || x >= s->cfg.ngpu_minors || n == max ||
+		    s->cfg.gpu_minors[x] < 0)
+			return -1;
+		out[n++] = s->cfg.gpu_minors[x];
+	}
+	return n;
 }
 
 static void start_desired(struct syncer *s, const json_t *d)
@@ -330,6 +349,8 @@ static void start_desired(struct syncer *s, const json_t *d)
 	}
 	envv[i] = NULL;
 	json_decref(extra);
+	int minors[64];
+	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
@@ -338,6 +359,10 @@ static void start_desired(struct syncer *s, const json_t *d)
 	        .cwd = jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(o, "grace_ms", 10000),
+	        .gpu_minors = nminors > 0 ? minors : NULL,
+	        .ngpu_minors = nminors,
+	        .cpu_millis = jv_int(o, "cpu_millis", 0),
+	        .memory_bytes = jv_int(o, "memory_bytes", 0),
 	};
 	exec_start(s->cfg.exec, &spec);
 	s->dirty = 1;

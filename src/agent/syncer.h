@@ -35,6 +35,11 @@ struct syncer_config {
 	/* optional: the desired ranks just applied */
 	void (*on_desired)(void *ctx, const json_t *ranks);
 	void *ctx;
+	/* optional: the device minor (N of /dev/nvidiaN) of each GPU by index,
+	 * -1 unknown; borrowed for the syncer's life. A rank whose GPUs' minors
+	 * are not all known is not isolated from other GPUs (agent/exec.h). */
+	const int *gpu_minors;
+	int ngpu_minors;
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);

@@ -77,6 +77,44 @@ static int parse_duration(const char *what, const char *s, int64_t *out, char *e
 	return 0;
 }
 
+static double size_unit(char c)
+{
+	static const char units[] = "kmgtp";
+	const char *u = c ? strchr(units, c | 0x20) : NULL;
+	return u ? (double)(1LL << (10 * (u - units + 1))) : 0;
+}
+
+int cliargs_parse_size(const char *what, const char *s, int64_t *out, char *err, size_t errlen)
+{
+	/* Digits and a point only: strtod's signs, spaces, hex, "inf" and
+	 * exponents are no sizes. */
+	size_t n = strspn(s, "0123456789.");
+	char *end = NULL;
+	double v = n ? strtod(s, &end) : -1;
+	const char *u = s + n;
+	double mult = size_unit(*u);
+	if (mult > 0) {
+		u++;
+		if (*u == 'i')
+			u++;
+	} else {
+		mult = 1;
+	}
+	if (*u == 'B')
+		u++;
+	if (n == 0 || end != s + n || *u) {
+		snprintf(err, errlen, "%s: \"%s\" is not a size (examples: 16G, 512M, 1.5T, 4096)",
+		         what, s);
+		return ERR_INVALID;
+	}
+	if (v * mult >= 9.2e18) {
+		snprintf(err, errlen, "%s: \"%s\" is out of range", what, s);
+		return ERR_INVALID;
+	}
+	*out = (int64_t)(v * mult);
+	return 0;
+}
+
 static int store(struct cliargs *a, int idx, const char *val, char *err, size_t errlen)
 {
 	const struct cliargs_opt *o = opt_at(a, idx);
@@ -92,6 +130,10 @@ static int store(struct cliargs *a, int idx, const char *val, char *err, size_t 
 		break;
 	case CLIARGS_DURATION:
 		if (parse_duration(what, val, &v->num, err, errlen) < 0)
+			return ERR_INVALID;
+		break;
+	case CLIARGS_SIZE:
+		if (cliargs_parse_size(what, val, &v->num, err, errlen) < 0)
 			return ERR_INVALID;
 		break;
 	case CLIARGS_KV: {

@@ -25,6 +25,7 @@ enum cliargs_type {
 	CLIARGS_INT,      /* a decimal integer, any sign */
 	CLIARGS_DURATION, /* "1.5s", "200ms", "3m", "2h", seconds; a leading '-' is kept */
 	CLIARGS_KV,       /* KEY=VALUE, repeatable; every value kept in order */
+	CLIARGS_SIZE,     /* bytes: "16G", "512M", "1.5TiB", "4096" (see cliargs_parse_size) */
 };
 
 struct cliargs_opt {
@@ -38,7 +39,7 @@ struct cliargs_opt {
 struct cliargs_value {
 	int set;           /* times given */
 	const char *str;   /* the last value as written (borrowed from argv) */
-	int64_t num;       /* INT: the number; DURATION: milliseconds */
+	int64_t num;       /* INT: the number; DURATION: milliseconds; SIZE: bytes */
 	const char **list; /* KV: every value in order */
 	size_t nlist;
 };
@@ -79,6 +80,13 @@ int cliargs_flag(const struct cliargs *a, const char *name);
 /* Checks that s is a decimal integer; 0, or ERR_INVALID with
  * `what: "s" is not a number` (or "is out of range") in err. */
 int cliargs_parse_int(const char *what, const char *s, int64_t *out, char *err, size_t errlen);
+
+/* Checks that s is a size: a decimal number (fractions allowed) and an
+ * optional binary unit K, M, G, T or P (any case, then an optional "i"),
+ * then an optional "B": "16G", "512M", "1.5TiB", "4096". 0 with the bytes
+ * (rounded down), or ERR_INVALID with `what: "s" is not a size (...)` in
+ * err. */
+int cliargs_parse_size(const char *what, const char *s, int64_t *out, char *err, size_t errlen);
 
 /* Appends the "Options:" help for a table (and the globals) to out. */
 void cliargs_help(const struct cliargs_opt *opts, struct buf *out);

@@ -16,9 +16,11 @@ static const struct cliargs_opt opts[] = {
         {"time", 't', CLIARGS_DURATION, "DURATION",
          "time limit: stopped when reached; lets it backfill (default: the queue's)"},
         {"gpu-type", 0, CLIARGS_STR, "MODEL", "GPU model, e.g. h200 or a100"},
-        {"gpu-mem", 0, CLIARGS_STR, "SIZE", "minimum memory per GPU: 80G, 141G, 40960M"},
+        {"gpu-mem", 0, CLIARGS_SIZE, "SIZE", "minimum memory per GPU: 80G, 141G, 40960M"},
         {"pool", 0, CLIARGS_STR, "POOL", "only nodes of this pool"},
         {"selector", 0, CLIARGS_KV, "K=V", "only nodes with this label (repeatable)"},
+        {"cpus", 0, CLIARGS_STR, "N", "CPU limit per rank: 0.5, 4 (a CPU-time quota)"},
+        {"memory", 0, CLIARGS_SIZE, "SIZE", "memory limit per rank: 16G, 512M"},
         {"checkpointing", 0, CLIARGS_FLAG, NULL,
          "the job checkpoints: preferred when preemption must stop something"},
         {"priority", 0, CLIARGS_INT, "P", "priority within the queue, -1000..1000 (default 0)"},
@@ -37,31 +39,14 @@ static const struct cliargs_opt opts[] = {
 static const char *const int_fields[] = {"gpus", "nodes", "priority"};
 static const char *const str_fields[] = {"queue", "name", "cwd", "team", "pool"};
 
-/* "80G", "141GiB", "40960M", or bytes; -1 when it is none of these. */
-static int64_t parse_size(const char *s)
+/* --cpus: a plain decimal number ("0.5", "4"); -1 when it is not one. The
+ * server says what the bounds are. */
+static double parse_cpus(const char *s)
 {
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || v < 0)
-		return -1;
-	int64_t mult = 1;
-	if (*end == 'K' || *end == 'k')
-		mult = 1LL << 10;
-	else if (*end == 'M' || *end == 'm')
-		mult = 1LL << 20;
-	else if (*end == 'G' || *end == 'g')
-		mult = 1LL << 30;
-	else if (*end == 'T' || *end == 't')
-		mult = 1LL << 40;
-	else if (*end != '\0')
-		return -1;
-	if (*end)
-		end++;
-	if (*end == 'i')
-		end++;
-	if (*end == 'B')
-		end++;
-	return *end ? -1 : (int64_t)(v * (double)mult);
+	size_t n = strspn(s, "0123456789.");
+	char *end = NULL;
+	double v = n ? strtod(s, &end) : -1;
+	return n && end == s + n && s[n] == '\0' ? v : -1;
 }
 
 static json_t *env_object(const struct cliargs_value *env)
@@ -109,9 +94,18 @@ static json_t *submit_body(const struct verb_ctx *v)
 	const char *model = cliargs_str(a, "gpu-type");
 	if (model)
 		json_object_set_new(body, "gpu_type", json_string(model));
-	const char *mem = cliargs_str(a, "gpu-mem");
-	if (mem)
-		json_object_set_new(body, "min_gpu_memory_bytes", json_integer(parse_size(mem)));
+	const struct cliargs_value *mem = cliargs_get(a, "gpu-mem");
+	if (mem->set)
+		json_object_set_new(body, "min_gpu_memory_bytes", json_integer(mem->num));
+	const struct cliargs_value *limit_mem = cliargs_get(a, "memory");
+	if (limit_mem->set)
+		json_object_set_new(body, "memory_bytes", json_integer(limit_mem->num));
+	const char *cpus = cliargs_str(a, "cpus");
+	if (cpus) {
+		double n = parse_cpus(cpus);
+		int whole = n < 1e15 && n == (double)(int64_t)n;
+		json_object_set_new(body, "cpus", whole ? json_integer((int64_t)n) : json_real(n));
+	}
 	const struct cliargs_value *sel = cliargs_get(a, "selector");
 	if (sel->set)
 		json_object_set_new(body, "selectors", env_object(sel));
@@ -133,10 +127,10 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
-	const char *mem = cliargs_str(a, "gpu-mem");
-	if (mem && parse_size(mem) < 0)
-		return verb_usage_error(v, "--gpu-mem: \"%s\" is not a size like 80G or 40960M",
-		                        mem);
+	const char *cpus = cliargs_str(a, "cpus");
+	if (cpus && parse_cpus(cpus) < 0)
+		return verb_usage_error(v, "--cpus: \"%s\" is not a number of CPUs like 0.5 or 4",
+		                        cpus);
 	return CLI_EXIT_OK;
 }
 

@@ -103,8 +103,42 @@ static const struct jv_field job_fields[] = {
         {"pool", JV_STRING, 0, 1, 63},
         {"selectors", JV_STRING_MAP, 0, 0, 4},
         {"checkpointing", JV_BOOL, 0, 0, 0},
+        {"memory_bytes", JV_INT, 0, 4LL << 20, 64LL << 40}, /* per rank */
         {NULL, 0, 0, 0, 0},
 };
+
+/* "cpus", per rank: CFS cannot give less than 1 ms per 100 ms period. */
+#define CPUS_MIN 0.01
+#define CPUS_MAX 1024.0
+
+/* jv_check, and "cpus", a number (0.5, 2) that jv_field cannot describe:
+ * the other fields are checked on a copy without it. */
+static int check_fields(const json_t *body, char *err, size_t errlen)
+{
+	const json_t *cpus = json_object_get(body, "cpus");
+	if (!cpus)
+		return jv_check(body, job_fields, err, errlen);
+	json_t *rest = json_copy((json_t *)body);
+	json_object_del(rest, "cpus");
+	int rc = jv_check(rest, job_fields, err, errlen);
+	json_decref(rest);
+	if (rc || json_is_null(cpus))
+		return rc;
+	if (!json_is_number(cpus)) {
+		char *shown = json_dumps(cpus, JSON_COMPACT | JSON_ENCODE_ANY);
+		snprintf(err, errlen, "field 'cpus': %.40s is not a number", shown ? shown : "?");
+		free(shown);
+		return ERR_INVALID;
+	}
+	double v = json_number_value(cpus);
+	if (v < CPUS_MIN || v > CPUS_MAX) {
+		snprintf(err, errlen, "field 'cpus': %g is %s %g", v,
+		         v < CPUS_MIN ? "below the minimum" : "above the maximum",
+		         v < CPUS_MIN ? CPUS_MIN : CPUS_MAX);
+		return ERR_INVALID;
+	}
+	return 0;
+}
 
 static int check_env(const json_t *env, char *err, size_t errlen)
 {
@@ -179,6 +213,9 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->time_limit_ms = jv_int(body, "time_limit_ms", 0);
 	j->constraints = constraints_of(body);
 	j->checkpointing = jv_bool(body, "checkpointing", 0);
+	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
+	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
+	j->memory_bytes = jv_int(body, "memory_bytes", 0);
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	snprintf(j->reason, sizeof(j->reason), "waiting to be scheduled");
@@ -187,7 +224,7 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 
 int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
-	int rc = jv_check(body, job_fields, err, errlen);
+	int rc = check_fields(body, err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
 	if (rc)

@@ -295,6 +295,22 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	return env;
 }
 
+/* A rank's desired entry (docs/api.md, agent sync); the limits only when set. */
+static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
+                             const struct rank *k, const struct node *n)
+{
+	json_t *d = json_pack("{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id", (json_int_t)a->id,
+	                      "job_id", (json_int_t)j->id, "rank", k->rank, "command", j->command,
+	                      "cwd", j->cwd ? json_string(j->cwd) : json_null(), "gpus",
+	                      state_gpu_list(k->gpus), "grace_ms", (json_int_t)j->grace_ms, "env",
+	                      rank_env(st, j, a, k, n));
+	if (d && j->cpu_millis > 0)
+		json_object_set_new(d, "cpu_millis", json_integer(j->cpu_millis));
+	if (d && j->memory_bytes > 0)
+		json_object_set_new(d, "memory_bytes", json_integer(j->memory_bytes));
+	return d;
+}
+
 json_t *state_desired(struct state *st, struct node *n)
 {
 	json_t *ranks = json_array();
@@ -309,13 +325,7 @@ json_t *state_desired(struct state *st, struct node *n)
 				continue;
 			/* A rank's entry never changes once placed: build it once. */
 			if (!k->desired)
-				k->desired = json_pack(
-				        "{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id",
-				        (json_int_t)a->id, "job_id", (json_int_t)j->id, "rank",
-				        k->rank, "command", j->command, "cwd",
-				        j->cwd ? json_string(j->cwd) : json_null(), "gpus",
-				        state_gpu_list(k->gpus), "grace_ms",
-				        (json_int_t)j->grace_ms, "env", rank_env(st, j, a, k, n));
+				k->desired = desired_entry(st, j, a, k, n);
 			json_array_append(ranks, k->desired);
 		}
 	}

@@ -117,6 +117,8 @@ struct job {
 	int64_t time_limit_ms; /* 0: the queue's default */
 	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
 	int checkpointing;
+	int64_t cpu_millis;      /* per rank, thousandths of a CPU; 0: no limit */
+	int64_t memory_bytes;    /* per rank; 0: no limit */
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	/* interned for the scheduler (server/schedule.c); valid when s_cached */

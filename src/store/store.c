@@ -387,6 +387,10 @@ int store_put_job(struct store *st, const struct job *j)
 	json_t *extra = json_pack("{s:s?,s:I,s:O?,s:b}", "team", j->team, "time_limit_ms",
 	                          (json_int_t)j->time_limit_ms, "constraints", j->constraints,
 	                          "checkpointing", j->checkpointing);
+	if (j->cpu_millis > 0) /* limits only when set: most jobs have none */
+		json_object_set_new(extra, "cpu_millis", json_integer(j->cpu_millis));
+	if (j->memory_bytes > 0)
+		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

@@ -6,13 +6,10 @@
 #include "cli/cliargs.h"
 
 static const struct cliargs_opt opts[] = {
-        {"gpus", 0, CLIARGS_INT, "G", "gpus"},
-        {"name", 0, CLIARGS_STR, "NAME", "name"},
-        {"env", 'e', CLIARGS_KV, "K=V", "env"},
-        {"grace", 0, CLIARGS_DURATION, "D", "grace"},
-        {"follow", 'f', CLIARGS_FLAG, NULL, "follow"},
-        {"rank", 'r', CLIARGS_INT, "R", "rank"},
-        {NULL, 0, 0, NULL, NULL},
+        {"gpus", 0, CLIARGS_INT, "G", "gpus"},         {"name", 0, CLIARGS_STR, "NAME", "name"},
+        {"env", 'e', CLIARGS_KV, "K=V", "env"},        {"grace", 0, CLIARGS_DURATION, "D", "grace"},
+        {"follow", 'f', CLIARGS_FLAG, NULL, "follow"}, {"rank", 'r', CLIARGS_INT, "R", "rank"},
+        {"memory", 0, CLIARGS_SIZE, "SIZE", "memory"}, {NULL, 0, 0, NULL, NULL},
 };
 
 /* Parses the words up to NULL; they stay alive until the next call. */
@@ -123,6 +120,46 @@ TEST(duration_keeps_sign_for_the_server)
 	CHECK_CONTAINS(err, "--grace: \"soon\" is not a duration");
 	cliargs_cleanup(&a);
 	CHECK_INT(PARSE(&a, 0, err, "--grace", "--5s"), ERR_INVALID);
+	cliargs_cleanup(&a);
+}
+
+TEST(size_takes_binary_units)
+{
+	static const struct {
+		const char *text;
+		int64_t bytes;
+	} good[] = {
+	        {"4096", 4096},       {"512M", 512LL << 20}, {"16G", 16LL << 30},
+	        {"16g", 16LL << 30},  {"1.5T", 3LL << 39},   {"1.5TiB", 3LL << 39},
+	        {"80GB", 80LL << 30}, {"4Ki", 4096},         {".5K", 512},
+	        {"100B", 100},        {"2P", 2LL << 50},
+	};
+	char err[256] = "";
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int64_t v = -1;
+		CHECK_INT(cliargs_parse_size("--memory", good[i].text, &v, err, sizeof(err)), 0);
+		CHECK_INT(v, good[i].bytes);
+	}
+	static const char *const bad[] = {"",      "G",   "-1G", "+1G", " 1G", "1e3", "0x10",
+	                                  "1.2.3", "1GG", "1Gb", "inf", "1 G", "16X", "1BiB"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int64_t v = 7;
+		CHECK_INT(cliargs_parse_size("--memory", bad[i], &v, err, sizeof(err)),
+		          ERR_INVALID);
+		CHECK_INT(v, 7); /* untouched */
+		CHECK_CONTAINS(err, "is not a size");
+	}
+	int64_t v = 0;
+	CHECK_INT(cliargs_parse_size("--memory", "9000000P", &v, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "--memory: \"9000000P\" is out of range");
+	/* As an option type: the number in num, the text in str. */
+	struct cliargs a;
+	CHECK_INT(PARSE(&a, 0, err, "--memory=64M"), 0);
+	CHECK_INT(cliargs_get(&a, "memory")->num, 64LL << 20);
+	CHECK_STR(cliargs_str(&a, "memory"), "64M");
+	cliargs_cleanup(&a);
+	CHECK_INT(PARSE(&a, 0, err, "--memory", "lots"), ERR_INVALID);
+	CHECK_STR(err, "--memory: \"lots\" is not a size (examples: 16G, 512M, 1.5T, 4096)");
 	cliargs_cleanup(&a);
 }
 
