@@ -431,6 +431,10 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	json_object_set_new(o, "time_limit_ms", opt_int(j->time_limit_ms > 0, j->time_limit_ms));
 	json_object_set_new(o, "constraints",
 	                    j->constraints ? json_incref(j->constraints) : json_object());
+	if (j->cpu_millis > 0)
+		json_object_set_new(o, "cpus", json_real((double)j->cpu_millis / 1000.0));
+	if (j->memory_bytes > 0)
+		json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
 	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
 	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
 	if (with_attempts) {

@@ -64,6 +64,8 @@ def test_cpu_and_memory_limits_apply_inside_the_rank():
         log = c.cli("logs", str(j["id"]), check=True).stdout
         assert value(log, "cpu.cfs_quota_us") == "200000", log
         assert value(log, "memory.limit_in_bytes") == str(1 << 30), log
+        shown = c.job(j["id"])
+        assert shown["cpus"] == 2 and shown["memory_bytes"] == 1 << 30, shown
         # Without limits: the agent's own cgroups, no cgroup work.
         log = run_and_log(c, "--", "sh", "-c", LIMITS)
         assert "/anvil/" not in value(log, "memory_cgroup"), log
