@@ -269,14 +269,14 @@ static int port_attr(const char *portdir, const char *name, int required, char *
 		return 0;
 	if (rc == -ENOENT && !required)
 		return 1;
-	snprintf(p->error, sizeof(p->error), "%s port %d: %s: %s", p->dev, p->port, name,
+	snprintf(p->error, sizeof(p->error), "%.48s port %d: %.24s: %.60s", p->dev, p->port, name,
 	         rc == -EFBIG ? "longer than expected" : strerror(-rc));
 	return -1;
 }
 
 static void malformed(struct rdma_port *p, const char *name, const char *text)
 {
-	snprintf(p->error, sizeof(p->error), "%s port %d: %s: malformed value '%.60s'", p->dev,
+	snprintf(p->error, sizeof(p->error), "%.48s port %d: %.24s: malformed value '%.40s'", p->dev,
 	         p->port, name, text);
 }
 

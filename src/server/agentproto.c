@@ -135,7 +135,7 @@ static int check_each(const json_t *o, const char *key, const struct jv_field *f
 			return ERR_INVALID;
 		}
 		if (jv_check(e, fields, inner, sizeof(inner))) {
-			snprintf(err, errlen, "%s[%zu]: %s", key, i, inner);
+			snprintf(err, errlen, "%s[%zu]: %.180s", key, i, inner);
 			return ERR_INVALID;
 		}
 	}

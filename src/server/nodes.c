@@ -245,7 +245,7 @@ static void fail_on(struct state *st, struct node *n, int index, const char *why
 		if (!j->has_exit) {
 			j->has_exit = 1;
 			j->exit_code = 1;
-			snprintf(j->reason, sizeof(j->reason), "%s", why);
+			snprintf(j->reason, sizeof(j->reason), "%.255s", why);
 		}
 		a->fault = 1;
 		state_mark_job(st, j);
