@@ -16,6 +16,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/journal.h"
+#include "agent/logpool.h"
 #include "agent/shim.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -70,9 +71,10 @@ struct spare {
 
 struct exec {
 	char *work_dir;
-	char *cgroup_root; /* NULL without cgroups */
-	int null_fd;       /* /dev/null for every shim */
-	int epoll_fd;      /* the sockets of the shims running our ranks */
+	struct logpool *logs; /* rank logs made ahead; NULL: each start makes its own */
+	char *cgroup_root;    /* NULL without cgroups */
+	int null_fd;          /* /dev/null for every shim */
+	int epoll_fd;         /* the sockets of the shims running our ranks */
 	struct journal *journal;
 	int loading; /* exec_new is reading the journal */
 	struct rank **ranks;
@@ -906,7 +908,9 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	 * never run again, whatever a stale desired set may still list. The
 	 * log is made here, so it is also the check. */
 	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank);
-	int log_fd = open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+	int log_fd = e->logs ? logpool_take(e->logs, log) : -EAGAIN;
+	if (log_fd == -EAGAIN)
+		log_fd = open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
 	if (log_fd == -EEXIST) {
 		free(log);
 		return -EALREADY;
@@ -1471,6 +1475,12 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	e->spare_dirs = spare_dirs;
 	spare_dirs_load(e);
 	e->want_spares = EXEC_SPARES_DEFAULT;
+	char *pool = xasprintf("%s/spare-logs", work_dir);
+	int prc = logpool_start(pool, &e->logs);
+	if (prc)
+		log_warn("no log pool: every start makes its log dir=%s error=\"%s\"", pool,
+		         strerror(-prc));
+	free(pool);
 	/* The group is named by node and work dir, so that agents of different
 	 * clusters on one machine (tests, several `anvil up`s) never share one,
 	 * while a restarted agent finds its ranks' groups again. */
@@ -1499,6 +1509,7 @@ void exec_free(struct exec *e)
 {
 	if (!e)
 		return;
+	logpool_stop(e->logs);
 	for (int i = 0; i < e->nspares; i++)
 		spare_discard(e, &e->spares[i]);
 	for (int tries = 0; e->ndoomed && tries < 20; tries++) {

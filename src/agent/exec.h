@@ -22,6 +22,8 @@
  *                       the command's stdout and stderr (ANVIL_LOG_FILE);
  *                       never removed: it is also the sign that the rank
  *                       ran here (exec_start refuses to run it again)
+ *   spare-logs/<n>.log  empty logs made ahead by the log pool's thread
+ *                       (agent/logpool.h), renamed into logs/ at a start
  *   output/<attempt_id>/
  *                       ANVIL_OUTPUT_DIR, the default working directory
  *
