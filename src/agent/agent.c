@@ -82,7 +82,8 @@ static const struct flag flags[] = {
         {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
         {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
         {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
-        {"spare-shims", OPT(spare_shims), "shims kept ready for the next ranks, 0-8 (2)"},
+        {"spare-shims", OPT(spare_shims),
+         "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
 };
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -174,7 +175,9 @@ static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
 		return bad_flag("--wait-ms '%s': expected milliseconds in [0, 600000]%s",
 		                o->wait_ms, "");
-	if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
+	if (strcmp(o->spare_shims, "auto") == 0)
+		o->spares = -1; /* one per GPU: every rank that can run at once has one */
+	else if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
 		return bad_flag("--spare-shims '%s': expected a count in [0, 8]%s", o->spare_shims,
 		                "");
 	if (parse_i64(o->gpu_sample_ms, 100, 3600000, &o->sample_ms) != 0)
@@ -410,7 +413,12 @@ static int setup(struct agent *a)
 		log_error("cannot open the executor dir=%s error=\"%s\"", work, err_msg(rc));
 		return rc;
 	}
-	exec_set_spares(a->exec, (int)a->o.spares);
+	int spares = (int)a->o.spares;
+	if (spares < 0)
+		spares = gpu_count(a->gpus) < 2                 ? 2
+		         : gpu_count(a->gpus) > EXEC_SPARES_MAX ? EXEC_SPARES_MAX
+		                                                : gpu_count(a->gpus);
+	exec_set_spares(a->exec, spares);
 	char hostname[256] = "";
 	gethostname(hostname, sizeof(hostname) - 1);
 	struct gpuwatch_config wc = {.gpus = a->gpus,
@@ -542,7 +550,7 @@ int agent_main(int argc, char **argv)
 	a.o = (struct agent_opts){.listen = "127.0.0.1:0",
 	                          .address = "127.0.0.1",
 	                          .wait_ms = "10000",
-	                          .spare_shims = "2",
+	                          .spare_shims = "auto",
 	                          .gpu_sample_ms = "2000",
 	                          .sysfs_root = "/sys",
 	                          .log_level = "info"};
