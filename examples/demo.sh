@@ -58,6 +58,34 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 
+say "4. A GPU fault (simulated XID 48: uncorrectable ECC) under a running job"
+anvil run --name victim --gpus 1 -- sh -c 'echo "attempt $ANVIL_ATTEMPT on $ANVIL_NODE GPU $CUDA_VISIBLE_DEVICES"; sleep 3'
+VICTIM=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="victim"][0])')
+for _ in $(seq 1 100); do
+  WHERE=$(anvil show --json "$VICTIM" | python3 -c 'import json,sys; j=json.load(sys.stdin)["job"]; r=j["attempts"][-1]["ranks"][0] if j.get("attempts") else None; print("%s %d" % (r["node"], r["gpus"][0]) if j["state"]=="running" else "")')
+  [ -n "$WHERE" ] && break
+  sleep 0.1
+done
+set -- $WHERE
+echo "-- job $VICTIM runs on $1 GPU $2; injecting XID 48 there"
+anvil node fault "$1" --gpu "$2" xid xid=48
+for _ in $(seq 1 100); do
+  [ "$(anvil show --json "$VICTIM" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])')" = succeeded ] && break
+  sleep 0.1
+done
+echo "-- the GPU was quarantined, the job requeued onto a healthy GPU, and the GPU reset once idle:"
+anvil show "$VICTIM" | sed -n '/^attempt/,$p'
+python3 - "$ANVIL_HOME/client.json" <<'PY'
+import json, sys, urllib.request
+c = json.load(open(sys.argv[1]))
+req = urllib.request.Request(c["server"] + "/v1/events?limit=50",
+                             headers={"Authorization": "Bearer " + c["token"]})
+for e in reversed(json.load(urllib.request.urlopen(req))["events"]):
+    if e["kind"].startswith("gpu.") or e["kind"] == "job.requeued":
+        print("  event %-14s %s" % (e["kind"], e["message"]))
+PY
+anvil node check "$1"
+
 say "Summary: what ran where"
 anvil jobs --state all
 anvil show "$DOOMED"

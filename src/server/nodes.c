@@ -297,9 +297,13 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 		if ((bad & bit) == (n->gpus_unhealthy & bit))
 			continue;
 		const json_t *e = gpu_entry(gpus, g);
-		state_event(st, bad & bit ? "gpu.unhealthy" : "gpu.healthy", 0, n->id,
-		            "node %s GPU %d %s%s%s", n->name, g, jv_str(e, "state", "healthy"),
-		            e && *jv_str(e, "reason", "") ? ": " : "", jv_str(e, "reason", ""));
+		if (bad & bit)
+			state_event(st, "gpu.unhealthy", 0, n->id, "node %s GPU %d %s: %s", n->name, g,
+			            jv_str(e, "state", "unhealthy"), jv_str(e, "reason", "a fault"));
+		else /* the agent says healthy only after a reset and a clean check */
+			state_event(st, "gpu.healthy", 0, n->id,
+			            "node %s GPU %d back in service (reset, clean check passed)",
+			            n->name, g);
 	}
 	if (bad) { /* level-triggered: nothing keeps running on an unhealthy GPU */
 		for (int g = 0; g < MODEL_MAX_GPUS; g++) {
