@@ -150,31 +150,33 @@ void logpool_stop(struct logpool *p)
 
 int logpool_take(struct logpool *p, const char *path)
 {
+	/* The rename runs under the lock (tens of microseconds; the filler
+	 * makes files outside it), so a file that cannot be used goes back
+	 * before the filler could count it missing. */
 	pthread_mutex_lock(&p->mu);
 	if (p->n == 0) {
 		pthread_mutex_unlock(&p->mu);
 		atomic_fetch_add(&p->missed, 1);
 		return -EAGAIN;
 	}
-	struct ready r = p->files[--p->n];
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->mu);
+	struct ready r = p->files[p->n - 1];
 	char *from = spare_path(p, r.seq);
 	int rc = renameat2(AT_FDCWD, from, AT_FDCWD, path, RENAME_NOREPLACE) == 0 ? r.fd : -errno;
 	free(from);
-	if (rc < 0) {
-		/* not used: back to the pool (EEXIST) or dropped (the file is gone) */
-		pthread_mutex_lock(&p->mu);
-		if (rc == -EEXIST && p->n < LOGPOOL_TARGET)
-			p->files[p->n++] = r;
-		else
-			close(r.fd);
-		pthread_mutex_unlock(&p->mu);
-		if (rc != -EEXIST)
-			rc = -EAGAIN; /* let the caller make the file itself */
+	if (rc >= 0 || rc != -EEXIST) {
+		p->n--; /* used, or gone from the disk: the filler makes another */
+		pthread_cond_signal(&p->cond);
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (rc >= 0) {
+		atomic_fetch_add(&p->taken, 1);
 		return rc;
 	}
-	atomic_fetch_add(&p->taken, 1);
+	if (rc != -EEXIST) {
+		close(r.fd);
+		atomic_fetch_add(&p->missed, 1);
+		return -EAGAIN; /* the caller makes the file itself */
+	}
 	return rc;
 }
 

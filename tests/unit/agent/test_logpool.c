@@ -37,7 +37,7 @@ static void setup(void)
 
 static void wait_full(void)
 {
-	for (int i = 0; i < 500 && count_files() < LOGPOOL_TARGET; i++)
+	for (int i = 0; i < 5000 && count_files() < LOGPOOL_TARGET; i++)
 		usleep(2000);
 	CHECK_INT(count_files(), LOGPOOL_TARGET);
 }
