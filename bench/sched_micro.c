@@ -414,7 +414,7 @@ static const char *dur(char *buf, size_t len, int64_t ms)
 	return buf;
 }
 
-static void print_sim_targets(void)
+void sim_print_targets(void)
 {
 	char w[4][32];
 	for (int i = 0; i < SIM_MAX_SUMMARIES; i++) {
@@ -530,7 +530,7 @@ int micro_all(const struct options *o)
 	printf("| < 1 KiB per pending job | %.0f B (%.0f B by RSS) + %zu B snapshot entry | %s |\n",
 	       per_job, per_job_rss, sizeof(struct sched_job),
 	       met(total < 1024 && per_job_rss + (double)sizeof(struct sched_job) < 1024));
-	print_sim_targets();
+	sim_print_targets();
 	printf("| deterministic (same snapshot, same decisions) | %s | |\n",
 	       t1[0].deterministic && t2.deterministic && a3->deterministic ? "yes" : "NO");
 	fflush(stdout);

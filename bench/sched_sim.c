@@ -26,7 +26,6 @@
  * (scenario, seed, engine, cycle, virtual time) and counted; the run goes on
  * without applying that decision.
  */
-#include <inttypes.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
@@ -76,14 +75,17 @@ int64_t heap_bytes(void)
 
 int64_t rss_bytes(void)
 {
-	long pages = 0, resident = 0;
+	char line[128], *end;
+	int64_t resident = 0;
 	FILE *f = fopen("/proc/self/statm", "r");
 	if (!f)
 		return 0;
-	if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-		resident = 0;
+	if (fgets(line, sizeof(line), f)) {
+		strtoll(line, &end, 10); /* size, then resident pages */
+		resident = strtoll(end, NULL, 10);
+	}
 	fclose(f);
-	return (int64_t)resident * sysconf(_SC_PAGESIZE);
+	return resident * sysconf(_SC_PAGESIZE);
 }
 
 int64_t peak_rss_bytes(void)
@@ -94,8 +96,10 @@ int64_t peak_rss_bytes(void)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %" SCNd64, &kib) == 1)
+		if (strncmp(line, "VmHWM:", 6) == 0) {
+			kib = strtoll(line + 6, NULL, 10);
 			break;
+		}
 	fclose(f);
 	return kib * 1024;
 }
@@ -157,7 +161,9 @@ const struct sched_config sim_config = {.aging_ms = 30 * MIN_MS,
                                         .preemption = 1,
                                         .max_reservations = 4,
                                         .min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS,
-                                        .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT};
+                                        .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT,
+                                        .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
+                                        .starve_ms = SCHED_DEFAULT_STARVE_MS};
 
 /* ---- scenarios ---- */
 
@@ -218,6 +224,9 @@ struct report {
 	int waited[TRACE_NCLASSES + TRACE_NTEAMS], unstarted[TRACE_NCLASSES + TRACE_NTEAMS];
 	int64_t wait_reasons[SCHED_WAIT_UNFIT + 1]; /* job-cycles, by reason */
 	int64_t reclaims, young_victims, repeat_preemptors;
+	int64_t est_cycles, est_known; /* waiting job-cycles, and those with an estimate */
+	int64_t est_err_p50, est_by;   /* |error| of first estimates; starts by them */
+	int est_n;
 	double wall_s;
 };
 
@@ -239,6 +248,7 @@ struct sim {
 	int64_t *placed_in;     /* cycle that placed it (checks) */
 	int64_t *preempted_for; /* last cycle that preempted for it, or -1 */
 	int64_t *held_since;    /* last preemption for it since it last started, or 0 */
+	int64_t *requeued;      /* when its last attempt was preempted, or 0 */
 
 	/* running attempts; slot_of[attempt id - 1] = index in run, or -1 */
 	struct sched_running *run;
@@ -267,7 +277,10 @@ struct sim {
 	int ncycle_ns, capcycle_ns;
 	int64_t heap_held;
 	double busy_gpu_ms, lost_gpu_ms;
-	double lost_window_gpu_ms; /* lost by attempts stopped in [warm, span] */
+	double lost_window_gpu_ms; /* of busy_gpu_ms: the part that preemptions threw away */
+	int64_t *est_first;        /* per job: its first estimated start, or 0 */
+	int64_t *est_err;          /* |first start - first estimate| of jobs started */
+	int nest_err;
 	struct report rep;
 };
 
@@ -394,8 +407,11 @@ static void attempt_end(struct sim *s, int slot, int64_t t, int preempted)
 		int64_t saved = r->checkpointing ? ran / CKPT_EVERY_MS * CKPT_EVERY_MS : 0;
 		s->remaining[j] -= saved;
 		s->lost_gpu_ms += (double)gpus * (double)(ran - saved);
-		if (t >= s->warm_ms && t <= s->span_ms)
-			s->lost_window_gpu_ms += (double)gpus * (double)(ran - saved);
+		/* what ran since the last checkpoint is lost; count the part of it
+		 * that busy_gpu_ms counts (inside the window) */
+		s->lost_window_gpu_ms += (double)gpus * (double)overlap(r->start_ms + saved, t,
+		                                                        s->warm_ms, s->span_ms);
+		s->requeued[j] = t;
 		pend_add(s, j);
 	} else {
 		s->done[j] = 1;
@@ -548,6 +564,7 @@ static void placement_apply(struct sim *s, const struct sched_placement *p)
 	                                           .queue = job->queue,
 	                                           .team = job->team,
 	                                           .priority = job->priority,
+	                                           .submit_ms = job->submit_ms,
 	                                           .start_ms = s->now,
 	                                           .end_by_ms = s->now + limit,
 	                                           .checkpointing = job->checkpointing,
@@ -559,8 +576,14 @@ static void placement_apply(struct sim *s, const struct sched_placement *p)
 	s->used[job->queue][job->team] += gpus;
 	if (p->borrowed)
 		s->borrowed[job->queue][job->team] += gpus;
-	if (s->first_start[j] < 0)
+	if (s->first_start[j] < 0) {
 		s->first_start[j] = s->now;
+		int64_t e = s->est_first[j] - s->now;
+		if (s->est_first[j] > 0 && job->submit_ms >= s->warm_ms) {
+			s->est_err[s->nest_err++] = e < 0 ? -e : e;
+			s->rep.est_by += e >= 0;
+		}
+	}
 	s->pend_pos[j] = -1;
 	s->held_since[j] = 0;
 	s->placed_in[j] = s->cycle_no;
@@ -652,6 +675,12 @@ static void waits_check(struct sim *s, const struct sched_result *res)
 			violation(s, "job %lld called unfit (a=%lld), but it fits the cluster",
 			          (long long)w->job_id, (long long)w->a);
 		s->rep.wait_reasons[w->reason]++;
+		if (s->jobs[j].spec.submit_ms >= s->warm_ms && s->now <= s->span_ms) {
+			s->rep.est_cycles++;
+			s->rep.est_known += w->est_start_ms > 0;
+		}
+		if (!s->est_first[j] && s->first_start[j] < 0)
+			s->est_first[j] = w->est_start_ms;
 	}
 }
 
@@ -673,8 +702,10 @@ static void snapshot_refresh(struct sim *s)
 static void run_cycle(struct sim *s)
 {
 	snapshot_refresh(s);
-	for (int i = 0; i < s->npend; i++)
+	for (int i = 0; i < s->npend; i++) {
 		s->pend[i].held_since_ms = s->held_since[s->pend[i].id - 1];
+		s->pend[i].requeued_ms = s->requeued[s->pend[i].id - 1];
+	}
 	struct sched_team teams[TRACE_NTEAMS];
 	for (int t = 0; t < TRACE_NTEAMS; t++) {
 		teams[t] = s->cl->teams[t];
@@ -827,6 +858,9 @@ static void sim_init(struct sim *s, const struct scenario *sc, const struct engi
 	s->placed_in = xmalloc(sizeof(*s->placed_in) * (size_t)njobs);
 	s->preempted_for = xmalloc(sizeof(*s->preempted_for) * (size_t)njobs);
 	s->held_since = xcalloc((size_t)njobs, sizeof(*s->held_since));
+	s->requeued = xcalloc((size_t)njobs, sizeof(*s->requeued));
+	s->est_first = xcalloc((size_t)njobs, sizeof(*s->est_first));
+	s->est_err = xmalloc(sizeof(*s->est_err) * (size_t)(njobs + 1));
 	s->pend_pos = xmalloc(sizeof(*s->pend_pos) * (size_t)njobs);
 	s->done = xcalloc((size_t)njobs, sizeof(*s->done));
 	for (int j = 0; j < njobs; j++) {
@@ -848,6 +882,9 @@ static void sim_cleanup(struct sim *s)
 	free(s->placed_in);
 	free(s->preempted_for);
 	free(s->held_since);
+	free(s->requeued);
+	free(s->est_first);
+	free(s->est_err);
 	free(s->pend_pos);
 	free(s->done);
 	free(s->run);
@@ -875,6 +912,8 @@ static void simulate(const struct scenario *sc, const struct engine *eng,
 		        (double)attempt_gpus(r) * (double)overlap(r->start_ms, span, warm, span);
 	}
 	wait_stats(&s);
+	s.rep.est_n = s.nest_err;
+	s.rep.est_err_p50 = percentile(s.est_err, s.nest_err, 50);
 	s.rep.cycles = s.ncycle_ns;
 	int64_t total = s.rep.cycle_cpu_ns;
 	s.rep.cycle_max_ns = percentile(s.cycle_ns, s.ncycle_ns, 100);
@@ -978,6 +1017,17 @@ static void print_report(const struct report r[NENGINES])
 		         100.0 * R->wait_reasons[SCHED_WAIT_PREEMPTING] / n);
 	}
 	row("wait reasons: resources/topology/quota/reserved/preempting", a, b);
+	for (int e = 0; e < NENGINES; e++) {
+		const struct report *R = &r[e];
+		if (!R->est_cycles)
+			snprintf(e ? b : a, sizeof(a), "-");
+		else
+			snprintf(e ? b : a, sizeof(a), "%.0f %% / %.0f %% / %s",
+			         100.0 * (double)R->est_known / (double)R->est_cycles,
+			         R->est_n ? 100.0 * (double)R->est_by / R->est_n : 0.0,
+			         fmt_dur(x, sizeof(x), R->est_err_p50));
+	}
+	row("start estimates: known / met by first one / its error p50", a, b);
 	BOTH("preemptions (of which quota reclaims)", "%lld (%lld)", (long long)R->preemptions,
 	     (long long)R->reclaims);
 	BOTH("victims that had run < 10 min", "%lld", (long long)R->young_victims);
@@ -1106,8 +1156,13 @@ int main(int argc, char **argv)
 				continue;
 			violations += run_scenario(sc, i, &o);
 		}
-	if (o.micro)
+	if (o.micro) {
 		violations += micro_all(&o);
+	} else if (o.sims) {
+		printf("\n### Targets (simulations only)\n\n| target | figure | |\n| --- | --- | "
+		       "--- |\n");
+		sim_print_targets();
+	}
 	printf("\npeak RSS of the whole process (trace, simulator and both engines): %.0f MiB; "
 	       "wall time %.1f s\n",
 	       (double)peak_rss_bytes() / (1024 * 1024), (double)(wall_ns() - w0) / 1e9);

@@ -54,5 +54,7 @@ struct sim_summary {
 };
 #define SIM_MAX_SUMMARIES 3
 extern struct sim_summary sim_summaries[SIM_MAX_SUMMARIES];
+/* Prints the rows of the targets table that compare the scenarios run. */
+void sim_print_targets(void);
 
 #endif

@@ -364,6 +364,7 @@ int fit_slot(struct sched *s, int cls)
 				s->slotmask[i] &= ~(1ull << k);
 		}
 		slot_build(s, k, cls);
+		s->slot_live |= 1ull << k; /* built from the view as it is: in step from now */
 	}
 	s->slots[k].tick = ++s->tick;
 	return k;
@@ -376,7 +377,7 @@ static void set_free(struct sched *s, int i, uint64_t mask)
 	if (from == to)
 		return;
 	s->nfree[i] = (uint8_t)to;
-	for (uint64_t m = s->slotmask[i]; m; m &= m - 1)
+	for (uint64_t m = s->slotmask[i] & s->slot_live; m; m &= m - 1)
 		slot_move(s, &s->slots[__builtin_ctzll(m)], i, from, to);
 }
 

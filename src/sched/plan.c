@@ -1,10 +1,12 @@
-/* plan.c - the dry runs of a cycle: reservations, backfill, preemption.
+/* plan.c - the dry runs of a cycle: reservations, backfill, preemption,
+ * and the estimated starts of the jobs left waiting.
  *
  * Each one opens an undo mark, gives GPUs back to the live view (released
  * by running attempts as their time limits pass, held by reservations, or
  * held by would-be victims), asks fit.c whether and where the job fits, and
  * rolls the view back before it applies its decision. So a dry run that
- * finds nothing leaves the live view exactly as it was.
+ * finds nothing leaves the live view exactly as it was; the estimate's
+ * decides nothing at all.
  */
 #include <assert.h>
 #include <string.h>
@@ -25,35 +27,63 @@ static int64_t release_time(const struct sched *s, int who)
 	return a->end_by_ms > snap->now_ms ? a->end_by_ms : snap->now_ms;
 }
 
-static int release_cmp(const void *ctx, int x, int y)
+static int run_release_cmp(const void *ctx, int x, int y)
 {
 	const struct sched *s = ctx;
-	if (s->rel_time[x] != s->rel_time[y])
-		return s->rel_time[x] < s->rel_time[y] ? -1 : 1;
+	if (s->run_rel[x] != s->run_rel[y])
+		return s->run_rel[x] < s->run_rel[y] ? -1 : 1;
 	return x < y ? -1 : x > y;
 }
 
-/* Everything that will free GPUs at a known time, in time order, into
- * s->rel_tmp[0..n): running attempts not taken as victims, and this
- * cycle's placements. */
+static int place_release_cmp(const void *ctx, int x, int y)
+{
+	const struct sched *s = ctx;
+	if (s->place_end[x] != s->place_end[y])
+		return s->place_end[x] < s->place_end[y] ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* Everything that will free GPUs at a known time, in time order (ties:
+ * running attempts by index, then placements by index), into
+ * s->rel_who/rel_time[0..n) with s->rel_tmp[k] = k: running attempts not
+ * taken as victims, and this cycle's placements. The running attempts are
+ * sorted once a cycle (their times do not change), the placements so far
+ * each time (there are few when anything waits), and the two merged. */
 static int collect_releases(struct sched *s)
 {
-	int n = 0;
-	for (int r = 0; r < s->snap->nrunning; r++) {
-		if (s->run[r].taken || release_time(s, r) == SCHED_NEVER)
-			continue;
-		s->rel_who[n] = r;
-		s->rel_time[n++] = release_time(s, r);
+	const struct sched_snapshot *snap = s->snap;
+	if (s->run_rel_n < 0) {
+		s->run_rel_n = 0;
+		for (int r = 0; r < snap->nrunning; r++) {
+			s->run_rel[r] = release_time(s, r);
+			if (s->run_rel[r] != SCHED_NEVER)
+				s->run_rel_order[s->run_rel_n++] = r;
+		}
+		sched_msort(s->run_rel_order, s->tmp_int, s->run_rel_n, run_release_cmp, s);
 	}
-	for (int p = 0; p < s->nplacements; p++) {
-		if (s->place_end[p] == SCHED_NEVER)
+	int np = 0;
+	for (int p = 0; p < s->nplacements; p++)
+		if (s->place_end[p] != SCHED_NEVER)
+			s->rel_tmp[np++] = p;
+	sched_msort(s->rel_tmp, s->tmp_int, np, place_release_cmp, s);
+	int n = 0, i = 0, j = 0;
+	while (i < s->run_rel_n || j < np) {
+		int r = i < s->run_rel_n ? s->run_rel_order[i] : -1;
+		if (r >= 0 && s->run[r].taken) {
+			i++;
 			continue;
-		s->rel_who[n] = ~p;
-		s->rel_time[n++] = s->place_end[p];
+		}
+		if (r >= 0 && (j >= np || s->run_rel[r] <= s->place_end[s->rel_tmp[j]])) {
+			s->rel_who[n] = r;
+			s->rel_time[n++] = s->run_rel[r];
+			i++;
+		} else {
+			s->rel_who[n] = ~s->rel_tmp[j];
+			s->rel_time[n++] = s->place_end[s->rel_tmp[j++]];
+		}
 	}
 	for (int k = 0; k < n; k++)
 		s->rel_tmp[k] = k;
-	sched_msort(s->rel_tmp, s->tmp_int, n, release_cmp, s);
 	return n;
 }
 
@@ -119,6 +149,7 @@ void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, st
 	}
 	s->gen++;
 	w->est_start_ms = at;
+	w->reserved = 1;
 }
 
 /* Gives back, inside an undo mark, the free part of every reservation
@@ -225,7 +256,7 @@ static int victim_cmp(const void *ctx, int x, int y)
 		return a->stopping ? -1 : 1;
 	if (!a->checkpointing != !b->checkpointing)
 		return a->checkpointing ? -1 : 1;
-	double la = lost_work(s, x), lb = lost_work(s, y);
+	double la = s->run[x].lost, lb = s->run[y].lost;
 	if (la != lb)
 		return la < lb ? -1 : 1;
 	if (!a->borrowed != !b->borrowed)
@@ -238,6 +269,16 @@ static int victim_cmp(const void *ctx, int x, int y)
 	if (a->attempt_id != b->attempt_id)
 		return a->attempt_id < b->attempt_id ? -1 : 1;
 	return x < y ? -1 : x > y;
+}
+
+/* How long attempt r's job had waited when it started (sched_wait_level()):
+ * an overdue attempt went ahead of its queue's higher jobs, a starving one
+ * ahead of higher queues' too, so that it would not starve; stopping it
+ * for them would undo that. */
+static int started_late(const struct sched *s, int r)
+{
+	const struct sched_running *a = &s->snap->running[r];
+	return sched_wait_level(&s->snap->config, a->submit_ms, a->start_ms, a->nranks);
 }
 
 /* Whether pending job `job` may stop running attempt r: lower-priority
@@ -253,14 +294,14 @@ static int may_preempt(const struct sched *s, int job, int r)
 {
 	const struct sched_job *j = &s->snap->pending[job];
 	const struct sched_running *a = &s->snap->running[r];
-	int jq = s->job_queue[job], rq = s->run[r].queue;
+	int jq = s->job_queue[job], rq = s->run[r].queue, late = started_late(s, r);
 	if (s->queues[rq].prio < s->queues[jq].prio)
-		return 1;
+		return late < 2;
 	if (rq != jq)
 		return 0;
 	int jt = s->qts[s->job_qt[job]].team, rt = s->qts[s->run[r].qt].team;
 	if (jt == rt)
-		return a->priority < j->priority;
+		return a->priority < j->priority && j->requeued_ms <= 0 && late < 1;
 	return s->queues[jq].has_quota && a->borrowed ? 2 : 0;
 }
 
@@ -362,7 +403,8 @@ static int worth_it(struct sched *s, int job, const struct sched_shape *sh)
 	const struct sched_job *j = &s->snap->pending[job];
 	if (pct <= 0)
 		return 1;
-	int64_t waited = s->snap->now_ms > j->submit_ms ? s->snap->now_ms - j->submit_ms : 0;
+	int64_t since = j->requeued_ms > j->submit_ms ? j->requeued_ms : j->submit_ms;
+	int64_t waited = s->snap->now_ms > since ? s->snap->now_ms - since : 0;
 	double may = (double)waited * (double)sh->gpus * (double)sh->nodes * pct / 100.0;
 	return victims_cost(s, sh) <= may;
 }
@@ -423,8 +465,10 @@ int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, str
 		return 0;
 	s->preempt_tries++;
 	if (!s->run_order_done) {
-		for (int r = 0; r < s->snap->nrunning; r++)
+		for (int r = 0; r < s->snap->nrunning; r++) {
 			s->run_order[r] = r;
+			s->run[r].lost = lost_work(s, r); /* once, not per comparison */
+		}
 		sched_msort(s->run_order, s->tmp_int, s->snap->nrunning, victim_cmp, s);
 		s->run_order_done = 1;
 	}
@@ -449,4 +493,207 @@ int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, str
 	w->a = apply_preemption(s, job, sh);
 	w->b = 0;
 	return 1;
+}
+
+/* Quota use of a hold of `gpus` GPUs of quota pair qt: +1 to take, -1 to
+ * give back. */
+static void est_quota(struct sched *s, int qt, int64_t gpus, int sign)
+{
+	s->qts[qt].used += sign * gpus;
+	s->queues[s->qts[qt].queue].used_sum += sign * gpus;
+}
+
+/* Saves the quota use the dry run changes (restore: 1 puts it back), and
+ * lifts the borrowing holds: in the dry run the jobs start in order. */
+static void est_save(struct sched *s, int restore)
+{
+	int need = s->nqts + 2 * s->nqueues;
+	if (!restore)
+		s->est_saved = sched_grow(s->est_saved, &s->est_savedcap, need, sizeof(int64_t));
+	int64_t *v = s->est_saved;
+	for (int k = 0; k < s->nqts; k++, v++) {
+		if (restore)
+			s->qts[k].used = *v;
+		else
+			*v = s->qts[k].used;
+	}
+	for (int q = 0; q < s->nqueues; q++, v += 2) {
+		struct sched_queue_st *qs = &s->queues[q];
+		if (restore) {
+			qs->used_sum = v[0];
+			qs->borrow_hold = v[1];
+		} else {
+			v[0] = qs->used_sum;
+			v[1] = qs->borrow_hold;
+			qs->borrow_hold = 0;
+		}
+	}
+}
+
+/* The waiting jobs to estimate, in order, into s->est: the first
+ * SCHED_EST_JOBS waits that could start at all (not UNFIT). A reserved
+ * job keeps its reservation's time (its GPUs stay out of the view, so the
+ * dry run counts them as its); a job whose victims are stopping starts as
+ * soon as they have stopped. */
+static int est_pick(struct sched *s)
+{
+	int n = 0, window = 0;
+	if (!s->est) {
+		s->est = xmalloc(sizeof(*s->est) * SCHED_EST_JOBS);
+		s->est_ends = xmalloc(sizeof(*s->est_ends) * SCHED_EST_JOBS);
+		s->est_shapes = xmalloc(sizeof(*s->est_shapes) * SCHED_EST_JOBS);
+	}
+	for (int k = 0; k < s->nwaits && window < SCHED_EST_JOBS; k++) {
+		struct sched_wait *w = &s->waits[k];
+		if (w->reason == SCHED_WAIT_UNFIT)
+			continue;
+		window++;
+		if (w->reason == SCHED_WAIT_PREEMPTING)
+			w->est_start_ms = s->snap->now_ms;
+		if (w->est_start_ms > 0)
+			continue;
+		s->est[n++] = (struct sched_est){.wait = k, .job = s->wait_job[k], .off = -1};
+	}
+	return n;
+}
+
+/* Gives back what releases at or before `until` from s->rel_tmp[*r..nrel)
+ * (running attempts and this cycle's placements) and from the dry run's
+ * started jobs. */
+static void est_release(struct sched *s, int *r, int nrel, int *nends, int64_t until)
+{
+	for (; *r < nrel && s->rel_time[s->rel_tmp[*r]] <= until; (*r)++) {
+		int who = s->rel_who[s->rel_tmp[*r]];
+		give_release(s, who);
+		if (who < 0)
+			est_quota(s, s->job_qt[s->place_job[~who]],
+			          (int64_t)s->placements[~who].nranks *
+			                  s->snap->pending[s->place_job[~who]].gpus,
+			          -1);
+		else if (!s->snap->running[who].stopping)
+			est_quota(s, s->run[who].qt, s->run[who].gpus, -1);
+	}
+	int k = 0;
+	for (; k < *nends && s->est[s->est_ends[k]].end <= until; k++) {
+		const struct sched_est *e = &s->est[s->est_ends[k]];
+		const struct sched_job *j = &s->snap->pending[e->job];
+		give(s, s->est_ranks + e->off, e->nranks);
+		est_quota(s, s->job_qt[e->job], (int64_t)j->gpus * j->nodes, -1);
+	}
+	memmove(s->est_ends, s->est_ends + k, sizeof(int) * (size_t)(*nends - k));
+	*nends -= k;
+}
+
+/* Starts est[i] at t in the dry run if its quota and an assignment allow:
+ * takes its GPUs and quota, and files its end among the releases. */
+static int est_start(struct sched *s, int i, int64_t t, int *nends, uint64_t step)
+{
+	struct sched_est *e = &s->est[i];
+	struct sched_shape *sh = &s->shapes[s->job_shape[e->job]];
+	struct sched_wait scratch;
+	int borrowed;
+	if (sh->est_fail == step + 1 || !sched_quota_admits(s, e->job, &borrowed, &scratch))
+		return 0;
+	int slot = fit_slot(s, sh->cls);
+	if (!fit_find(s, slot, sh->gpus, sh->nodes)) {
+		sh->est_fail = step + 1; /* the view only shrinks until the next step */
+		return 0;
+	}
+	fit_choose(s, sh->gpus, sh->nodes);
+	s->est_ranks = sched_grow(s->est_ranks, &s->est_rankcap, s->nest_ranks + sh->nodes,
+	                          sizeof(*s->est_ranks));
+	e->off = s->nest_ranks;
+	e->nranks = sh->nodes;
+	for (int k = 0; k < sh->nodes; k++) {
+		int node = s->pick[k];
+		s->est_ranks[s->nest_ranks++] = (struct sched_rank_hold){node, s->pick_gpus[k]};
+		fit_set_free(s, node, s->free[node] & ~s->pick_gpus[k]);
+	}
+	est_quota(s, s->job_qt[e->job], (int64_t)sh->gpus * sh->nodes, 1);
+	s->waits[e->wait].est_start_ms = t;
+	int64_t limit = sched_job_limit(s, e->job);
+	e->end = limit > 0 && limit < SCHED_NEVER - t ? t + limit : SCHED_NEVER;
+	if (e->end == SCHED_NEVER)
+		return 1;
+	int k = *nends;
+	while (k > 0 && s->est[s->est_ends[k - 1]].end > e->end) {
+		s->est_ends[k] = s->est_ends[k - 1];
+		k--;
+	}
+	s->est_ends[k] = i;
+	(*nends)++;
+	return 1;
+}
+
+/* Whether some job not started yet in the dry run might start now: one of
+ * their shapes fits the view (quota aside). s->est_shapes lists those
+ * shapes (est_nshapes < 0: to be listed again). */
+static int est_any_fits(struct sched *s, int n)
+{
+	if (s->est_nshapes < 0) {
+		s->est_nshapes = 0;
+		for (int i = 0; i < n; i++) {
+			int sh = s->job_shape[s->est[i].job], seen = 0;
+			for (int k = 0; k < s->est_nshapes && !seen; k++)
+				seen = s->est_shapes[k] == sh;
+			if (s->est[i].off < 0 && !seen)
+				s->est_shapes[s->est_nshapes++] = sh;
+		}
+	}
+	for (int k = 0; k < s->est_nshapes; k++) {
+		const struct sched_shape *sh = &s->shapes[s->est_shapes[k]];
+		int slot = s->classes[sh->cls].slot;
+		if (slot < 0 || fit_check(s, slot, sh->gpus, sh->nodes))
+			return 1;
+	}
+	return 0;
+}
+
+/* Estimated starts for the waiting jobs: a dry run from the end of the
+ * cycle, in which every running attempt and every placement of this cycle
+ * ends at its time limit, nothing new arrives, and the first SCHED_EST_JOBS
+ * waiting jobs start in the cycle's order as soon as an assignment and
+ * their quota allow (each then holds its GPUs and quota until its own time
+ * limit). A job that waits on one that the dry run has not started yet may
+ * still start before it where it fits (as backfill would let it); a job
+ * beyond the window, or that no release in sight lets start, keeps 0
+ * (unknown). The walk visits each release time once, and looks at the jobs
+ * only when one of their shapes fits; only the slots of their classes
+ * follow it (a 10,000-node walk gives back tens of thousands of holds). The
+ * view is rolled back: nothing of it is decided. */
+void plan_estimate(struct sched *s)
+{
+	int n = est_pick(s);
+	if (n == 0)
+		return;
+	s->nest_ranks = 0;
+	s->est_nshapes = -1;
+	est_save(s, 0);
+	for (int i = 0; i < n; i++)
+		fit_slot(s, s->shapes[s->job_shape[s->est[i].job]].cls);
+	s->slot_live = 0;
+	for (int i = 0; i < n; i++) {
+		int slot = s->classes[s->shapes[s->job_shape[s->est[i].job]].cls].slot;
+		if (slot >= 0) /* else more classes than slots: rebuilt (and live) when used */
+			s->slot_live |= 1ull << slot;
+	}
+	int nrel = collect_releases(s), r = 0, nends = 0, left = n, mark = fit_mark(s);
+	for (uint64_t step = 0; left > 0; step++) {
+		int64_t t = r < nrel ? s->rel_time[s->rel_tmp[r]] : SCHED_NEVER;
+		if (nends && s->est[s->est_ends[0]].end < t)
+			t = s->est[s->est_ends[0]].end;
+		if (t == SCHED_NEVER)
+			break;
+		est_release(s, &r, nrel, &nends, t);
+		if (!est_any_fits(s, n))
+			continue;
+		for (int i = 0; i < n; i++)
+			if (s->est[i].off < 0 && est_start(s, i, t, &nends, step)) {
+				left--;
+				s->est_nshapes = -1;
+			}
+	}
+	fit_rollback(s, mark);
+	s->slot_live = ~0ull;
+	est_save(s, 1);
 }

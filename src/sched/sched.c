@@ -132,7 +132,9 @@ void sched_msort(int *a, int *tmp, int n, int (*cmp)(const void *ctx, int x, int
 
 struct sched *sched_new(void)
 {
-	return xcalloc(1, sizeof(struct sched));
+	struct sched *s = xcalloc(1, sizeof(struct sched));
+	s->slot_live = ~0ull;
+	return s;
 }
 
 void sched_free(struct sched *s)
@@ -140,13 +142,17 @@ void sched_free(struct sched *s)
 	if (!s)
 		return;
 	void *arrays[] = {
-	        s->usable,     s->want,      s->free,      s->nfree,     s->slotmask,    s->resv,
-	        s->order,      s->pos,       s->ndom,      s->tmp_int,   s->dom_lo,      s->dom_hi,
-	        s->dom_clo,    s->dom_chi,   s->classes,   s->shapes,    s->queues,      s->teams,
-	        s->qts,        s->qt_taken,  s->items,     s->items_tmp, s->job_shape,   s->job_qt,
-	        s->job_queue,  s->job_first, s->run,       s->run_order, s->undo,        s->resvs,
-	        s->resv_ranks, s->rel_time,  s->rel_who,   s->rel_tmp,   s->cand,        s->victims,
-	        s->placements, s->place_end, s->place_off, s->ranks,     s->preemptions, s->waits};
+	        s->usable,      s->want,       s->free,      s->nfree,     s->slotmask,
+	        s->resv,        s->order,      s->pos,       s->ndom,      s->tmp_int,
+	        s->dom_lo,      s->dom_hi,     s->dom_clo,   s->dom_chi,   s->classes,
+	        s->shapes,      s->queues,     s->teams,     s->qts,       s->qt_taken,
+	        s->items,       s->items_tmp,  s->job_shape, s->job_qt,    s->job_queue,
+	        s->job_first,   s->run,        s->run_order, s->undo,      s->resvs,
+	        s->resv_ranks,  s->rel_time,   s->rel_who,   s->rel_tmp,   s->cand,
+	        s->victims,     s->placements, s->place_end, s->place_off, s->ranks,
+	        s->preemptions, s->waits,      s->wait_job,  s->place_job, s->est,
+	        s->est_ends,    s->est_ranks,  s->est_saved, s->run_rel,   s->run_rel_order,
+	        s->est_shapes};
 	for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++)
 		free(arrays[k]);
 	fit_slots_cleanup(s);
@@ -164,6 +170,30 @@ int64_t sched_job_limit(const struct sched *s, int job)
 	if (j->time_limit_ms > 0)
 		return j->time_limit_ms;
 	return s->queues[s->job_queue[job]].default_limit;
+}
+
+/* How long a wait that began at `since` has lasted by `at`, for a job of
+ * `nodes` nodes: 0 within config.overdue_ms, 1 past it (overdue), 2 past
+ * config.starve_ms too (starving). The wait counts once per node, so a
+ * 16-node gang is overdue 16 times sooner than a one-node job: it cannot
+ * start in the holes that smaller jobs fill, so it is the one that starves
+ * (Slurm's job size factor favours large jobs for the same reason). */
+int sched_wait_level(const struct sched_config *c, int64_t since, int64_t at, int nodes)
+{
+	if (since <= 0 || at <= since || c->overdue_ms <= 0)
+		return 0;
+	int64_t waited = at - since;
+	waited =
+	        waited > INT64_MAX / SCHED_MAX_RANKS ? INT64_MAX : waited * (nodes > 0 ? nodes : 1);
+	if (waited <= c->overdue_ms)
+		return 0;
+	return c->starve_ms > 0 && waited > c->starve_ms ? 2 : 1;
+}
+
+int sched_overdue(const struct sched *s, int job)
+{
+	return sched_wait_level(&s->snap->config, s->snap->pending[job].submit_ms, s->snap->now_ms,
+	                        s->snap->pending[job].nodes);
 }
 
 /* An end time now + limit, where 0 means no limit. */
@@ -269,12 +299,16 @@ static void reserve_space(struct sched *s, const struct sched_snapshot *snap)
 	s->placements = sched_grow(s->placements, &s->placecap, j, sizeof(*s->placements));
 	s->place_end = xrealloc(s->place_end, sizeof(int64_t) * (size_t)s->placecap);
 	s->place_off = xrealloc(s->place_off, sizeof(int) * (size_t)s->placecap);
+	s->place_job = xrealloc(s->place_job, sizeof(int) * (size_t)s->placecap);
 	s->waits = sched_grow(s->waits, &s->waitcap, j, sizeof(*s->waits));
+	s->wait_job = xrealloc(s->wait_job, sizeof(int) * (size_t)s->waitcap);
 	int r = snap->nrunning + 1;
 	if (r > s->runcap) {
 		cap = s->runcap;
 		s->run = sched_grow(s->run, &cap, r, sizeof(*s->run));
 		s->run_order = xrealloc(s->run_order, sizeof(int) * (size_t)cap);
+		s->run_rel = xrealloc(s->run_rel, sizeof(int64_t) * (size_t)cap);
+		s->run_rel_order = xrealloc(s->run_rel_order, sizeof(int) * (size_t)cap);
 		s->runcap = cap;
 	}
 	s->preemptions = sched_grow(s->preemptions, &s->preemptcap, r, sizeof(*s->preemptions));
@@ -570,11 +604,16 @@ static void build_jobs(struct sched *s)
 			prio += aged < ((int64_t)1 << 40) ? aged : (int64_t)1 << 40;
 		}
 		struct sched_item *it = &s->items[j];
-		it->k1 = (uint64_t)!s->job_first[j] << 63 |
-		         (uint64_t)(uint32_t)s->queues[qt->queue].rank << 32 |
-		         (uint32_t)s->teams[qt->team].rank;
-		/* higher priority first: store it negated (it fits: |prio| < 2^62) */
-		it->prio = -prio;
+		int level = sched_overdue(s, j);
+		it->k1 = (uint64_t)!s->job_first[j] << 63;
+		if (level < 2)
+			it->k1 |= (uint64_t)1 << 62 | (uint64_t)(uint32_t)s->queues[qt->queue].rank
+			                                      << 32;
+		if (level < 1)
+			it->k1 |= (uint64_t)1 << 31 | (uint32_t)s->teams[qt->team].rank;
+		/* higher priority first: store it negated (it fits: |prio| < 2^62);
+		 * overdue jobs go in submission order */
+		it->prio = level ? 0 : -prio;
 		it->submit = job->submit_ms;
 		it->id = job->id;
 		it->job = j;
@@ -641,6 +680,7 @@ void sched_commit(struct sched *s, int job, int nodes, int borrowed)
 	s->placements[p].borrowed = borrowed;
 	s->placements[p].nranks = nodes;
 	s->place_end[p] = sched_end(s, sched_job_limit(s, job));
+	s->place_job[p] = job;
 	struct sched_qt *qt = &s->qts[s->job_qt[job]];
 	qt->used += (int64_t)j->gpus * j->nodes;
 	s->queues[qt->queue].used_sum += (int64_t)j->gpus * j->nodes;
@@ -649,7 +689,7 @@ void sched_commit(struct sched *s, int job, int nodes, int borrowed)
 
 /* Whether the job's team may take its GPUs in its queue now: within its
  * nominal quota, or by borrowing idle quota where the queue allows. */
-static int quota_admits(struct sched *s, int job, int *borrowed, struct sched_wait *w)
+int sched_quota_admits(struct sched *s, int job, int *borrowed, struct sched_wait *w)
 {
 	const struct sched_job *j = &s->snap->pending[job];
 	const struct sched_qt *qt = &s->qts[s->job_qt[job]];
@@ -658,7 +698,7 @@ static int quota_admits(struct sched *s, int job, int *borrowed, struct sched_wa
 	*borrowed = 0;
 	if (!q->has_quota || qt->used + qt->held + need <= qt->nominal)
 		return 1;
-	if (q->borrowing && q->used_sum + need <= q->nominal_sum) {
+	if (q->borrowing && q->used_sum + q->borrow_hold + need <= q->nominal_sum) {
 		*borrowed = 1;
 		return 1;
 	}
@@ -666,9 +706,29 @@ static int quota_admits(struct sched *s, int job, int *borrowed, struct sched_wa
 	w->a = qt->used + qt->held;
 	w->b = qt->nominal;
 	w->idle_quota = -1;
-	if (q->borrowing)
-		w->idle_quota = q->nominal_sum > q->used_sum ? q->nominal_sum - q->used_sum : 0;
+	if (q->borrowing) {
+		int64_t idle = q->nominal_sum - q->used_sum - q->borrow_hold;
+		w->idle_quota = idle > 0 ? idle : 0;
+	}
 	return 0;
+}
+
+/* An overdue job that waits for idle quota to borrow keeps what there is
+ * from later borrowers in its queue (teams within their nominal quota still
+ * take theirs), so that a large borrower is not overtaken forever by small
+ * ones. At most max_reservations such holds per cycle. */
+static int hold_borrowing(struct sched *s, int job)
+{
+	const struct sched_job *j = &s->snap->pending[job];
+	struct sched_queue_st *q = &s->queues[s->job_queue[job]];
+	int64_t need = (int64_t)j->gpus * j->nodes;
+	int most = s->snap->config.max_reservations > 1 ? s->snap->config.max_reservations : 1;
+	if (!q->borrowing || q->borrow_hold + need > q->nominal_sum || !sched_overdue(s, job) ||
+	    s->nborrow_holds >= most)
+		return 0;
+	q->borrow_hold += need;
+	s->nborrow_holds++;
+	return 1;
 }
 
 /* One job, in order: never fits -> UNFIT; over quota -> QUOTA; fits the
@@ -681,6 +741,7 @@ static void decide(struct sched *s, int job)
 	/* Filled in place, padding zeroed, so results compare byte for byte. */
 	struct sched_wait *w = &s->waits[s->nwaits];
 	memset(w, 0, sizeof(*w));
+	s->wait_job[s->nwaits] = job;
 	w->job_id = s->snap->pending[job].id;
 	int borrowed = 0;
 	if (fit_unfit(s, sh)) {
@@ -690,8 +751,19 @@ static void decide(struct sched *s, int job)
 		w->most_free = sh->unfit_most;
 		goto wait;
 	}
-	if (!quota_admits(s, job, &borrowed, w))
+	if (!sched_quota_admits(s, job, &borrowed, w)) {
+		/* The nodes drain for it while its queue's quota does */
+		if (hold_borrowing(s, job) && cfg->backfill &&
+		    s->nresvs < (cfg->max_reservations > 1 ? cfg->max_reservations : 1)) {
+			int slot = fit_slot(s, sh->cls);
+			struct sched_wait tmp = *w;
+			if (!fit_check(s, slot, sh->gpus, sh->nodes))
+				plan_reserve(s, job, sh, slot, &tmp);
+			w->est_start_ms = tmp.est_start_ms;
+			w->reserved = tmp.reserved;
+		}
 		goto wait;
+	}
 	int slot = fit_slot(s, sh->cls);
 	if (!sh->live_fail) {
 		if (fit_find(s, slot, sh->gpus, sh->nodes)) {
@@ -740,7 +812,9 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 	}
 	s->nundo = s->logging = 0;
 	s->run_order_done = 0;
+	s->run_rel_n = -1;
 	s->preempt_tries = 0;
+	s->nborrow_holds = 0;
 	fit_nodes(s); /* clears last cycle's reservations first */
 	s->nresvs = s->nresv_ranks = 0;
 	build_policy(s);
@@ -749,6 +823,7 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 	sort_items(s, snap->npending);
 	for (int k = 0; k < snap->npending; k++)
 		decide(s, s->items[k].job);
+	plan_estimate(s);
 	assert(fit_check_view(s));
 	for (int p = 0; p < s->nplacements; p++)
 		s->placements[p].ranks = s->ranks + s->place_off[p];

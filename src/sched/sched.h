@@ -12,13 +12,23 @@
  * Policy, in the order a cycle applies it:
  *   1. Order: pending jobs by queue priority, then team fair share (recent
  *      decayed GPU-hours divided by team weight, lowest first), then job
- *      priority plus aging (priority grows with time waited, so nothing
- *      starves), then submission time, then id.
+ *      priority plus aging (priority grows with time waited), then
+ *      submission time, then id. Nothing starves: a job that has waited
+ *      past config.overdue_ms is overdue and goes ahead of its queue's
+ *      other jobs, and past config.starve_ms it is starving and goes ahead
+ *      of every queue's; overdue and starving jobs go in submission order.
+ *      A gang's wait counts once per node it asks for (a 16-node gang is
+ *      overdue 16 times sooner): it cannot start in the holes small jobs
+ *      fill, so it is the one that would starve.
  *   2. Admission and placement are one decision: a job is admitted only if
  *      a concrete node+GPU assignment exists for all of it now AND its
  *      team's quota in the queue allows it (nominal quota, or borrowing of
  *      idle quota when the queue allows borrowing). A job that fits its
  *      quota but no node never blocks the queue: the next job is tried.
+ *      An overdue job that waits for idle quota to borrow keeps what it
+ *      needs of it from later borrowers of its queue (teams within their
+ *      nominal quota still take theirs), and gets a reservation of nodes
+ *      meanwhile, so that the nodes drain while the quota does.
  *   3. Placement: single-node jobs best fit (the node with the fewest free
  *      GPUs left over), so whole nodes stay free for gangs; a gang goes to
  *      the smallest topology domain (switch, then rack, then block) that has
@@ -57,8 +67,23 @@
  *      counted as freed for another. Hysteresis: a job preempts only within
  *      its nominal quota (a borrower never preempts), and work admitted
  *      within nominal quota is never reclaimed, so two teams cannot preempt
- *      each other in a loop. At most 16 jobs per cycle search for victims
- *      (bounded work).
+ *      each other in a loop. No cascades: a job whose attempt was preempted
+ *      (requeued_ms) does not preempt its own queue's work in turn, and its
+ *      cost allowance counts from its requeue, not its submission. What the
+ *      order let start is not stopped for what it went ahead of: an attempt
+ *      whose job was overdue when it started (sched_running.submit_ms) is
+ *      no victim for its own team's priority, a starving one for no
+ *      priority at all (quota reclaim still applies). At most 16 jobs per
+ *      cycle search for victims (bounded work).
+ *   6. Estimated starts: after the decisions, a dry run in which every
+ *      running attempt and every new placement ends at its time limit and
+ *      nothing new arrives starts the first SCHED_EST_JOBS waiting jobs in
+ *      order as soon as GPUs and quota allow (each then holds them until
+ *      its own limit), and sets their est_start_ms. A reserved job keeps its
+ *      reservation's time (sched_wait.reserved), a preempting one gets now
+ *      (it starts when its victims have stopped); a job that can never run,
+ *      lies beyond the window, or that no release in sight lets start gets
+ *      0 (unknown). Time limits are upper bounds, so estimates lean late.
  *
  * Memory: struct sched owns reusable scratch space sized to the snapshot;
  * a cycle allocates only when the snapshot grows. Results stay valid until
@@ -75,10 +100,13 @@
 #define SCHED_MAX_SELECTORS 4    /* per job */
 #define SCHED_MAX_NVLINK    8    /* GPU groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
+#define SCHED_EST_JOBS      256  /* waiting jobs, in order, that get an estimated start */
 
-#define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)  /* sched_config.min_runtime_ms */
-#define SCHED_HOLD_MS                  (15 * 60 * 1000LL) /* see sched_job.held_since_ms */
-#define SCHED_DEFAULT_PREEMPT_LOSS_PCT 50                 /* sched_config.preempt_loss_pct */
+#define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)   /* sched_config.min_runtime_ms */
+#define SCHED_HOLD_MS                  (15 * 60 * 1000LL)  /* see sched_job.held_since_ms */
+#define SCHED_DEFAULT_PREEMPT_LOSS_PCT 50                  /* sched_config.preempt_loss_pct */
+#define SCHED_DEFAULT_OVERDUE_MS       (30 * 60 * 1000LL)  /* sched_config.overdue_ms */
+#define SCHED_DEFAULT_STARVE_MS        (4 * 3600 * 1000LL) /* sched_config.starve_ms */
 
 struct sched_node {
 	int64_t id;
@@ -135,6 +163,8 @@ struct sched_job {
 	int checkpointing;
 	int64_t held_since_ms; /* attempts were stopped for it at this time and it has
 	                        * not started since (0: none); see SCHED_HOLD_MS */
+	int64_t requeued_ms;   /* its last attempt was preempted and it went back to
+	                        * the queue at this time (0: never) */
 };
 
 struct sched_rank_hold {
@@ -146,6 +176,7 @@ struct sched_running {
 	int64_t attempt_id, job_id;
 	uint32_t queue, team;
 	int priority;
+	int64_t submit_ms; /* its job's submission (0: unknown) */
 	int64_t start_ms;
 	int64_t end_by_ms;          /* start + time limit */
 	int64_t last_checkpoint_ms; /* 0: never (loses all since start) */
@@ -168,6 +199,10 @@ struct sched_config {
 	                         * age); SCHED_DEFAULT_MIN_RUNTIME_MS is the usual value */
 	int preempt_loss_pct;   /* victims may lose at most this % of the GPU-time the job
 	                         * has waited (0: no limit); SCHED_DEFAULT_PREEMPT_LOSS_PCT */
+	int64_t overdue_ms;     /* a job waiting longer goes ahead of its queue's others, in
+	                         * submission order (0: never); SCHED_DEFAULT_OVERDUE_MS */
+	int64_t starve_ms;      /* ... and this long ahead of every other queue's (0: never);
+	                         * SCHED_DEFAULT_STARVE_MS */
 };
 
 struct sched_snapshot {
@@ -204,7 +239,9 @@ struct sched_wait {
 	enum sched_reason reason;
 	int64_t a, b;
 	int64_t blockers;      /* lower-priority jobs holding what it needs */
-	int64_t est_start_ms;  /* 0: unknown; from the reservation dry run */
+	int64_t est_start_ms;  /* estimated start (0: unknown): its reservation's time if
+	                        * `reserved`, else the estimate's dry run (sched_cycle()) */
+	int reserved;          /* GPUs are reserved for it from est_start_ms on */
 	int64_t blocker_nodes; /* fitting nodes the blockers' GPUs would add */
 	int64_t most_free;     /* RESOURCES, UNFIT: most free (usable) GPUs on one matching node */
 	int64_t idle_quota;    /* QUOTA: idle GPUs of the queue to borrow; -1: no borrowing */

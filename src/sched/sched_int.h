@@ -87,6 +87,7 @@ struct sched_shape {
 	int64_t short_fail_end;  /* the end time of that failed backfill */
 	struct sched_wait wait;  /* numbers of the live failure */
 	int preempt_fail;        /* a victim search for this shape found nothing */
+	uint64_t est_fail;       /* the estimate's step at which this shape did not fit (+1) */
 };
 
 struct sched_queue_st {
@@ -95,6 +96,7 @@ struct sched_queue_st {
 	int64_t default_limit;
 	int has_quota;
 	int64_t nominal_sum, used_sum, running_gpus;
+	int64_t borrow_hold; /* idle quota kept for overdue jobs that wait to borrow it */
 	int rank;
 };
 
@@ -125,6 +127,7 @@ struct sched_item {
 struct sched_run_st {
 	int queue, qt;
 	int64_t gpus;
+	double lost; /* lost_work(), for the victim order */
 	int taken;   /* chosen as a victim (or its GPUs promised) in this cycle */
 	int for_job; /* stopping for this pending job (index), else -1 */
 };
@@ -138,6 +141,14 @@ struct sched_resv {
 	int64_t job_id;
 	int64_t start;
 	int off, nranks; /* in s->resv_ranks */
+};
+
+/* A waiting job in the estimate (plan_estimate()): once it starts in the
+ * dry run it holds ranks [off, off + nranks) of s->est_ranks until `end`. */
+struct sched_est {
+	int wait, job;
+	int off, nranks;
+	int64_t end;
 };
 
 struct sched_resv_rank {
@@ -188,6 +199,9 @@ struct sched {
 	struct sched_class *classes;
 	int nclasses, classcap;
 	struct sched_slot slots[SCHED_SLOTS];
+	uint64_t slot_live; /* slots fit_set_free() keeps in step: all, except in
+	                     * plan_estimate(), whose dry run (and its rollback)
+	                     * leaves the slots it does not use as they are */
 	struct sched_shape *shapes;
 	int nshapes, shapecap;
 	struct sched_map class_map, shape_map;
@@ -216,6 +230,7 @@ struct sched {
 	int *run_order; /* victim preference order */
 	int run_order_done;
 	int preempt_tries;
+	int nborrow_holds;
 
 	/* the undo log of dry runs */
 	struct sched_undo *undo;
@@ -226,6 +241,11 @@ struct sched {
 	int nresvs, resvcap;
 	struct sched_resv_rank *resv_ranks;
 	int nresv_ranks, resv_rankcap;
+
+	/* the running attempts' release times and their order, once a cycle */
+	int64_t *run_rel;
+	int *run_rel_order;
+	int run_rel_n; /* -1: not yet this cycle */
 
 	/* releases for the reservation dry run: (time, running index or ~placement) */
 	int64_t *rel_time;
@@ -251,6 +271,18 @@ struct sched {
 	int npreemptions, preemptcap;
 	struct sched_wait *waits;
 	int nwaits, waitcap;
+	int *wait_job;  /* the pending job of each wait */
+	int *place_job; /* the pending job of each placement */
+
+	/* the estimate's dry run */
+	struct sched_est *est; /* SCHED_EST_JOBS of them once used */
+	int *est_ends;         /* started jobs (indexes in est) by end time */
+	int *est_shapes;       /* the shapes of the jobs not started yet */
+	int est_nshapes;       /* -1: to be listed again */
+	struct sched_rank_hold *est_ranks;
+	int nest_ranks, est_rankcap;
+	int64_t *est_saved; /* quota use to restore: per pair, then per queue */
+	int est_savedcap;
 };
 
 /* sched.c */
@@ -263,7 +295,10 @@ void sched_msort(int *a, int *tmp, int n, int (*cmp)(const void *ctx, int x, int
                  const void *ctx);
 int64_t sched_job_limit(const struct sched *s, int job);
 int64_t sched_end(const struct sched *s, int64_t limit);
+int sched_wait_level(const struct sched_config *c, int64_t since, int64_t at, int nodes);
+int sched_overdue(const struct sched *s, int job);
 void sched_commit(struct sched *s, int job, int nodes, int borrowed);
+int sched_quota_admits(struct sched *s, int job, int *borrowed, struct sched_wait *w);
 
 /* fit.c: the live view and placement */
 void fit_nodes(struct sched *s);
@@ -286,5 +321,6 @@ int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, in
                   struct sched_wait *w);
 int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
 void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
+void plan_estimate(struct sched *s);
 
 #endif

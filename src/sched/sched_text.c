@@ -34,7 +34,7 @@ static void add_blockers(const struct sched_wait *w, char *out, size_t len, size
 		add(out, len, used, "; %lld lower-priority job%s hold%s %lld more",
 		    (long long)w->blockers, s_(w->blockers), w->blockers == 1 ? "s" : "",
 		    (long long)w->blocker_nodes);
-	if (w->est_start_ms > 0) {
+	if (w->reserved && w->est_start_ms > 0) { /* an estimate moves every cycle: not in words */
 		time_t t = (time_t)(w->est_start_ms / 1000);
 		struct tm tm;
 		char when[32] = "?";

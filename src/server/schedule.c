@@ -163,6 +163,8 @@ static void fill_job(struct state *st, struct job *j, struct sched_job *s)
 	memcpy(s->selectors, j->s_sel, sizeof(s->selectors));
 	s->checkpointing = j->checkpointing;
 	s->held_since_ms = j->preempt_held_ms;
+	if (j->nattempts > 0 && j->attempts[j->nattempts - 1]->state == JOB_PREEMPTED)
+		s->requeued_ms = j->attempts[j->nattempts - 1]->end_ms;
 }
 
 /* The scheduler and its snapshot buffers, made on first use. */
@@ -228,6 +230,7 @@ static int fill_running(struct state *st, struct scratch *x)
 		r->queue = j->s_queue;
 		r->team = j->s_team;
 		r->priority = j->priority;
+		r->submit_ms = j->submit_ms;
 		r->start_ms = a->start_ms > 0 ? a->start_ms : j->submit_ms;
 		r->end_by_ms = r->start_ms + time_limit(st, j);
 		r->checkpointing = j->checkpointing;
@@ -293,7 +296,9 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	                                     .preemption = 1,
 	                                     .max_reservations = 1,
 	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
-	                                     .preempt_loss_pct = st->preempt_loss_pct};
+	                                     .preempt_loss_pct = st->preempt_loss_pct,
+	                                     .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
+	                                     .starve_ms = SCHED_DEFAULT_STARVE_MS};
 	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);

@@ -399,11 +399,22 @@ TEST(backfill_honours_reservation)
 	CHECK_CONTAINS(buf, "would delay job 10, which has GPUs reserved");
 	text_of(&res, f, 10, buf, sizeof(buf));
 	CHECK_CONTAINS(buf, "; expected to start by 1970-01-01 00:00:00 UTC");
-	/* without backfill the first fit wins: job 11 takes node 0's GPUs */
+	/* everyone else gets an estimate from the dry run: node 1 frees at
+	 * t=1000 (node 0 stays job 10's: it has no limit), 11 and 12 start
+	 * then, 14 when 12 ends */
+	CHECK_INT(fx_wait(&res, 11)->est_start_ms, 1000);
+	CHECK_INT(fx_wait(&res, 12)->est_start_ms, 1000);
+	CHECK_INT(fx_wait(&res, 14)->est_start_ms, 1500);
+	/* without backfill the first fit wins: job 11 takes node 0's GPUs;
+	 * in the dry run 12 starts when node 0's other half frees (t=100),
+	 * 13 and 14 after it, and 10 gets node 1 at t=1000 */
 	f->snap.config.backfill = 0;
 	fx_cycle(s, f, &res);
 	CHECK(fx_placed(&res, 11) != NULL);
-	CHECK_INT(fx_wait(&res, 10)->est_start_ms, 0);
+	CHECK_INT(fx_wait(&res, 10)->est_start_ms, 1000);
+	CHECK_INT(fx_wait(&res, 12)->est_start_ms, 100);
+	CHECK_INT(fx_wait(&res, 13)->est_start_ms, 600);
+	CHECK_INT(fx_wait(&res, 14)->est_start_ms, 650);
 	sched_free(s);
 	fx_free(f);
 }
@@ -739,6 +750,232 @@ TEST(preemption_pays_back)
 	f->jobs[0].submit_ms = 10000; /* waited as long as the victim ran */
 	fx_cycle(s, f, &res);
 	CHECK_INT(res.npreemptions, 1);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* A requeued victim waits its turn: it does not stop its own team's
+ * lower-priority work in its queue (a cascade), only lower queues' work. */
+TEST(requeued_job_does_not_cascade)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 0);
+	fx_queue(f, 2, 0, 0);
+	f->snap.config.preemption = 1;
+	f->snap.now_ms = 100000;
+	fx_run(f, 1, 1, 1, 0); /* its own team's, lower priority, same queue */
+	fx_hold(f, 0, 0, 0xff);
+	struct sched_job *j = fx_job(f, 10, 1, 1, 8, 1);
+	j->priority = 5;
+	j->requeued_ms = 90000;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_RESOURCES);
+	f->jobs[0].requeued_ms = 0; /* never preempted itself: it may */
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	f->jobs[0].requeued_ms = 90000; /* lower queue's work: it may too */
+	f->runs[0].r.queue = 2;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* The victims may lose at most preempt_loss_pct % of the GPU-time the job
+ * has waited since it last entered the queue, not since its submission. */
+TEST(preemption_cost_counts_from_requeue)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 0);
+	fx_queue(f, 2, 0, 0);
+	f->snap.config.preemption = 1;
+	f->snap.config.preempt_loss_pct = 50;
+	f->snap.now_ms = 10000;
+	fx_run(f, 1, 2, 1, 0)->start_ms = 6000; /* loses 4,000 ms x 8 GPUs */
+	fx_hold(f, 0, 0, 0xff);
+	fx_job(f, 10, 1, 1, 8, 1)->submit_ms = 1; /* waited ~10,000 ms: may lose 40,000 */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	f->jobs[0].requeued_ms = 5000; /* back in the queue 5,000 ms: may lose 20,000 */
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* Past overdue_ms a job goes ahead of its queue's others (fair share and
+ * priority aside), in submission order; a gang's wait counts once per
+ * node. Past starve_ms it goes ahead of higher queues too. */
+TEST(overdue_and_starving_jobs_go_first)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 0);
+	fx_queue(f, 2, 0, 0);
+	fx_team(f, 1, 1, 100.0); /* a heavy user: last in fair share */
+	fx_team(f, 2, 1, 0.0);
+	f->snap.now_ms = 100000;
+	f->snap.config.overdue_ms = 60000;
+	f->snap.config.starve_ms = 150000;
+	fx_run(f, 1, 1, 1, 0);
+	fx_hold(f, 0, 1, 0xff);                       /* one node free */
+	fx_job(f, 10, 2, 1, 8, 1)->submit_ms = 1000;  /* lower queue, waited 99 s */
+	fx_job(f, 11, 1, 1, 8, 1)->submit_ms = 20000; /* waited 80 s: overdue */
+	fx_job(f, 12, 1, 2, 8, 1)->priority = 9;      /* fresh, team 2, high priority */
+	f->jobs[2].submit_ms = 99000;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 11) != NULL);
+	f->snap.config.overdue_ms = 0; /* off: fair share and priority decide */
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 12) != NULL);
+	f->snap.config.overdue_ms = 60000;
+	f->snap.config.starve_ms = 90000; /* job 10 starves: ahead of queue 1 */
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 10) != NULL);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* A gang's wait counts once per node: it cannot use the holes small jobs
+ * fill, so it is overdue sooner. */
+TEST(gang_is_overdue_sooner)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	fx_team(f, 1, 1, 100.0);
+	fx_team(f, 2, 1, 0.0);
+	f->snap.now_ms = 100000;
+	f->snap.config.overdue_ms = 60000;
+	fx_job(f, 10, 0, 2, 8, 1)->submit_ms = 50000; /* team 2 first in fair share */
+	fx_job(f, 11, 0, 1, 8, 2)->submit_ms = 60000; /* 40 s x 2 nodes: overdue */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 11) != NULL);
+	f->jobs[1].nodes = 1; /* 40 s on one node: not overdue, fair share decides */
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 10) != NULL);
+	CHECK(fx_placed(&res, 11) != NULL);
+	f->jobs[1].nodes = 2;
+	f->snap.config.overdue_ms = 0;
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 10) != NULL);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* An attempt that started only once its job was overdue (starving) is not
+ * stopped for its queue's (any higher queue's) work: that would undo the
+ * aging that let it start. */
+TEST(late_starters_keep_running)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 0);
+	fx_queue(f, 2, 0, 0);
+	f->snap.config.preemption = 1;
+	f->snap.config.overdue_ms = 10000;
+	f->snap.config.starve_ms = 40000;
+	f->snap.now_ms = 200000;
+	struct sched_running *r = fx_run(f, 1, 2, 1, 0);
+	r->submit_ms = 1000;
+	r->start_ms = 100000; /* waited 99 s: starving when it started */
+	fx_hold(f, 0, 0, 0xff);
+	fx_job(f, 10, 1, 1, 8, 1)->submit_ms = 190000;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	f->runs[0].r.submit_ms = 80000; /* waited 20 s: only overdue in its queue */
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	f->runs[0].r.queue = 1; /* the job's own team and queue, lower priority */
+	f->jobs[0].priority = 5;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* An overdue job waiting for idle quota to borrow keeps it from later
+ * borrowers of its queue; a team within its nominal quota still starts. */
+TEST(overdue_borrower_keeps_idle_quota)
+{
+	struct fx *f = fx_new();
+	for (int i = 0; i < 4; i++)
+		fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 1);
+	fx_quota(f, 1, 1, 16);
+	fx_quota(f, 1, 2, 8);
+	f->snap.now_ms = 100000;
+	f->snap.config.overdue_ms = 30000;
+	f->snap.config.backfill = 1;
+	f->snap.config.max_reservations = 2;
+	fx_run(f, 1, 1, 1, 0);
+	fx_hold(f, 0, 0, 0xff);
+	fx_hold(f, 0, 1, 0xff);                      /* team 1 holds its 16: 8 idle GPUs of quota */
+	fx_job(f, 10, 1, 3, 8, 2)->submit_ms = 1000; /* overdue, borrows 16 */
+	fx_job(f, 11, 1, 3, 8, 1)->submit_ms = 90000; /* borrows 8 */
+	fx_job(f, 12, 1, 2, 8, 1)->submit_ms = 95000; /* within team 2's nominal */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_QUOTA);
+	CHECK_INT(fx_wait(&res, 11)->reason, SCHED_WAIT_QUOTA);
+	CHECK_INT(fx_wait(&res, 11)->idle_quota, 0);
+	CHECK(fx_placed(&res, 12) != NULL);
+	f->snap.config.overdue_ms = 0; /* no hold: the small borrower goes */
+	f->njobs = 2;                  /* (without job 12, which would take the 8) */
+	fx_cycle(s, f, &res);
+	CHECK(fx_placed(&res, 11) != NULL);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* Every waiting job gets an estimated start from the dry run (the first
+ * SCHED_EST_JOBS in order), quota included; one that can never run, or
+ * beyond the window, gets none. */
+TEST(every_waiting_job_gets_an_estimate)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 0, 0);
+	fx_quota(f, 1, 1, 8);
+	fx_quota(f, 1, 2, 8);
+	f->snap.now_ms = 10;
+	fx_run(f, 1, 1, 1, 0)->end_by_ms = 1000;
+	fx_hold(f, 0, 0, 0xff);
+	for (int k = 0; k < SCHED_EST_JOBS + 10; k++)
+		fx_job(f, 10 + k, 1, 2, 8, 1)->time_limit_ms = 100;
+	fx_job(f, 5, 1, 1, 16, 1);                     /* 16 GPUs on one node: never */
+	fx_job(f, 6, 1, 1, 8, 1)->time_limit_ms = 100; /* team 1: quota from t=1000 */
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_wait(&res, 5)->reason, SCHED_WAIT_UNFIT);
+	CHECK_INT(fx_wait(&res, 5)->est_start_ms, 0);
+	CHECK_INT(fx_wait(&res, 6)->reason, SCHED_WAIT_QUOTA);
+	CHECK_INT(fx_wait(&res, 6)->est_start_ms, 1000); /* first in order (id) */
+	CHECK_INT(fx_wait(&res, 6)->reserved, 0);
+	CHECK_INT(fx_wait(&res, 10)->est_start_ms, 1100);
+	CHECK_INT(fx_wait(&res, 11)->est_start_ms, 1200);
+	CHECK_INT(fx_wait(&res, 10 + SCHED_EST_JOBS - 2)->est_start_ms,
+	          1000 + 100 * (SCHED_EST_JOBS - 1));
+	CHECK_INT(fx_wait(&res, 10 + SCHED_EST_JOBS - 1)->est_start_ms, 0); /* beyond */
+	char buf[256];
+	text_of(&res, f, 10, buf, sizeof(buf)); /* an estimate is not in the words */
+	CHECK(strstr(buf, "expected") == NULL);
 	sched_free(s);
 	fx_free(f);
 }

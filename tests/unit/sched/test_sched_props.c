@@ -48,6 +48,8 @@ static void gen_policy(struct fx *f)
 	f->snap.config.max_reservations = 1 + (int)rnd(3);
 	f->snap.config.min_runtime_ms = rnd(2) ? 0 : 1000 + rnd(30000);
 	f->snap.config.preempt_loss_pct = rnd(2) ? 0 : 50 + (int)rnd(100);
+	f->snap.config.overdue_ms = rnd(2) ? 0 : 5000 + rnd(40000);
+	f->snap.config.starve_ms = rnd(2) ? 0 : f->snap.config.overdue_ms * (2 + rnd(3));
 	f->snap.now_ms = 100000;
 }
 
@@ -58,6 +60,7 @@ static void gen_running(struct fx *f)
 	for (int k = 0; k < n; k++) {
 		struct sched_running *r = fx_run(f, 1 + k, 1 + rnd(3), 1 + rnd(3), (int)rnd(5));
 		r->start_ms = rnd(100000);
+		r->submit_ms = rnd(3) ? r->start_ms - (int64_t)rnd(100000) : 0; /* <= 0: unknown */
 		r->end_by_ms = rnd(3) ? 100000 + rnd(20000) : 0;
 		r->checkpointing = (int)rnd(2);
 		r->last_checkpoint_ms = r->checkpointing ? r->start_ms + rnd(1000) : 0;
@@ -88,6 +91,8 @@ static void gen_jobs(struct fx *f, int n)
 		                             gang ? (int)(2 + rnd(3)) : 1);
 		j->priority = (int)rnd(5);
 		j->submit_ms = rnd(100000);
+		if (rnd(4) == 0) /* went back to the queue when an attempt was preempted */
+			j->requeued_ms = j->submit_ms + rnd((uint32_t)(100000 - j->submit_ms));
 		j->time_limit_ms = rnd(2) ? 1000 + rnd(20000) : 0;
 		j->checkpointing = (int)rnd(2);
 		if (rnd(4) == 0)
@@ -231,6 +236,18 @@ static int lower(const struct sched_snapshot *snap, const struct sched_running *
 	return rp < jp || (r->queue == j->queue && r->team == j->team && r->priority < j->priority);
 }
 
+/* How long r's job had waited when it started, as sched.h defines it: 0
+ * within overdue_ms, 1 overdue, 2 starving (the wait counted once per node). */
+static int started_level(const struct sched_config *c, const struct sched_running *r)
+{
+	if (r->submit_ms <= 0 || r->start_ms <= r->submit_ms || c->overdue_ms <= 0)
+		return 0;
+	int64_t waited = (r->start_ms - r->submit_ms) * r->nranks;
+	if (waited <= c->overdue_ms)
+		return 0;
+	return c->starve_ms > 0 && waited > c->starve_ms ? 2 : 1;
+}
+
 static void check_preemptions(const struct sched_snapshot *snap, const struct sched_result *res)
 {
 	for (int k = 0; k < res->npreemptions; k++) {
@@ -257,9 +274,33 @@ static void check_preemptions(const struct sched_snapshot *snap, const struct sc
 					used += gpus_of(&snap->running[m]);
 			CHECK(has && used > nom && r->borrowed && r->queue == j->queue &&
 			      r->team != j->team);
-		} else
+		} else {
 			CHECK(lower(snap, r, j));
+			/* no cascade: a requeued job does not preempt in its own queue; and
+			 * what aging let start is not stopped for what it went ahead of */
+			if (r->queue == j->queue)
+				CHECK(j->requeued_ms <= 0 && started_level(&snap->config, r) == 0);
+			else
+				CHECK(started_level(&snap->config, r) < 2);
+		}
 	}
+}
+
+/* Estimated starts: never in the past; none for a job that can never run;
+ * "as soon as its victims stop" for a preempting one. */
+static int check_estimates(const struct sched_snapshot *snap, const struct sched_result *res)
+{
+	int known = 0;
+	for (int w = 0; w < res->nwaits; w++) {
+		const struct sched_wait *x = &res->waits[w];
+		CHECK(x->est_start_ms == 0 || x->est_start_ms >= snap->now_ms);
+		if (x->reason == SCHED_WAIT_UNFIT)
+			CHECK_INT(x->est_start_ms, 0);
+		if (x->reason == SCHED_WAIT_PREEMPTING)
+			CHECK_INT(x->est_start_ms, snap->now_ms);
+		known += x->est_start_ms > 0;
+	}
+	return known;
 }
 
 /* A job that preempts must fit once its victims (and attempts already
@@ -334,7 +375,7 @@ static void check_held(struct fx *f, const struct sched_result *res)
 TEST(random_cycles_keep_invariants)
 {
 	struct sched *s = sched_new(), *fresh = sched_new();
-	int placed = 0, preempted = 0, reserved = 0, held = 0;
+	int placed = 0, preempted = 0, reserved = 0, held = 0, estimated = 0;
 	for (uint64_t seed = 1; seed <= 300; seed++) {
 		struct fx *f = gen(seed);
 		struct sched_result a, b;
@@ -342,9 +383,10 @@ TEST(random_cycles_keep_invariants)
 		check_quotas(&f->snap, &a);
 		check_preemptions(&f->snap, &a);
 		check_held(f, &a);
+		estimated += check_estimates(&f->snap, &a);
 		held += the_held != 0;
 		for (int w = 0; w < a.nwaits; w++) {
-			reserved += a.waits[w].est_start_ms > 0;
+			reserved += a.waits[w].reserved;
 			if (a.waits[w].reason == SCHED_WAIT_PREEMPTING && a.npreemptions)
 				check_preemption_fits(f, &a, a.waits[w].job_id);
 		}
@@ -362,6 +404,7 @@ TEST(random_cycles_keep_invariants)
 	CHECK(preempted > 10);
 	CHECK(reserved > 10);
 	CHECK(held > 10);
+	CHECK(estimated > 1000);
 	sched_free(s);
 	sched_free(fresh);
 }
@@ -379,6 +422,7 @@ struct sim_job {
 	int64_t remaining; /* ms of work left */
 	int running, done, preempted, starts;
 	int64_t held_since; /* its victims' preemption, until it starts */
+	int64_t requeued;   /* when its last attempt was preempted */
 	uint64_t freed[12]; /* per node: GPUs its victims freed, until it starts */
 };
 
@@ -415,7 +459,9 @@ static void sim_cluster(struct fx *f)
 	                                       .backfill = 1,
 	                                       .preemption = 1,
 	                                       .max_reservations = 2,
-	                                       .min_runtime_ms = SIM_MIN_RUN_MS};
+	                                       .min_runtime_ms = SIM_MIN_RUN_MS,
+	                                       .overdue_ms = 20 * SIM_STEP_MS,
+	                                       .starve_ms = 60 * SIM_STEP_MS};
 }
 
 static void sim_jobs(struct sim *sm)
@@ -455,6 +501,7 @@ static int sim_retire(struct sim *sm, int64_t now)
 			if (j->job.checkpointing)
 				j->remaining -= sim_checkpoint(a, now) - a->start;
 			j->running = 0;
+			j->requeued = now;
 			struct sim_job *x = &sm->jobs[a->stopping_for - 1];
 			for (int q = 0; q < a->nranks && !x->running && !x->done; q++)
 				x->freed[a->ranks[q].node] |= a->ranks[q].gpus;
@@ -485,6 +532,7 @@ static struct fx *sim_snapshot(struct sim *sm, int step)
 		struct sched_running *r =
 		        fx_run(f, a->id, j->job.queue, j->job.team, j->job.priority);
 		r->job_id = j->job.id;
+		r->submit_ms = j->job.submit_ms;
 		r->start_ms = a->start;
 		r->end_by_ms = j->job.time_limit_ms ? a->start + j->job.time_limit_ms : 0;
 		r->checkpointing = j->job.checkpointing;
@@ -500,6 +548,7 @@ static struct fx *sim_snapshot(struct sim *sm, int step)
 		if (j->arrive <= step && !j->done && !j->running) {
 			*fx_job(f, j->job.id, 0, 0, 1, 1) = j->job;
 			f->jobs[f->njobs - 1].held_since_ms = j->held_since;
+			f->jobs[f->njobs - 1].requeued_ms = j->requeued;
 		}
 	}
 	fx_snap(f);
