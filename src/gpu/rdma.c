@@ -276,8 +276,8 @@ static int port_attr(const char *portdir, const char *name, int required, char *
 
 static void malformed(struct rdma_port *p, const char *name, const char *text)
 {
-	snprintf(p->error, sizeof(p->error), "%.48s port %d: %.24s: malformed value '%.40s'", p->dev,
-	         p->port, name, text);
+	snprintf(p->error, sizeof(p->error), "%.48s port %d: %.24s: malformed value '%.40s'",
+	         p->dev, p->port, name, text);
 }
 
 /* Reads one port's attributes: state and link_layer are required,

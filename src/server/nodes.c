@@ -298,8 +298,9 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 			continue;
 		const json_t *e = gpu_entry(gpus, g);
 		if (bad & bit)
-			state_event(st, "gpu.unhealthy", 0, n->id, "node %s GPU %d %s: %s", n->name, g,
-			            jv_str(e, "state", "unhealthy"), jv_str(e, "reason", "a fault"));
+			state_event(st, "gpu.unhealthy", 0, n->id, "node %s GPU %d %s: %s", n->name,
+			            g, jv_str(e, "state", "unhealthy"),
+			            jv_str(e, "reason", "a fault"));
 		else /* the agent says healthy only after a reset and a clean check */
 			state_event(st, "gpu.healthy", 0, n->id,
 			            "node %s GPU %d back in service (reset, clean check passed)",
