@@ -55,9 +55,10 @@ static void adopt(struct logpool *p)
 	DIR *d = opendir(p->dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		uint64_t seq;
-		char tail[8];
-		if (sscanf(de->d_name, "%" SCNu64 "%7s", &seq, tail) != 2 || strcmp(tail, ".log"))
+		char *end = NULL;
+		errno = 0;
+		uint64_t seq = strtoull(de->d_name, &end, 10);
+		if (errno || end == de->d_name || strcmp(end, ".log") != 0)
 			continue;
 		if (seq >= p->next_seq)
 			p->next_seq = seq + 1;
@@ -163,7 +164,7 @@ int logpool_take(struct logpool *p, const char *path)
 	char *from = spare_path(p, r.seq);
 	int rc = renameat2(AT_FDCWD, from, AT_FDCWD, path, RENAME_NOREPLACE) == 0 ? r.fd : -errno;
 	free(from);
-	if (rc >= 0 || rc != -EEXIST) {
+	if (rc != -EEXIST) {
 		p->n--; /* used, or gone from the disk: the filler makes another */
 		pthread_cond_signal(&p->cond);
 	}

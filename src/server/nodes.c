@@ -215,7 +215,8 @@ static uint64_t unhealthy_of(const struct node *n, const json_t *gpus)
 	json_t *g;
 	json_array_foreach (gpus, i, g) {
 		int64_t idx = jv_int(g, "index", -1);
-		if (idx >= 0 && idx < MODEL_MAX_GPUS && strcmp(jv_str(g, "state", ""), "healthy"))
+		if (idx >= 0 && idx < MODEL_MAX_GPUS &&
+		    strcmp(jv_str(g, "state", ""), "healthy") != 0)
 			m |= 1ull << idx;
 	}
 	(void)n;
