@@ -59,17 +59,28 @@ static void get_metrics(struct serve *s, struct httpd_req *req)
 	req->content_type = "text/plain; version=0.0.4";
 }
 
+/* 1 when the request carries the node secret; 0 (and the request answered
+ * 401) when not; -1 (answered 503) while the agent has no secret yet: it
+ * is registering, and the caller may retry in a moment. */
 static int authorized(struct serve *s, struct httpd_req *req)
 {
 	const char *h = httpd_header(req, "Authorization");
-	if (!h || strncmp(h, "Bearer ", 7) != 0)
-		return 0;
 	pthread_mutex_lock(&s->mu);
-	size_t n = strlen(s->secret), m = strlen(h + 7);
-	unsigned diff = n != m || n == 0;
-	for (size_t i = 0; i < n && i < m; i++)
-		diff |= (unsigned)(s->secret[i] ^ h[7 + i]);
+	size_t n = strlen(s->secret);
+	unsigned diff = 1;
+	if (n && h && strncmp(h, "Bearer ", 7) == 0) {
+		size_t m = strlen(h + 7);
+		diff = n != m;
+		for (size_t i = 0; i < n && i < m; i++)
+			diff |= (unsigned)(s->secret[i] ^ h[7 + i]);
+	}
 	pthread_mutex_unlock(&s->mu);
+	if (n == 0) {
+		httpd_error(req, ERR_BUSY, "this agent is still registering; retry in a moment");
+		return -1;
+	}
+	if (diff)
+		httpd_error(req, ERR_AUTH, "missing or wrong node secret");
 	return diff == 0;
 }
 
@@ -132,10 +143,8 @@ out:
 static void get_logs(struct serve *s, struct httpd_req *req)
 {
 	int64_t attempt, rank, offset, limit;
-	if (!authorized(s, req)) {
-		httpd_error(req, ERR_AUTH, "missing or wrong node secret");
+	if (authorized(s, req) != 1)
 		return;
-	}
 	if (query_int(req, "attempt", -1, 1, INT64_MAX, &attempt) ||
 	    query_int(req, "rank", 0, 0, 1 << 20, &rank) ||
 	    query_int(req, "offset", 0, 0, INT64_MAX, &offset) ||
@@ -171,10 +180,8 @@ static json_t *body_object(struct httpd_req *req)
 /* GET /v1/gpus, POST /v1/gpu/faults, POST /v1/check (node secret). */
 static void gpu_route(struct serve *s, struct httpd_req *req, int get)
 {
-	if (!authorized(s, req)) {
-		httpd_error(req, ERR_AUTH, "missing or wrong node secret");
+	if (authorized(s, req) != 1)
 		return;
-	}
 	if (get) {
 		send_json(req, gpuwatch_gpus_json(s->gw));
 		return;

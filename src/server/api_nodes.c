@@ -13,6 +13,7 @@
 #include "server/server.h"
 
 #define CHECK_TIMEOUT_MS 300000 /* a compute check on every GPU may take minutes */
+#define AGENT_BUSY_TRIES 30     /* 100 ms apart */
 
 static struct node *find_node(struct state *st, const char *name)
 {
@@ -230,7 +231,16 @@ static json_t *agent_call(struct server *s, struct httpd_req *req, const char *n
 	int status = 0;
 	struct buf out;
 	buf_init(&out);
-	int rc = httpc_do(c, "POST", url, secret, text, strlen(text), timeout_ms, &status, &out);
+	int rc;
+	/* 503: the agent is still registering (it has no secret yet) */
+	for (int tries = 0;; tries++) {
+		out.len = 0;
+		rc = httpc_do(c, "POST", url, secret, text, strlen(text), timeout_ms, &status,
+		              &out);
+		if (rc || status != 503 || tries == AGENT_BUSY_TRIES)
+			break;
+		sleep_ms(100);
+	}
 	free(text);
 	json_t *result = rc == 0 ? json_loadb(out.data, out.len, 0, NULL) : NULL;
 	if (rc == 0 && status != 200 && json_is_object(result)) {
