@@ -823,7 +823,8 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 	sort_items(s, snap->npending);
 	for (int k = 0; k < snap->npending; k++)
 		decide(s, s->items[k].job);
-	plan_estimate(s);
+	if (!snap->config.skip_estimate)
+		plan_estimate(s);
 	assert(fit_check_view(s));
 	for (int p = 0; p < s->nplacements; p++)
 		s->placements[p].ranks = s->ranks + s->place_off[p];

@@ -203,6 +203,10 @@ struct sched_config {
 	                         * submission order (0: never); SCHED_DEFAULT_OVERDUE_MS */
 	int64_t starve_ms;      /* ... and this long ahead of every other queue's (0: never);
 	                         * SCHED_DEFAULT_STARVE_MS */
+	int skip_estimate;      /* 1: no estimated starts this cycle (every est_start_ms 0
+	                         * but reservations'): the dry run is the costliest part of
+	                         * a cycle, and a caller that cycles on every event needs
+	                         * it only now and then */
 };
 
 struct sched_snapshot {

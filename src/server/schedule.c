@@ -411,11 +411,16 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	state_attempt_stop(st, a);
 }
 
-static void apply_wait(struct state *st, const struct sched_wait *w)
+/* A full cycle explains every waiting job; the others (many a second in a
+ * burst) only the jobs never explained yet, so that a new job has its
+ * reason at once while the text and the estimate of the rest are redone
+ * once a second. */
+static void apply_wait(struct state *st, const struct sched_wait *w, int full)
 {
 	struct job *j = state_job(st, w->job_id);
-	if (!j || j->state != JOB_PENDING)
+	if (!j || j->state != JOB_PENDING || (!full && j->explained))
 		return;
+	j->explained = 1;
 	struct sched_job sj;
 	fill_job(st, j, &sj);
 	char why[256];
@@ -460,8 +465,12 @@ void state_schedule(struct state *st)
 		return;
 	}
 	st->sched_last_ms = t0 / 1000;
+	int full = st->sched_last_ms - st->sched_full_ms >= 1000;
+	if (full)
+		st->sched_full_ms = st->sched_last_ms;
 	struct sched_snapshot snap;
 	build(st, scratch_of(st), &snap);
+	snap.config.skip_estimate = !full;
 	struct sched_result res;
 	int rc = sched_cycle(st->sched, &snap, &res);
 	if (rc) {
@@ -473,7 +482,7 @@ void state_schedule(struct state *st)
 	for (int i = 0; i < res.nplacements; i++)
 		apply_placement(st, &res.placements[i]);
 	for (int i = 0; i < res.nwaits; i++)
-		apply_wait(st, &res.waits[i]);
+		apply_wait(st, &res.waits[i], full);
 	if (st->nnodes == 0)
 		for (int i = 0; i < st->npending; i++)
 			snprintf(st->pending[i]->reason, sizeof(st->pending[i]->reason),

@@ -106,7 +106,8 @@ struct state {
 	uint64_t placed_total;
 	uint64_t sched_passes;
 	uint64_t sched_skipped; /* cycles skipped: nothing could be placed */
-	int64_t sched_last_ms;  /* monotonic time of the last full cycle */
+	int64_t sched_last_ms;  /* monotonic time of the last cycle */
+	int64_t sched_full_ms;  /* ... and of the last one that explained every wait */
 	double sched_seconds;
 	/* called (lock held) whenever a node's desired set changed */
 	void (*wake)(struct state *st, struct node *n);

@@ -121,6 +121,7 @@ struct job {
 	int64_t memory_bytes;    /* per rank; 0: no limit */
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
+	int explained;           /* in memory: a full cycle gave it a reason */
 	/* interned for the scheduler (server/schedule.c); valid when s_cached */
 	int s_cached;
 	uint32_t s_queue, s_team, s_model, s_pool, s_sel[4];
