@@ -1026,6 +1026,20 @@ out:
 	return rc;
 }
 
+/* Pool shims running a rank now: each goes back to the pool when its rank
+ * ends (spare_reuse), so it counts toward the number. Making up for them
+ * at once would fork and attach a new shim at every start and end an
+ * extra one later: cgroup v1 attaches that cost ~10 ms of kernel time
+ * each, in the way of the next start. */
+static int spares_out(const struct exec *e)
+{
+	int n = 0;
+	for (size_t i = 0; i < e->n; i++)
+		n += e->ranks[i]->spare && e->ranks[i]->shim > 0 &&
+		     e->ranks[i]->state == EXEC_RUNNING;
+	return n;
+}
+
 /* Drops spares that died, then makes up the number. */
 static void spares_refill(struct exec *e, int64_t now)
 {
@@ -1048,9 +1062,10 @@ static void spares_refill(struct exec *e, int64_t now)
 		spare_discard(e, &gone);
 	}
 	e->trim = 0;
-	if (e->nspares >= e->want_spares || now < e->spare_retry_at)
+	int out = spares_out(e);
+	if (e->nspares + out >= e->want_spares || now < e->spare_retry_at)
 		return;
-	while (e->nspares < e->want_spares) {
+	while (e->nspares + out < e->want_spares) {
 		int rc = spare_add(e);
 		if (rc) {
 			log_warn("cannot make a spare shim, ranks start without one "
@@ -1293,7 +1308,7 @@ int exec_poll(struct exec *e)
 int64_t exec_next_poll_ms(const struct exec *e)
 {
 	int64_t now = now_ms(), next = -1;
-	if (e->nspares < e->want_spares)
+	if (e->nspares + spares_out(e) < e->want_spares)
 		next = now >= e->spare_retry_at ? 0 : e->spare_retry_at - now;
 	else if (e->nspares > e->want_spares)
 		next = e->trim ? 0 : e->spares[0].since + SPARE_IDLE_MS - now;
