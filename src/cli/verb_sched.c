@@ -28,9 +28,9 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 			           "  estimated start in %s (from the running jobs' time limits)\n",
 			           d);
 		} else {
-			buf_adds(
-			        out,
-			        "  estimated start: unknown (no running job's end frees enough)\n");
+			buf_adds(out, "  estimated start: unknown (no running job's end in sight "
+			              "frees enough, or the "
+			              "job is past the first 256 in line)\n");
 		}
 	}
 }
