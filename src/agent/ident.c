@@ -77,6 +77,28 @@ static json_t *groups_json(const struct gpu_backend *gpus)
 	return a;
 }
 
+/* GPUs behind one PCIe switch (links PIX or PXB), as masks: the finer
+ * groups the scheduler uses within an NVLink group. */
+static json_t *near_json(const struct gpu_backend *gpus)
+{
+	int n = gpu_count(gpus);
+	uint64_t seen = 0;
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++) {
+		if (seen & (1ull << i))
+			continue;
+		uint64_t m = 1ull << i;
+		for (int j = i + 1; j < n; j++) {
+			enum gpu_link l = gpu_pcie_between(gpus, i, j);
+			if (l == GPU_LINK_PIX || l == GPU_LINK_PXB)
+				m |= 1ull << j;
+		}
+		seen |= m;
+		json_array_append_new(a, json_integer((json_int_t)m));
+	}
+	return a;
+}
+
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
                     const struct gpu_backend *gpus, json_t *rdma)
 {
@@ -93,6 +115,7 @@ json_t *ident_facts(const char *name, const char *address, const char *agent_url
 	        rdma ? rdma : json_array(), "gpus", gpus ? gpu_inventory_json(gpus) : json_array());
 	if (gpus) {
 		json_object_set_new(o, "gpu_groups", groups_json(gpus));
+		json_object_set_new(o, "gpu_near_groups", near_json(gpus));
 		json_object_set_new(o, "driver_version", json_string(gpu_driver_version(gpus)));
 		json_object_set_new(o, "cuda_version", json_string(gpu_cuda_version(gpus)));
 	}

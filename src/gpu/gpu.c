@@ -157,6 +157,18 @@ enum gpu_link gpu_link_between(const struct gpu_backend *b, int a, int bidx)
 	return l > GPU_LINK_SELF && l <= GPU_LINK_SYS ? l : GPU_LINK_SYS;
 }
 
+enum gpu_link gpu_pcie_between(const struct gpu_backend *b, int a, int bidx)
+{
+	if (!in_range(b, a) || !in_range(b, bidx))
+		return GPU_LINK_SYS;
+	if (a == bidx)
+		return GPU_LINK_SELF;
+	if (!b->ops->pcie)
+		return GPU_LINK_SYS;
+	enum gpu_link l = b->ops->pcie(b->state, a, bidx);
+	return l > GPU_LINK_NVLINK && l <= GPU_LINK_SYS ? l : GPU_LINK_SYS;
+}
+
 int gpu_sample(struct gpu_backend *b, int index, struct gpu_sample *out)
 {
 	if (!in_range(b, index))

@@ -124,6 +124,7 @@ struct gpu_backend_ops {
 	const char *(*cuda_version)(void *state);
 	/* optional: the rest */
 	enum gpu_link (*link)(void *state, int a, int b);
+	enum gpu_link (*pcie)(void *state, int a, int b); /* link() without NVLink */
 	int (*sample)(void *state, int index, struct gpu_sample *out);
 	int (*events)(void *state, int timeout_ms, struct gpu_event *out, int max);
 	int (*reset)(void *state, int index, char *err, size_t errlen);
@@ -151,6 +152,11 @@ const char *gpu_cuda_version(const struct gpu_backend *b);
 /* The link between GPUs a and b (GPU_LINK_SELF when a == b; GPU_LINK_SYS
  * when the backend cannot tell or an index is out of range). */
 enum gpu_link gpu_link_between(const struct gpu_backend *b, int a, int bidx);
+
+/* The PCIe relationship of GPUs a and b, whatever NVLink joins them
+ * (PIX, PXB, PHB, NODE, SYS; SELF when a == b); GPU_LINK_SYS when the
+ * backend cannot tell. What ranks GPUs within an NVLink group. */
+enum gpu_link gpu_pcie_between(const struct gpu_backend *b, int a, int bidx);
 
 /* Reads GPU index now. 0; ERR_NOTFOUND for a bad index; -ENOSYS when the
  * backend has no telemetry. A lost GPU is 0 with out->lost = 1. */

@@ -229,6 +229,7 @@ struct nvml {
 	int count;
 	struct nvml_gpu gpus[GPU_MAX];
 	unsigned char links[GPU_MAX][GPU_MAX]; /* enum gpu_link */
+	unsigned char pcie[GPU_MAX][GPU_MAX];  /* the same without NVLink */
 };
 
 static const char *nvml_str(const struct nvml *n, int r)
@@ -468,16 +469,19 @@ static void read_topology(struct nvml *n)
 	}
 	for (int i = 0; i < n->count; i++) {
 		n->links[i][i] = GPU_LINK_SELF;
+		n->pcie[i][i] = GPU_LINK_SELF;
 		for (int j = i + 1; j < n->count; j++) {
 			const struct nvml_gpu *a = &n->gpus[i], *b = &n->gpus[j];
-			enum gpu_link l = GPU_LINK_SYS;
+			enum gpu_link p = GPU_LINK_SYS;
 			int level = NVML_TOPOLOGY_SYSTEM;
+			if (n->fn.common_ancestor &&
+			    n->fn.common_ancestor(a->dev, b->dev, &level) == NVML_SUCCESS)
+				p = link_of_level(level);
+			enum gpu_link l = p;
 			if ((a->peers >> j & 1) || (b->peers >> i & 1) || (a->fabric && b->fabric))
 				l = GPU_LINK_NVLINK;
-			else if (n->fn.common_ancestor &&
-			         n->fn.common_ancestor(a->dev, b->dev, &level) == NVML_SUCCESS)
-				l = link_of_level(level);
 			n->links[i][j] = n->links[j][i] = (unsigned char)l;
+			n->pcie[i][j] = n->pcie[j][i] = (unsigned char)p;
 		}
 	}
 }
@@ -595,6 +599,11 @@ static const char *nvml_cuda_version(void *state)
 static enum gpu_link nvml_link(void *state, int a, int b)
 {
 	return (enum gpu_link)((struct nvml *)state)->links[a][b];
+}
+
+static enum gpu_link nvml_pcie(void *state, int a, int b)
+{
+	return (enum gpu_link)((struct nvml *)state)->pcie[a][b];
 }
 
 /* 1 when r is success; notes a lost GPU on the way. */
@@ -837,6 +846,7 @@ const struct gpu_backend_ops gpu_nvml_ops = {
         .driver_version = nvml_driver_version,
         .cuda_version = nvml_cuda_version,
         .link = nvml_link,
+        .pcie = nvml_pcie,
         .sample = nvml_sample,
         .events = nvml_events,
         .reset = nvml_reset,

@@ -402,6 +402,19 @@ static enum gpu_link sim_link(void *state, int a, int b)
 	return GPU_LINK_SYS;
 }
 
+static enum gpu_link sim_pcie(void *state, int a, int b)
+{
+	const struct sim_gpu *ga = &((struct sim *)state)->gpus[a];
+	const struct sim_gpu *gb = &((struct sim *)state)->gpus[b];
+	if (a == b)
+		return GPU_LINK_SELF;
+	if (ga->pcie_switch >= 0 && ga->pcie_switch == gb->pcie_switch)
+		return GPU_LINK_PIX;
+	if (ga->info.numa_node >= 0 && ga->info.numa_node == gb->info.numa_node)
+		return GPU_LINK_NODE;
+	return GPU_LINK_SYS;
+}
+
 static int64_t power_mw(const struct sim_gpu *g)
 {
 	if (g->held_power_mw >= 0)
@@ -846,6 +859,7 @@ const struct gpu_backend_ops gpu_sim_ops = {
         .driver_version = sim_driver_version,
         .cuda_version = sim_cuda_version,
         .link = sim_link,
+        .pcie = sim_pcie,
         .sample = sim_sample,
         .events = sim_events,
         .reset = sim_reset,

@@ -556,17 +556,18 @@ int fit_find(struct sched *s, int slot, int gpus, int nodes)
 	return 0;
 }
 
-/* GPUs for one rank on node n: from the NVLink group that holds them with
- * the least left over; if none can, whole groups largest first and the rest
- * from the group that fits it best; GPUs in no group last. */
-uint64_t fit_gpus(const struct sched_node *n, uint64_t freemask, int gpus)
+/* need GPUs of avail from the group that holds them with the least left
+ * over; if none can, whole groups largest first and the rest from the
+ * group that fits it best; GPUs in no group last. With subs, the GPUs
+ * taken from a group are chosen the same way among the finer groups. */
+static uint64_t pick_groups(uint64_t avail, int need, const uint64_t *groups, int ngroups,
+                            const uint64_t *subs, int nsubs)
 {
-	uint64_t out = 0, rest = freemask;
-	int need = gpus, ngroups = n->nnvlink < SCHED_MAX_NVLINK ? n->nnvlink : SCHED_MAX_NVLINK;
+	uint64_t out = 0, rest = avail;
 	while (need > 0) {
 		int best = -1, bestc = 0, most = -1, mostc = 0;
 		for (int k = 0; k < ngroups; k++) {
-			int c = popc(rest & n->nvlink[k]);
+			int c = popc(rest & groups[k]);
 			if (c >= need && (best < 0 || c < bestc)) {
 				best = k;
 				bestc = c;
@@ -579,12 +580,25 @@ uint64_t fit_gpus(const struct sched_node *n, uint64_t freemask, int gpus)
 		int g = best >= 0 ? best : most;
 		if (g < 0)
 			break;
-		uint64_t take = low_bits(rest & n->nvlink[g], need);
+		uint64_t in = rest & groups[g];
+		int n = popc(in) < need ? popc(in) : need;
+		uint64_t take = nsubs ? pick_groups(in, n, subs, nsubs, NULL, 0) : low_bits(in, n);
 		out |= take;
 		rest &= ~take;
 		need -= popc(take);
 	}
 	return out | low_bits(rest, need);
+}
+
+/* GPUs for one rank on node n: NVLink groups first, PCIe-switch groups
+ * within them (pick_groups). */
+uint64_t fit_gpus(const struct sched_node *n, uint64_t freemask, int gpus)
+{
+	int ngroups = n->nnvlink < SCHED_MAX_NVLINK ? n->nnvlink : SCHED_MAX_NVLINK;
+	int nnear = n->nnear < SCHED_MAX_NEAR ? n->nnear : SCHED_MAX_NEAR;
+	if (ngroups == 0 && nnear > 0) /* no NVLink: the switch groups are the groups */
+		return pick_groups(freemask, gpus, n->near, nnear, NULL, 0);
+	return pick_groups(freemask, gpus, n->nvlink, ngroups, n->near, nnear);
 }
 
 /* GPUs on each picked node, chosen in the current view. */

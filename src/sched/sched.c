@@ -210,8 +210,8 @@ static int valid_nodes(const struct sched_snapshot *snap, uint64_t *all)
 {
 	for (int i = 0; i < snap->nnodes; i++) {
 		const struct sched_node *n = &snap->nodes[i];
-		if (n->nnvlink < 0 || n->nnvlink > SCHED_MAX_NVLINK || n->nlabels < 0 ||
-		    n->nlabels > SCHED_MAX_LABELS)
+		if (n->nnvlink < 0 || n->nnvlink > SCHED_MAX_NVLINK || n->nnear < 0 ||
+		    n->nnear > SCHED_MAX_NEAR || n->nlabels < 0 || n->nlabels > SCHED_MAX_LABELS)
 			return 0;
 		if ((n->gpus_healthy | n->gpus_free) & ~n->gpus_all)
 			return 0;

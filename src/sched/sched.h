@@ -36,7 +36,9 @@
  *      that neighbours share the closest domain. A gang never spans blocks;
  *      the label value 0 counts as one more value, so an unlabelled cluster
  *      is a single block (and a single switch). Within a
- *      node, GPUs come from one NVLink/NUMA group when one can hold them.
+ *      node, GPUs come from one NVLink/NUMA group when one can hold them,
+ *      and within that group from one PCIe-switch group (`near`) when one
+ *      can: NVLink, then a PCIe switch, as the device plugin ranks them.
  *      Constraints: GPU model, minimum GPU memory, pool, label selectors.
  *      Unschedulable nodes and unhealthy GPUs are never used.
  *   4. Backfill: the first job in order that cannot start gets a
@@ -99,6 +101,7 @@
 #define SCHED_MAX_LABELS    8    /* per node */
 #define SCHED_MAX_SELECTORS 4    /* per job */
 #define SCHED_MAX_NVLINK    8    /* GPU groups per node */
+#define SCHED_MAX_NEAR      16   /* PCIe-switch groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
 #define SCHED_EST_JOBS      256  /* waiting jobs, in order, that get an estimated start */
 
@@ -119,6 +122,8 @@ struct sched_node {
 	uint64_t gpus_free;                /* healthy and not held by a running attempt */
 	uint64_t nvlink[SCHED_MAX_NVLINK]; /* GPU groups sharing NVLink/NUMA */
 	int nnvlink;
+	uint64_t near[SCHED_MAX_NEAR]; /* finer groups: GPUs behind one PCIe switch */
+	int nnear;
 	uint32_t labels[SCHED_MAX_LABELS]; /* interned "key=value" */
 	int nlabels;
 	int schedulable; /* ready: not cordoned, draining, lost */

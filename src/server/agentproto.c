@@ -35,7 +35,8 @@ static const struct jv_field gpu_fields[] = {
 	        {"agent_url", JV_STRING, 0, 0, 255}, {"backend", JV_STRING, 0, 0, 31},             \
 	        {"cpus", JV_INT, 0, 0, 1 << 20}, {"memory_bytes", JV_INT, 0, 0, INT64_MAX},        \
 	        {"driver_version", JV_STRING, 0, 0, 63}, {"cuda_version", JV_STRING, 0, 0, 63},    \
-	        {"gpu_groups", JV_ARRAY, 0, 0, 64}, {"rdma", JV_ARRAY, 0, 0, 64},                  \
+	        {"gpu_groups", JV_ARRAY, 0, 0, 64}, {"gpu_near_groups", JV_ARRAY, 0, 0, 64},       \
+	        {"rdma", JV_ARRAY, 0, 0, 64},                                                      \
 	{                                                                                          \
 		"gpus", JV_ARRAY, 0, 0, 64                                                         \
 	}

@@ -60,29 +60,26 @@ static void facts_gpus(struct node *n, const json_t *gpus)
 	}
 }
 
-/* The GPU groups the agent computed (gpu_groups()), kept only when they
- * cover the node's GPUs without overlap; else none (the scheduler then
- * treats the node as one group). */
-static void facts_groups(struct node *n, const json_t *groups)
+/* Groups of GPUs the agent computed (gpu_groups: NVLink, else switch,
+ * else NUMA; gpu_near_groups: a PCIe switch), kept only when they cover
+ * the node's GPUs without overlap; else none (the scheduler then treats
+ * the node as one group). Returns how many were kept. */
+static int facts_groups(const struct node *n, const json_t *groups, uint64_t *out, int max)
 {
 	uint64_t all = 0, seen = 0;
 	for (int i = 0; i < n->ngpus; i++)
 		all |= 1ull << n->gpus[i].index;
-	n->nnvlink = 0;
+	int count = 0;
 	size_t i;
 	json_t *g;
 	json_array_foreach (groups, i, g) {
 		uint64_t m = (uint64_t)json_integer_value(g);
-		if (!json_is_integer(g) || !m || (m & seen) || (m & ~all) ||
-		    n->nnvlink == (int)(sizeof(n->nvlink) / sizeof(n->nvlink[0]))) {
-			n->nnvlink = 0;
-			return;
-		}
+		if (!json_is_integer(g) || !m || (m & seen) || (m & ~all) || count == max)
+			return 0;
 		seen |= m;
-		n->nvlink[n->nnvlink++] = m;
+		out[count++] = m;
 	}
-	if (seen != all)
-		n->nnvlink = 0;
+	return seen == all ? count : 0;
 }
 
 void state_node_facts(struct state *st, struct node *n, const json_t *f)
@@ -97,7 +94,10 @@ void state_node_facts(struct state *st, struct node *n, const json_t *f)
 	const json_t *gpus = json_object_get(f, "gpus");
 	if (json_is_array(gpus))
 		facts_gpus(n, gpus);
-	facts_groups(n, json_object_get(f, "gpu_groups"));
+	n->nnvlink = facts_groups(n, json_object_get(f, "gpu_groups"), n->nvlink,
+	                          (int)(sizeof(n->nvlink) / sizeof(n->nvlink[0])));
+	n->nnear = facts_groups(n, json_object_get(f, "gpu_near_groups"), n->near,
+	                        (int)(sizeof(n->near) / sizeof(n->near[0])));
 	json_decref(n->facts);
 	n->facts = keep;
 	n->dirty = 1;
@@ -419,7 +419,7 @@ json_t *state_node_json(struct state *st, const struct node *n, int detail)
 	json_object_set_new(o, "pool", n->pool ? json_string(n->pool) : json_null());
 	if (detail) {
 		static const char *const keys[] = {"driver_version", "cuda_version", "rdma",
-		                                   "gpu_groups"};
+		                                   "gpu_groups", "gpu_near_groups"};
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
 			json_t *v = json_object_get(n->facts, keys[k]);
 			if (v)

@@ -138,6 +138,8 @@ static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 	s->gpus_free = s->gpus_healthy & ~n->gpus_used;
 	s->nnvlink = n->nnvlink <= SCHED_MAX_NVLINK ? n->nnvlink : 0;
 	memcpy(s->nvlink, n->nvlink, sizeof(s->nvlink[0]) * (size_t)s->nnvlink);
+	s->nnear = n->nnear <= SCHED_MAX_NEAR ? n->nnear : 0;
+	memcpy(s->near, n->near, sizeof(s->near[0]) * (size_t)s->nnear);
 	s->nlabels = n->s_nlabels;
 	memcpy(s->labels, n->s_labels, sizeof(s->labels));
 	s->schedulable = n->state == NODE_READY && n->admin == NODE_READY;

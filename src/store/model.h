@@ -176,6 +176,8 @@ struct node {
 	uint64_t gpus_unhealthy; /* quarantined or lost: never assigned */
 	uint64_t nvlink[8];      /* GPU groups sharing NVLink / a PCIe switch / NUMA */
 	int nnvlink;
+	uint64_t near[16]; /* finer: GPUs behind one PCIe switch */
+	int nnear;
 	int64_t finding_seq;                /* newest fault finding applied */
 	int64_t faults[NODE_FAULT_NSCOPES]; /* findings applied, by scope */
 	int64_t generation;                 /* bumped when the desired set changes */

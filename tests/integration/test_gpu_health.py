@@ -63,6 +63,7 @@ def test_inventory_topology_and_groups():
         assert n["backend"] == "sim", n
         assert n["driver_version"] == "sim-550.54.15", n
         assert n["gpu_groups"] == [0x0F, 0xF0], n["gpu_groups"]
+        assert n["gpu_near_groups"] == [0x03, 0x0C, 0x30, 0xC0], n["gpu_near_groups"]
         g1 = n["gpus"][1]
         assert g1["links"][0] == "NV" and g1["links"][1] == "SELF", g1
         assert g1["links"][5] == "SYS", g1  # other island, other NUMA node
@@ -84,6 +85,8 @@ def test_nvlink_aware_choice():
         two = c.submit(["sleep", "30"], gpus=2)
         _, g2 = running_on(c, two["id"])
         assert all(x // 4 == island // 4 for x in g2), (g, g4, g2)
+        # and within the island, two GPUs behind one PCIe switch
+        assert g2[0] // 2 == g2[1] // 2, (g, g4, g2)
         for j in (one, four, two):
             c.api("POST", "/v1/jobs/%d/cancel" % j["id"])
 

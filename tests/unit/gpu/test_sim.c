@@ -339,6 +339,13 @@ TEST(board_with_nvlink_islands_of_four)
 			CHECK_INT(gpu_link_between(b, i, j),
 			          i == j ? GPU_LINK_SELF
 			                 : (i / 4 == j / 4 ? GPU_LINK_NVLINK : GPU_LINK_SYS));
+	/* Without NVLink: a PCIe switch per pair, NUMA halves. */
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 8; j++)
+			CHECK_INT(gpu_pcie_between(b, i, j), i == j           ? GPU_LINK_SELF
+			                                     : i / 2 == j / 2 ? GPU_LINK_PIX
+			                                     : i / 4 == j / 4 ? GPU_LINK_NODE
+			                                                      : GPU_LINK_SYS);
 	uint64_t groups[8];
 	CHECK_INT(gpu_groups(b, groups, 8), 2);
 	CHECK(groups[0] == 0x0f);

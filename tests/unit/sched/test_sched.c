@@ -182,6 +182,33 @@ TEST(nvlink_spans_fewest_groups)
 	fx_free(f);
 }
 
+/* Within an NVLink group, a task's GPUs share a PCIe switch when they can
+ * (the device plugin's order: NVLink, then a PCIe switch). */
+TEST(nvlink_then_pcie_switch)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8); /* NVLink groups 0-3 and 4-7 */
+	f->nodes[0].nnear = 4;  /* a PCIe switch per pair */
+	for (int k = 0; k < 4; k++)
+		f->nodes[0].near[k] = 3ull << (2 * k);
+	fx_run(f, 1, 0, 0, 0);
+	fx_hold(f, 0, 0, 0x02); /* GPU 1 held: free 0 | 2,3 | 4-7 */
+	fx_job(f, 10, 0, 0, 2, 1);
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	/* the fuller NVLink group (best fit), and in it the pair 2,3, not 0,2 */
+	CHECK_INT(fx_placed(&res, 10)->ranks[0].gpus, 0x0c);
+	sched_free(s);
+	/* without switch groups, the lowest free GPUs of the group */
+	f->nodes[0].nnear = 0;
+	s = sched_new();
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_placed(&res, 10)->ranks[0].gpus, 0x05);
+	sched_free(s);
+	fx_free(f);
+}
+
 TEST(constraints_model_memory_pool_labels)
 {
 	struct fx *f = fx_new();
