@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import random
+import urllib.parse
 import urllib.request
 
 from harness import ApiError, cluster, run_tests
@@ -86,9 +87,16 @@ def test_random_bytes_never_crash_the_server():
     rnd = random.Random(7)
     with cluster(agents=1, gpus=2, name="fuzz") as c:
         paths = ["/v1/jobs", "/v1/agent/sync", "/v1/agent/register", "/v1/queues",
-                 "/v1/jobs/1/cancel"]
+                 "/v1/jobs/1/cancel", "/v1/nodes/node-1", "/v1/nodes/node-1/check",
+                 "/v1/nodes/node-1/faults"]
         seeds = [b'{"command":["true"],"gpus":1}', b'{"node_id":1,"ranks":[]}',
-                 b'{"name":"n","gpus":[]}']
+                 b'{"name":"n","gpus":[]}',
+                 b'{"node_id":1,"health":{"gpus":[{"index":0,"state":"quarantined",'
+                 b'"reason":"r"}],"findings":[{"seq":5,"gpu":0,"scope":"job","code":"xid-13",'
+                 b'"reason":"r"}],"node":null}}',
+                 b'{"gpu":0,"kind":"xid","xid":13}', b'{"state":"draining","reason":"r"}']
+        with open(os.path.join(c.dir, "node-1", "node.json")) as f:
+            secret = json.load(f)["secret"]
         for i in range(400):
             body = bytearray(rnd.choice(seeds))
             for _ in range(rnd.randint(1, 6)):
@@ -101,7 +109,7 @@ def test_random_bytes_never_crash_the_server():
                 else:
                     body[pos:pos] = rnd.choice([b'"', b'{', b'}', b'[', b'-1', b'1e999', b'\\u0000', b'null'])
             conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
-            token = rnd.choice([c.token, c.join_token, "x"])
+            token = rnd.choice([c.token, c.join_token, secret, "x"])
             conn.request("POST", rnd.choice(paths), bytes(body),
                          {"Authorization": "Bearer " + token})
             r = conn.getresponse()
@@ -109,6 +117,21 @@ def test_random_bytes_never_crash_the_server():
             assert r.status < 500, (r.status, body)
             conn.close()
         alive(c)
+        # the agent's own routes, with its secret
+        agent = urllib.parse.urlsplit(c.api("GET", "/v1/nodes/node-1")["node"]["agent_url"])
+        for i in range(150):
+            body = bytearray(rnd.choice(seeds[3:]))
+            pos = rnd.randint(0, len(body))
+            body[pos:pos] = rnd.choice([b'"', b'{', b'}', b'-1', b'1e999', b'null', b'x'])
+            conn = http.client.HTTPConnection(agent.hostname, agent.port, timeout=10)
+            conn.request("POST", rnd.choice(["/v1/gpu/faults", "/v1/check"]), bytes(body),
+                         {"Authorization": "Bearer " + secret})
+            r = conn.getresponse()
+            r.read()
+            assert r.status < 500, (r.status, body)
+            conn.close()
+        alive(c)
+        assert c.api("GET", "/v1/nodes/node-1")["node"]["state"] != "lost"
 
 
 def test_cli_prints_the_reason_and_fails():
