@@ -168,7 +168,9 @@ def test_node_fault_drains_and_requeues():
         assert "XID 79" in n1["reason"] and n1["drained_by_fault"], n1
         assert n1["fault"] and "XID 79" in n1["fault"], n1
         wait_for(lambda: node(c, "node-1")["state"] == "drained", what="drained")
-        assert node(c, "node-1")["gpus"][g[0]]["health"] == "lost"
+        # the next sample (every 200 ms here) sees the GPU gone from the bus
+        wait_for(lambda: node(c, "node-1")["gpus"][g[0]]["health"] == "lost", timeout=10,
+                 what="GPU reported lost")
         done = c.wait_job(j["id"], timeout=60)
         assert done["state"] == "succeeded", done
         assert placement(c, j["id"])[0][0] == "node-2"
