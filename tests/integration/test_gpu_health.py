@@ -126,9 +126,11 @@ def test_gpu_fault_quarantines_requeues_and_resets():
         assert len(c.api("GET", "/v1/jobs/%d" % j["id"])["job"]["attempts"]) == 2
         wait_for(lambda: node(c, name)["gpus"][bad]["health"] == "healthy", timeout=30,
                  what="GPU reset and back")
-        kinds = [e["kind"] for e in events(c)]
-        assert kinds.index("gpu.healthy") > kinds.index("gpu.unhealthy") or \
-            kinds.index("gpu.healthy") < kinds.index("gpu.unhealthy"), kinds
+        # oldest first: quarantined, then back in service after the reset
+        kinds = [e["kind"] for e in reversed(events(c))]
+        assert kinds.index("gpu.unhealthy") < kinds.index("gpu.healthy"), kinds
+        back = [e for e in events(c, "gpu.healthy") if "GPU %d" % bad in e["message"]]
+        assert back and "clean check" in back[0]["message"], back
 
 
 def test_unhealthy_gpu_never_assigned():
