@@ -50,6 +50,7 @@ struct gw_gpu {
 struct finding {
 	int64_t seq;
 	int64_t wall_ms;
+	int counted; /* 0: a consequence of a fault already acted on (same GPU, out already) */
 	struct gpu_finding f;
 };
 
@@ -158,7 +159,10 @@ static void apply(struct gpuwatch *w, const struct gpu_finding *f)
 	slot->wall_ms = wall_ms();
 	slot->f = *f;
 	struct gw_gpu *g = f->index >= 0 && f->index < w->n ? &w->g[f->index] : NULL;
-	if (g)
+	/* One XID 48 also shows as new uncorrectable errors and a recovery
+	 * action in the next sample: evidence, recorded, but one fault. */
+	slot->counted = !(g && f->scope == GPU_SCOPE_GPU && g->state != GW_HEALTHY);
+	if (g && slot->counted)
 		g->faults[f->scope]++;
 	log_warn("gpu fault gpu=%d scope=%s code=%s reason=\"%s\"", f->index,
 	         gpu_scope_name(f->scope), f->code, f->reason);
@@ -197,11 +201,12 @@ json_t *gpuwatch_report(struct gpuwatch *w)
 	json_t *findings = json_array();
 	for (int k = 0; k < w->nfindings; k++) {
 		const struct finding *f = &w->findings[(w->head + k) % GPUWATCH_FINDINGS];
-		json_array_append_new(findings, json_pack("{s:I,s:i,s:s,s:s,s:s,s:I}", "seq",
-		                                          (json_int_t)f->seq, "gpu", f->f.index,
-		                                          "scope", gpu_scope_name(f->f.scope),
-		                                          "code", f->f.code, "reason", f->f.reason,
-		                                          "wall_ms", (json_int_t)f->wall_ms));
+		json_array_append_new(findings,
+		                      json_pack("{s:I,s:i,s:s,s:s,s:s,s:I,s:b}", "seq",
+		                                (json_int_t)f->seq, "gpu", f->f.index, "scope",
+		                                gpu_scope_name(f->f.scope), "code", f->f.code,
+		                                "reason", f->f.reason, "wall_ms",
+		                                (json_int_t)f->wall_ms, "counted", f->counted));
 	}
 	pthread_mutex_unlock(&w->mu);
 	return json_pack("{s:o,s:o,s:o}", "gpus", gpus, "node", node, "findings", findings);

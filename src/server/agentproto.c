@@ -85,13 +85,10 @@ static const struct jv_field node_fault_fields[] = {
 };
 
 static const struct jv_field finding_fields[] = {
-        {"seq", JV_INT, 1, 1, INT64_MAX},
-        {"gpu", JV_INT, 0, -1, 63},
-        {"scope", JV_STRING, 1, 1, 15},
-        {"code", JV_STRING, 0, 0, 31},
-        {"reason", JV_STRING, 0, 0, 255},
-        {"wall_ms", JV_INT, 0, 0, INT64_MAX},
-        {NULL, 0, 0, 0, 0},
+        {"seq", JV_INT, 1, 1, INT64_MAX}, {"gpu", JV_INT, 0, -1, 63},
+        {"scope", JV_STRING, 1, 1, 15},   {"code", JV_STRING, 0, 0, 31},
+        {"reason", JV_STRING, 0, 0, 255}, {"wall_ms", JV_INT, 0, 0, INT64_MAX},
+        {"counted", JV_BOOL, 0, 0, 0},    {NULL, 0, 0, 0, 0},
 };
 
 static const struct jv_field report_fields[] = {

@@ -263,9 +263,11 @@ static void apply_finding(struct state *st, struct node *n, const json_t *f)
 	int index = (int)jv_int(f, "gpu", -1);
 	const char *reason = jv_str(f, "reason", "");
 	const char *code = jv_str(f, "code", "");
-	n->faults[scope]++;
-	state_event(st, "gpu.fault", 0, n->id, "node %s GPU %d %s [%s]: %s", n->name, index,
-	            node_fault_scope_name(scope), code, reason);
+	int counted = jv_bool(f, "counted", 1); /* 0: evidence of a fault already acted on */
+	if (counted)
+		n->faults[scope]++;
+	state_event(st, "gpu.fault", 0, n->id, "node %s GPU %d %s [%s]%s: %s", n->name, index,
+	            node_fault_scope_name(scope), code, counted ? "" : " (same fault)", reason);
 	log_info("gpu fault node=%s gpu=%d scope=%s code=%s reason=\"%s\"", n->name, index,
 	         node_fault_scope_name(scope), code, reason);
 	char why[400];

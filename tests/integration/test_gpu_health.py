@@ -126,6 +126,10 @@ def test_gpu_fault_quarantines_requeues_and_resets():
         assert len(c.api("GET", "/v1/jobs/%d" % j["id"])["job"]["attempts"]) == 2
         wait_for(lambda: node(c, name)["gpus"][bad]["health"] == "healthy", timeout=30,
                  what="GPU reset and back")
+        # one fault, counted once: the XID, the new uncorrectable error and the
+        # driver's reset request are its evidence
+        assert node(c, name)["faults"]["gpu"] == 1, node(c, name)["faults"]
+        assert any("(same fault)" in e["message"] for e in events(c, "gpu.fault"))
         # oldest first: quarantined, then back in service after the reset
         kinds = [e["kind"] for e in reversed(events(c))]
         assert kinds.index("gpu.unhealthy") < kinds.index("gpu.healthy"), kinds
