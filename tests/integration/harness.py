@@ -122,6 +122,14 @@ class Cluster:
                                      "%s.log" % name)
         return self.agents[i]
 
+    def node_secret(self, i=0):
+        """Agent i's node secret, from its identity file (written once it has
+        registered: a moment after the server lists the node)."""
+        path = os.path.join(self.dir, "node-%d" % (i + 1), "node.json")
+        wait_for(lambda: os.path.exists(path), what="%s" % path)
+        with open(path) as f:
+            return json.load(f)["secret"]
+
     def kill_server(self, sig=signal.SIGKILL):
         self.server.send_signal(sig)
         self.server.wait(10)

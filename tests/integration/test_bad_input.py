@@ -95,8 +95,7 @@ def test_random_bytes_never_crash_the_server():
                  b'"reason":"r"}],"findings":[{"seq":5,"gpu":0,"scope":"job","code":"xid-13",'
                  b'"reason":"r"}],"node":null}}',
                  b'{"gpu":0,"kind":"xid","xid":13}', b'{"state":"draining","reason":"r"}']
-        with open(os.path.join(c.dir, "node-1", "node.json")) as f:
-            secret = json.load(f)["secret"]
+        secret = c.node_secret(0)
         for i in range(400):
             body = bytearray(rnd.choice(seeds))
             for _ in range(rnd.randint(1, 6)):

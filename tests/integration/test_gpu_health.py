@@ -286,7 +286,7 @@ def test_bad_health_and_fault_input():
         except ApiError as e:
             assert e.status == 400 and "state" in json.dumps(e.body)
         # a forged health report is refused with the field named, and changes nothing
-        agent_secret = json.load(open(os.path.join(c.dir, "node-1", "node.json")))["secret"]
+        agent_secret = c.node_secret(0)
         for h, field in (({"findings": [{"seq": 1, "scope": "cosmic"}]}, "scope"),
                          ({"gpus": [{"index": 99, "state": "healthy"}]}, "index")):
             req = urllib.request.Request(
