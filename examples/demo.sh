@@ -75,15 +75,7 @@ for _ in $(seq 1 100); do
 done
 echo "-- the GPU was quarantined, the job requeued onto a healthy GPU, and the GPU reset once idle:"
 anvil show "$VICTIM" | sed -n '/^attempt/,$p'
-python3 - "$ANVIL_HOME/client.json" <<'PY'
-import json, sys, urllib.request
-c = json.load(open(sys.argv[1]))
-req = urllib.request.Request(c["server"] + "/v1/events?limit=50",
-                             headers={"Authorization": "Bearer " + c["token"]})
-for e in reversed(json.load(urllib.request.urlopen(req))["events"]):
-    if e["kind"].startswith("gpu.") or e["kind"] == "job.requeued":
-        print("  event %-14s %s" % (e["kind"], e["message"]))
-PY
+anvil events -n 10
 anvil node check "$1"
 
 say "Summary: what ran where"

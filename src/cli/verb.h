@@ -44,7 +44,7 @@ struct verb {
 };
 
 extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes,
-        verb_why, verb_queue, verb_team, verb_node;
+        verb_why, verb_queue, verb_team, verb_node, verb_events;
 
 /* Resolves the server (cliconn_resolve). CLI_EXIT_OK, or prints why not and
  * returns CLI_EXIT_UNREACHABLE. */
@@ -87,6 +87,7 @@ void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out);
 void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out);
+void verb_events_render(const json_t *events, int64_t now_ms, struct buf *out);
 
 /* Renders a listing or an object for people. */
 typedef void (*verb_render_fn)(const json_t *v, int64_t now_ms, struct buf *out);

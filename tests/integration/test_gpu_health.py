@@ -101,6 +101,8 @@ def test_application_xid_fails_only_the_job():
         assert "XID 13" in done["reason"] and name in done["reason"], done["reason"]
         assert node(c, name)["gpus"][g[0]]["health"] == "healthy"
         assert any(e["job_id"] == j["id"] for e in events(c, "job.gpu_fault"))
+        p = c.cli("events", "--job", str(j["id"]), check=True)
+        assert "job.gpu_fault" in p.stdout and "XID 13" in p.stdout, p.stdout
         assert node(c, name)["faults"]["job"] == 1
         # the GPU stays in service: two 1-GPU jobs use both GPUs again
         a = c.submit(["sleep", "2"], gpus=2)

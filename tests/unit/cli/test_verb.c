@@ -1,5 +1,6 @@
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../test.h"
 #include "cli/cli.h"
@@ -27,6 +28,35 @@ static const char job_json[] =
         "      \"state\": \"running\", \"pid\": 4242, \"exit_code\": null, \"signal\": null},"
         "     {\"rank\": 1, \"node_id\": 2, \"node\": \"node-22\", \"gpus\": [4, 5, 6, 7],"
         "      \"state\": \"running\", \"pid\": 77, \"exit_code\": null, \"signal\": null}]}]}";
+
+TEST(events_table_oldest_first)
+{
+	/* the server answers newest first */
+	json_t *events =
+	        load("[{\"id\": 2, \"time_ms\": 1790000060000, \"kind\": \"gpu.fault\", "
+	             "\"job_id\": null,"
+	             " \"node_id\": 1, \"message\": \"node n1 GPU 2 gpu [xid-48]: XID 48\"},"
+	             " {\"id\": 1, \"time_ms\": 1790000000000, \"kind\": \"job.submitted\","
+	             " \"job_id\": 7, \"node_id\": null, \"message\": \"job 7 queued\"}]");
+	struct buf out;
+	buf_init(&out);
+	verb_events_render(events, 1790000120000, &out);
+	const char *submitted = strstr(out.data, "job.submitted"),
+	           *fault = strstr(out.data, "gpu.fault");
+	CHECK(strncmp(out.data, "TIME", 4) == 0);
+	CHECK(submitted && fault && submitted < fault);
+	CHECK(strstr(out.data, "2m00s") != NULL); /* the submission's age */
+	CHECK(strstr(out.data, "  7  ") != NULL || strstr(out.data, " 7  job 7") != NULL);
+	CHECK(strstr(out.data, "-    node n1 GPU 2") != NULL ||
+	      strstr(out.data, "-  node n1") != NULL);
+	buf_reset(&out);
+	json_t *empty = json_array();
+	verb_events_render(empty, 0, &out);
+	CHECK_STR(out.data, "no events\n");
+	json_decref(empty);
+	json_decref(events);
+	buf_cleanup(&out);
+}
 
 TEST(jobs_table)
 {
