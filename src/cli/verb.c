@@ -141,21 +141,27 @@ int verb_run_exit(const json_t *job)
 	return code > 255 ? 255 : (int)code;
 }
 
+void verb_print(const struct verb_ctx *v, const json_t *resp, const char *key,
+                verb_render_fn render)
+{
+	if (cliargs_flag(&v->args, "json")) {
+		verb_print_json(resp);
+		return;
+	}
+	struct buf out;
+	buf_init(&out);
+	render(key ? json_object_get(resp, key) : resp, wall_ms(), &out);
+	fputs(out.data, stdout);
+	buf_cleanup(&out);
+}
+
 int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_render_fn render)
 {
 	json_t *resp = NULL;
 	int ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
 	if (ret != CLI_EXIT_OK)
 		return ret;
-	if (cliargs_flag(&v->args, "json")) {
-		verb_print_json(resp);
-	} else {
-		struct buf out;
-		buf_init(&out);
-		render(key ? json_object_get(resp, key) : resp, wall_ms(), &out);
-		fputs(out.data, stdout);
-		buf_cleanup(&out);
-	}
+	verb_print(v, resp, key, render);
 	json_decref(resp);
 	return CLI_EXIT_OK;
 }

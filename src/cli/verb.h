@@ -95,6 +95,9 @@ typedef void (*verb_render_fn)(const json_t *v, int64_t now_ms, struct buf *out)
  * the answer's member `key` (the whole answer when key is NULL). Returns the
  * verb's exit status. */
 int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_render_fn render);
+/* Prints an answer already in hand the same way. */
+void verb_print(const struct verb_ctx *v, const json_t *resp, const char *key,
+                verb_render_fn render);
 /* For verbs whose one positional is a job id: GET /v1/jobs/ID and print its
  * "job" with render (or the JSON with --json). */
 int verb_job_print(struct verb_ctx *v, verb_render_fn render);

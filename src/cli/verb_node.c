@@ -210,15 +210,7 @@ static int node_check(struct verb_ctx *v, const char *name)
 	json_decref(body);
 	if (ret != CLI_EXIT_OK)
 		return ret;
-	if (cliargs_flag(&v->args, "json")) {
-		verb_print_json(resp);
-	} else {
-		struct buf out;
-		buf_init(&out);
-		verb_node_check_render(resp, wall_ms(), &out);
-		fputs(out.data, stdout);
-		buf_cleanup(&out);
-	}
+	verb_print(v, resp, NULL, verb_node_check_render);
 	ret = json_is_true(json_object_get(resp, "ok")) ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 	json_decref(resp);
 	return ret;
