@@ -229,6 +229,12 @@ def test_operator_cordon_and_drain():
         wait_for(lambda: c.job(j["id"])["state"] == "pending", what="job requeued")
         assert "disk swap" in c.job(j["id"])["reason"] or \
             any("disk swap" in e["message"] for e in events(c, "job.requeued"))
+        # the decisions survive a server restart
+        c.kill_server()
+        c.start_server()
+        n2 = node(c, "node-2")
+        assert n2["state"] == "drained" and n2["reason"] == "disk swap", n2
+        assert node(c, "node-1")["state"] == "cordoned"
         c.api("POST", "/v1/nodes/node-1", {"state": "ready"})
         assert running_on(c, j["id"])[0] == "node-1"
         c.api("POST", "/v1/jobs/%d/cancel" % j["id"])
