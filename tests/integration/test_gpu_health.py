@@ -146,6 +146,10 @@ def test_unhealthy_gpu_never_assigned():
     with cluster(agents=2, gpus=4, agent_args=FAST, name="gpunever") as c:
         fault(c, "node-1", gpu=2, kind="remap", failure=1)
         wait_for(lambda: node(c, "node-1")["gpus_unhealthy"] == 1, what="GPU quarantined")
+        # the server remembers it across a restart (the agent sent it once)
+        c.kill_server()
+        c.start_server()
+        assert node(c, "node-1")["gpus"][2]["health"] == "quarantined"
         jobs = [c.submit(["sleep", "%.2f" % rnd.uniform(0.1, 0.6)], gpus=rnd.choice([1, 1, 2, 3]))
                 for _ in range(30)]
         for j in jobs:
