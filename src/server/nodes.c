@@ -304,10 +304,13 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 			state_event(st, "gpu.unhealthy", 0, n->id, "node %s GPU %d %s: %s", n->name,
 			            g, jv_str(e, "state", "unhealthy"),
 			            jv_str(e, "reason", "a fault"));
-		else /* the agent says healthy only after a reset and a clean check */
-			state_event(st, "gpu.healthy", 0, n->id,
-			            "node %s GPU %d back in service (reset, clean check passed)",
-			            n->name, g);
+		else /* the agent says healthy again only after a reset and a clean
+		      * check, or as a new process (a reboot) that finds it clean */
+			state_event(
+			        st, "gpu.healthy", 0, n->id,
+			        "node %s GPU %d back in service (reset and clean check passed, or "
+			        "clean after an agent restart)",
+			        n->name, g);
 	}
 	if (bad) { /* level-triggered: nothing keeps running on an unhealthy GPU */
 		for (int g = 0; g < MODEL_MAX_GPUS; g++) {
