@@ -103,23 +103,6 @@ static const struct jv_field report_fields[] = {
         {NULL, 0, 0, 0, 0},
 };
 
-static int check_facts(const json_t *facts, const struct jv_field *fields, char *err, size_t errlen)
-{
-	int rc = jv_check(facts, fields, err, errlen);
-	const json_t *gpus = json_object_get(facts, "gpus");
-	size_t i;
-	json_t *g;
-	json_array_foreach (gpus, i, g) {
-		if (rc)
-			break;
-		char inner[200];
-		rc = jv_check(g, gpu_fields, inner, sizeof(inner));
-		if (rc)
-			snprintf(err, errlen, "gpus[%zu]: %s", i, inner);
-	}
-	return rc;
-}
-
 /* Checks every element of the array field key of o against fields. */
 static int check_each(const json_t *o, const char *key, const struct jv_field *fields, char *err,
                       size_t errlen)
@@ -138,6 +121,12 @@ static int check_each(const json_t *o, const char *key, const struct jv_field *f
 		}
 	}
 	return 0;
+}
+
+static int check_facts(const json_t *facts, const struct jv_field *fields, char *err, size_t errlen)
+{
+	int rc = jv_check(facts, fields, err, errlen);
+	return rc ? rc : check_each(facts, "gpus", gpu_fields, err, errlen);
 }
 
 static int check_health(const json_t *h, char *err, size_t errlen)
@@ -273,17 +262,7 @@ static int validate_sync(const json_t *body, char *err, size_t errlen)
 	const json_t *health = json_object_get(body, "health");
 	if (rc == 0 && health)
 		rc = check_health(health, err, errlen);
-	size_t i;
-	json_t *r;
-	json_array_foreach (json_object_get(body, "ranks"), i, r) {
-		if (rc)
-			break;
-		char inner[200];
-		rc = jv_check(r, report_fields, inner, sizeof(inner));
-		if (rc)
-			snprintf(err, errlen, "ranks[%zu]: %s", i, inner);
-	}
-	return rc;
+	return rc ? rc : check_each(body, "ranks", report_fields, err, errlen);
 }
 
 static int sync_locked(struct server *s, struct httpd_req *req, const json_t *body)

@@ -215,9 +215,9 @@ static json_t *agent_call(struct server *s, struct httpd_req *req, const char *n
 		snprintf(url, sizeof(url), "%s%s", n->agent_url, path);
 		snprintf(secret, sizeof(secret), "%s", n->secret);
 	}
-	int lost = n && n->state == NODE_LOST;
+	int unreachable = n && (n->state == NODE_LOST || !n->agent_url[0]);
 	state_unlock(st);
-	if (!n || lost || !strncmp(url, path, strlen(path))) {
+	if (!n || unreachable) {
 		if (!n)
 			no_node(req, name);
 		else

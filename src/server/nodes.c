@@ -208,7 +208,7 @@ void state_nodes_settle(struct state *st)
 
 /* ---- health ---- */
 
-static uint64_t unhealthy_of(const struct node *n, const json_t *gpus)
+static uint64_t unhealthy_of(const json_t *gpus)
 {
 	uint64_t m = 0;
 	size_t i;
@@ -219,7 +219,6 @@ static uint64_t unhealthy_of(const struct node *n, const json_t *gpus)
 		    strcmp(jv_str(g, "state", ""), "healthy") != 0)
 			m |= 1ull << idx;
 	}
-	(void)n;
 	return m;
 }
 
@@ -294,7 +293,7 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 	}
 	n->finding_seq = newest;
 	const json_t *gpus = json_object_get(h, "gpus");
-	uint64_t bad = unhealthy_of(n, gpus);
+	uint64_t bad = unhealthy_of(gpus);
 	for (int g = 0; g < MODEL_MAX_GPUS; g++) {
 		uint64_t bit = 1ull << g;
 		if ((bad & bit) == (n->gpus_unhealthy & bit))
@@ -339,7 +338,7 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 void state_node_restore(struct state *st, struct node *n)
 {
 	(void)st;
-	n->gpus_unhealthy = unhealthy_of(n, json_object_get(n->health, "gpus"));
+	n->gpus_unhealthy = unhealthy_of(json_object_get(n->health, "gpus"));
 }
 
 /* The fault the agent reports for the node now, or NULL. */
