@@ -520,12 +520,7 @@ static char *resolve(const char *cmd, const char *path_var)
 static int open_high(const char *path, int flags, unsigned mode)
 {
 	int fd = open(path, flags | O_CLOEXEC, mode);
-	if (fd < 0 || fd > 2)
-		return fd < 0 ? -errno : fd;
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	int rc = hi < 0 ? -errno : hi;
-	close(fd);
-	return rc;
+	return fd < 0 ? -errno : fd_above_stdio(fd);
 }
 
 struct launch {

@@ -38,16 +38,6 @@ static char *spare_path(const struct logpool *p, uint64_t seq)
 	return xasprintf("%s/%" PRIu64 ".log", p->dir, seq);
 }
 
-/* fd moved to 3 or above (0-2 belong to the process's stdio). */
-static int high(int fd)
-{
-	if (fd < 0 || fd > 2)
-		return fd;
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	close(fd);
-	return hi;
-}
-
 /* Reuses the empty files an earlier agent left. Lock not needed: the
  * thread has not started. */
 static void adopt(struct logpool *p)
@@ -65,7 +55,7 @@ static void adopt(struct logpool *p)
 		if (p->n == LOGPOOL_TARGET)
 			continue;
 		char *path = spare_path(p, seq);
-		int fd = high(open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
+		int fd = fd_above_stdio(open(path, O_WRONLY | O_APPEND | O_CLOEXEC));
 		struct stat sb;
 		if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size == 0)
 			p->files[p->n++] = (struct ready){seq, fd};
@@ -89,7 +79,8 @@ static void *fill(void *arg)
 		uint64_t seq = p->next_seq++;
 		pthread_mutex_unlock(&p->mu);
 		char *path = spare_path(p, seq);
-		int fd = high(open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644));
+		int fd = fd_above_stdio(
+		        open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644));
 		int err = errno;
 		free(path);
 		pthread_mutex_lock(&p->mu);

@@ -80,6 +80,16 @@ int mkdir_p(const char *path, unsigned mode)
 	return 0;
 }
 
+int fd_above_stdio(int fd)
+{
+	if (fd < 0 || fd > 2)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	int rc = hi < 0 ? -errno : hi;
+	close(fd);
+	return rc;
+}
+
 int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode)
 {
 	char tmp[PATH_MAX];

@@ -23,6 +23,10 @@ int mkdir_p(const char *path, unsigned mode);
 int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode);
 /* Reads at most cap bytes of path into out; -EFBIG past cap. */
 int read_file(const char *path, size_t cap, struct buf *out);
+/* fd moved to 3 or above, close-on-exec (0-2 belong to the process's
+ * stdio, which a child's dup2 would clobber); fd itself when it already
+ * is, or a negative value passed through. */
+int fd_above_stdio(int fd);
 /* Removes a directory tree (best effort); 0 or the first negative errno. */
 int rm_rf(const char *path);
 
