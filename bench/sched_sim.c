@@ -163,7 +163,8 @@ const struct sched_config sim_config = {.aging_ms = 30 * MIN_MS,
                                         .min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS,
                                         .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT,
                                         .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
-                                        .starve_ms = SCHED_DEFAULT_STARVE_MS};
+                                        .starve_ms = SCHED_DEFAULT_STARVE_MS,
+                                        .restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS};
 
 /* ---- scenarios ---- */
 

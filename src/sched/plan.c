@@ -137,6 +137,7 @@ void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, st
 	                           sizeof(*s->resv_ranks));
 	struct sched_resv *rv = &s->resvs[s->nresvs++];
 	*rv = (struct sched_resv){.job_id = s->snap->pending[job].id,
+	                          .job = job,
 	                          .start = at,
 	                          .off = s->nresv_ranks,
 	                          .nranks = sh->nodes};
@@ -232,9 +233,11 @@ int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, in
 	return 0;
 }
 
-/* GPU-milliseconds of work attempt r loses if stopped now: since its last
- * checkpoint, on every GPU it holds (a 16-node gang that ran an hour loses
- * 128 GPU-hours, not one hour). */
+/* GPU-milliseconds attempt r costs if stopped now: the work since its last
+ * checkpoint and the restart (config.restart_cost_ms), on every GPU it
+ * holds. A 16-node gang that ran an hour loses 128 GPU-hours, not one; and
+ * one that has just checkpointed still costs 128 restarts, so that a
+ * one-GPU job does not stop it to free one GPU. */
 static double lost_work(const struct sched *s, int r)
 {
 	const struct sched_running *a = &s->snap->running[r];
@@ -242,12 +245,13 @@ static double lost_work(const struct sched *s, int r)
 	if (a->checkpointing && a->last_checkpoint_ms > since)
 		since = a->last_checkpoint_ms;
 	int64_t ms = s->snap->now_ms > since ? s->snap->now_ms - since : 0;
-	return (double)ms * (double)s->run[r].gpus;
+	int64_t restart = s->snap->config.restart_cost_ms > 0 ? s->snap->config.restart_cost_ms : 0;
+	return ((double)ms + (double)restart) * (double)s->run[r].gpus;
 }
 
 /* Victim preference: already stopping (free), then checkpointing ones,
- * then the least work lost, admitted on borrowed quota, the lowest
- * priority, the lowest attempt id. */
+ * then the least cost (work lost and restarts), admitted on borrowed quota,
+ * the lowest priority, the lowest attempt id. */
 static int victim_cmp(const void *ctx, int x, int y)
 {
 	const struct sched *s = ctx;
@@ -531,19 +535,35 @@ static void est_save(struct sched *s, int restore)
 }
 
 /* The waiting jobs to estimate, in order, into s->est: the first
- * SCHED_EST_JOBS waits that could start at all (not UNFIT). A reserved
+ * SCHED_EST_JOBS waits that could start at all (not UNFIT), or every one up
+ * to config.est_job_id where that lies further back (within SCHED_EST_MAX:
+ * a job further back than that keeps 0). A reserved
  * job keeps its reservation's time (its GPUs stay out of the view, so the
  * dry run counts them as its); a job whose victims are stopping starts as
  * soon as they have stopped. */
 static int est_pick(struct sched *s)
 {
-	int n = 0, window = 0;
-	if (!s->est) {
-		s->est = xmalloc(sizeof(*s->est) * SCHED_EST_JOBS);
-		s->est_ends = xmalloc(sizeof(*s->est_ends) * SCHED_EST_JOBS);
-		s->est_shapes = xmalloc(sizeof(*s->est_shapes) * SCHED_EST_JOBS);
+	int n = 0, window = 0, limit = SCHED_EST_JOBS;
+	int64_t want = s->snap->config.est_job_id;
+	if (want > 0) { /* how far back it waits, counting what can start at all */
+		int ahead = 0;
+		for (int k = 0; k < s->nwaits && ahead < SCHED_EST_MAX; k++) {
+			if (s->waits[k].reason == SCHED_WAIT_UNFIT)
+				continue;
+			ahead++;
+			if (s->waits[k].job_id == want) {
+				limit = ahead > limit ? ahead : limit;
+				break;
+			}
+		}
 	}
-	for (int k = 0; k < s->nwaits && window < SCHED_EST_JOBS; k++) {
+	if (s->estcap < limit + s->nresvs) { /* the reservations follow the jobs */
+		s->estcap = limit + s->nresvs;
+		s->est = xrealloc(s->est, sizeof(*s->est) * (size_t)s->estcap);
+		s->est_ends = xrealloc(s->est_ends, sizeof(*s->est_ends) * (size_t)s->estcap);
+		s->est_shapes = xrealloc(s->est_shapes, sizeof(*s->est_shapes) * (size_t)s->estcap);
+	}
+	for (int k = 0; k < s->nwaits && window < limit; k++) {
 		struct sched_wait *w = &s->waits[k];
 		if (w->reason == SCHED_WAIT_UNFIT)
 			continue;
@@ -577,11 +597,55 @@ static void est_release(struct sched *s, int *r, int nrel, int *nends, int64_t u
 	for (; k < *nends && s->est[s->est_ends[k]].end <= until; k++) {
 		const struct sched_est *e = &s->est[s->est_ends[k]];
 		const struct sched_job *j = &s->snap->pending[e->job];
+		if (e->wait < 0) /* a reservation's GPUs: no longer promised */
+			for (int q = 0; q < e->nranks; q++)
+				s->resv[s->est_ranks[e->off + q].node] &=
+				        ~s->est_ranks[e->off + q].gpus;
 		give(s, s->est_ranks + e->off, e->nranks);
 		est_quota(s, s->job_qt[e->job], (int64_t)j->gpus * j->nodes, -1);
 	}
 	memmove(s->est_ends, s->est_ends + k, sizeof(int) * (size_t)(*nends - k));
 	*nends -= k;
+}
+
+/* est[i], started at t, ends at its time limit: filed among the ends. */
+static void est_file_end(struct sched *s, int i, int64_t t, int *nends)
+{
+	struct sched_est *e = &s->est[i];
+	int64_t limit = sched_job_limit(s, e->job);
+	e->end = limit > 0 && limit < SCHED_NEVER - t ? t + limit : SCHED_NEVER;
+	if (e->end == SCHED_NEVER)
+		return;
+	int k = *nends;
+	while (k > 0 && s->est[s->est_ends[k - 1]].end > e->end) {
+		s->est_ends[k] = s->est_ends[k - 1];
+		k--;
+	}
+	s->est_ends[k] = i;
+	(*nends)++;
+}
+
+/* The reserved jobs, est[n..): each holds its reservation's GPUs (out of
+ * the view already) and its quota from the start of the dry run, and gives
+ * them back at its reservation's start plus its time limit, so that the
+ * jobs behind it can be estimated too. */
+static void est_reserved(struct sched *s, int n, int *nends)
+{
+	for (int r = 0; r < s->nresvs; r++) {
+		const struct sched_resv *rv = &s->resvs[r];
+		const struct sched_job *j = &s->snap->pending[rv->job];
+		s->est_ranks = sched_grow(s->est_ranks, &s->est_rankcap, s->nest_ranks + rv->nranks,
+		                          sizeof(*s->est_ranks));
+		s->est[n + r] = (struct sched_est){
+		        .wait = -1, .job = rv->job, .off = s->nest_ranks, .nranks = rv->nranks};
+		for (int k = 0; k < rv->nranks; k++) {
+			const struct sched_resv_rank *rr = &s->resv_ranks[rv->off + k];
+			s->est_ranks[s->nest_ranks++] =
+			        (struct sched_rank_hold){rr->node, rr->gpus};
+		}
+		est_quota(s, s->job_qt[rv->job], (int64_t)j->gpus * j->nodes, 1);
+		est_file_end(s, n + r, rv->start, nends);
+	}
 }
 
 /* Starts est[i] at t in the dry run if its quota and an assignment allow:
@@ -611,17 +675,7 @@ static int est_start(struct sched *s, int i, int64_t t, int *nends, uint64_t ste
 	}
 	est_quota(s, s->job_qt[e->job], (int64_t)sh->gpus * sh->nodes, 1);
 	s->waits[e->wait].est_start_ms = t;
-	int64_t limit = sched_job_limit(s, e->job);
-	e->end = limit > 0 && limit < SCHED_NEVER - t ? t + limit : SCHED_NEVER;
-	if (e->end == SCHED_NEVER)
-		return 1;
-	int k = *nends;
-	while (k > 0 && s->est[s->est_ends[k - 1]].end > e->end) {
-		s->est_ends[k] = s->est_ends[k - 1];
-		k--;
-	}
-	s->est_ends[k] = i;
-	(*nends)++;
+	est_file_end(s, i, t, nends);
 	return 1;
 }
 
@@ -651,8 +705,8 @@ static int est_any_fits(struct sched *s, int n)
 
 /* Estimated starts for the waiting jobs: a dry run from the end of the
  * cycle, in which every running attempt and every placement of this cycle
- * ends at its time limit, nothing new arrives, and the first SCHED_EST_JOBS
- * waiting jobs start in the cycle's order as soon as an assignment and
+ * ends at its time limit, nothing new arrives, and the waiting jobs of
+ * est_pick() start in the cycle's order as soon as an assignment and
  * their quota allow (each then holds its GPUs and quota until its own time
  * limit). A job that waits on one that the dry run has not started yet may
  * still start before it where it fits (as backfill would let it); a job
@@ -678,6 +732,7 @@ void plan_estimate(struct sched *s)
 			s->slot_live |= 1ull << slot;
 	}
 	int nrel = collect_releases(s), r = 0, nends = 0, left = n, mark = fit_mark(s);
+	est_reserved(s, n, &nends);
 	for (uint64_t step = 0; left > 0; step++) {
 		int64_t t = r < nrel ? s->rel_time[s->rel_tmp[r]] : SCHED_NEVER;
 		if (nends && s->est[s->est_ends[0]].end < t)
@@ -694,6 +749,8 @@ void plan_estimate(struct sched *s)
 			}
 	}
 	fit_rollback(s, mark);
+	for (int k = 0; k < s->nresv_ranks; k++) /* promised again */
+		s->resv[s->resv_ranks[k].node] |= s->resv_ranks[k].gpus;
 	s->slot_live = ~0ull;
 	est_save(s, 1);
 }

@@ -80,8 +80,9 @@
  *   6. Estimated starts: after the decisions, a dry run in which every
  *      running attempt and every new placement ends at its time limit and
  *      nothing new arrives starts the first SCHED_EST_JOBS waiting jobs in
- *      order as soon as GPUs and quota allow (each then holds them until
- *      its own limit), and sets their est_start_ms. A reserved job keeps its
+ *      order (or every one up to config.est_job_id, within SCHED_EST_MAX)
+ *      as soon as GPUs and quota allow (each then holds them until its own
+ *      limit), and sets their est_start_ms. A reserved job keeps its
  *      reservation's time (sched_wait.reserved), a preempting one gets now
  *      (it starts when its victims have stopped); a job that can never run,
  *      lies beyond the window, or that no release in sight lets start gets
@@ -104,12 +105,14 @@
 #define SCHED_MAX_NEAR      16   /* PCIe-switch groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
 #define SCHED_EST_JOBS      256  /* waiting jobs, in order, that get an estimated start */
+#define SCHED_EST_MAX       8192 /* ... and at most, to reach sched_config.est_job_id */
 
 #define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)   /* sched_config.min_runtime_ms */
 #define SCHED_HOLD_MS                  (15 * 60 * 1000LL)  /* see sched_job.held_since_ms */
 #define SCHED_DEFAULT_PREEMPT_LOSS_PCT 50                  /* sched_config.preempt_loss_pct */
 #define SCHED_DEFAULT_OVERDUE_MS       (30 * 60 * 1000LL)  /* sched_config.overdue_ms */
 #define SCHED_DEFAULT_STARVE_MS        (4 * 3600 * 1000LL) /* sched_config.starve_ms */
+#define SCHED_DEFAULT_RESTART_COST_MS  (10 * 60 * 1000LL)  /* sched_config.restart_cost_ms */
 
 struct sched_node {
 	int64_t id;
@@ -196,22 +199,28 @@ struct sched_running {
 };
 
 struct sched_config {
-	int64_t aging_ms;       /* one priority point per this much waiting (0: no aging) */
-	int backfill;           /* 1: reserve for the first blocked job and backfill */
-	int preemption;         /* 1: allowed */
-	int max_reservations;   /* blocked jobs that get a reservation (>= 1) */
-	int64_t min_runtime_ms; /* an attempt younger than this is never a victim (0: any
+	int64_t aging_ms;        /* one priority point per this much waiting (0: no aging) */
+	int backfill;            /* 1: reserve for the first blocked job and backfill */
+	int preemption;          /* 1: allowed */
+	int max_reservations;    /* blocked jobs that get a reservation (>= 1) */
+	int64_t min_runtime_ms;  /* an attempt younger than this is never a victim (0: any
 	                         * age); SCHED_DEFAULT_MIN_RUNTIME_MS is the usual value */
-	int preempt_loss_pct;   /* victims may lose at most this % of the GPU-time the job
+	int preempt_loss_pct;    /* victims may lose at most this % of the GPU-time the job
 	                         * has waited (0: no limit); SCHED_DEFAULT_PREEMPT_LOSS_PCT */
-	int64_t overdue_ms;     /* a job waiting longer goes ahead of its queue's others, in
+	int64_t overdue_ms;      /* a job waiting longer goes ahead of its queue's others, in
 	                         * submission order (0: never); SCHED_DEFAULT_OVERDUE_MS */
-	int64_t starve_ms;      /* ... and this long ahead of every other queue's (0: never);
+	int64_t starve_ms;       /* ... and this long ahead of every other queue's (0: never);
 	                         * SCHED_DEFAULT_STARVE_MS */
-	int skip_estimate;      /* 1: no estimated starts this cycle (every est_start_ms 0
+	int64_t restart_cost_ms; /* what stopping an attempt costs beyond its lost work, per
+	                          * GPU it holds: reloading, re-initialising, waiting again
+	                          * (0: nothing); SCHED_DEFAULT_RESTART_COST_MS */
+	int skip_estimate;       /* 1: no estimated starts this cycle (every est_start_ms 0
 	                         * but reservations'): the dry run is the costliest part of
 	                         * a cycle, and a caller that cycles on every event needs
 	                         * it only now and then */
+	int64_t est_job_id;      /* also estimate this waiting job where it lies beyond the
+	                         * first SCHED_EST_JOBS: the dry run then takes every job
+	                         * ahead of it too, up to SCHED_EST_MAX (0: none) */
 };
 
 struct sched_snapshot {

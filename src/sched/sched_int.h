@@ -139,12 +139,14 @@ struct sched_undo {
 
 struct sched_resv {
 	int64_t job_id;
+	int job; /* its pending index */
 	int64_t start;
 	int off, nranks; /* in s->resv_ranks */
 };
 
 /* A waiting job in the estimate (plan_estimate()): once it starts in the
- * dry run it holds ranks [off, off + nranks) of s->est_ranks until `end`. */
+ * dry run it holds ranks [off, off + nranks) of s->est_ranks until `end`.
+ * A reserved job (wait -1) holds its reservation's GPUs from the start. */
 struct sched_est {
 	int wait, job;
 	int off, nranks;
@@ -275,10 +277,11 @@ struct sched {
 	int *place_job; /* the pending job of each placement */
 
 	/* the estimate's dry run */
-	struct sched_est *est; /* SCHED_EST_JOBS of them once used */
-	int *est_ends;         /* started jobs (indexes in est) by end time */
-	int *est_shapes;       /* the shapes of the jobs not started yet */
-	int est_nshapes;       /* -1: to be listed again */
+	struct sched_est *est; /* estcap of them once used */
+	int estcap;
+	int *est_ends;   /* started jobs (indexes in est) by end time */
+	int *est_shapes; /* the shapes of the jobs not started yet */
+	int est_nshapes; /* -1: to be listed again */
 	struct sched_rank_hold *est_ranks;
 	int nest_ranks, est_rankcap;
 	int64_t *est_saved; /* quota use to restore: per pair, then per queue */

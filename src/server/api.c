@@ -125,9 +125,12 @@ static void jobs_list(struct server *s, struct httpd_req *req)
 	api_send_json(req, 200, json_pack("{s:o}", "jobs", arr));
 }
 
-static void job_get(struct server *s, struct httpd_req *req, int64_t id, int cancel)
+enum job_verb { JOB_GET, JOB_CANCEL, JOB_WHY };
+
+static void job_get(struct server *s, struct httpd_req *req, int64_t id, enum job_verb verb)
 {
-	req->route = cancel ? "jobs_cancel" : "jobs_get";
+	static const char *const routes[] = {"jobs_get", "jobs_cancel", "jobs_why"};
+	req->route = routes[verb];
 	struct state *st = &s->state;
 	state_lock(st);
 	struct job *j = state_job(st, id);
@@ -135,7 +138,10 @@ static void job_get(struct server *s, struct httpd_req *req, int64_t id, int can
 		char msg[64];
 		snprintf(msg, sizeof(msg), "no job %lld", (long long)id);
 		httpd_error(req, ERR_NOTFOUND, msg);
-	} else if (!cancel || (state_cancel(st, j) == 0 && api_flush_or_fail(st, req) == 0)) {
+	} else if (verb != JOB_CANCEL ||
+	           (state_cancel(st, j) == 0 && api_flush_or_fail(st, req) == 0)) {
+		if (verb == JOB_WHY)
+			state_schedule_estimate(st, j);
 		api_send_json(req, 200, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
 	}
 	state_unlock(st);
@@ -378,9 +384,11 @@ static void route_jobs(struct server *s, struct httpd_req *req, const char *rest
 	if (!id) {
 		httpd_error(req, ERR_INVALID, "job id: must be a positive integer");
 	} else if (!*tail && get) {
-		job_get(s, req, id, 0);
+		job_get(s, req, id, JOB_GET);
 	} else if (strcmp(tail, "/cancel") == 0 && post) {
-		job_get(s, req, id, 1);
+		job_get(s, req, id, JOB_CANCEL);
+	} else if (strcmp(tail, "/why") == 0 && get) {
+		job_get(s, req, id, JOB_WHY);
 	} else if (strcmp(tail, "/logs") == 0 && get) {
 		job_logs(s, req, id);
 	} else {

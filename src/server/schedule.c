@@ -300,7 +300,8 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
 	                                     .preempt_loss_pct = st->preempt_loss_pct,
 	                                     .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
-	                                     .starve_ms = SCHED_DEFAULT_STARVE_MS};
+	                                     .starve_ms = SCHED_DEFAULT_STARVE_MS,
+	                                     .restart_cost_ms = st->preempt_restart_cost_ms};
 	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);
@@ -457,22 +458,15 @@ void state_schedule_tick(struct state *st, int64_t now)
 	}
 }
 
-void state_schedule(struct state *st)
+static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 {
-	if (!st->npending)
-		return;
-	int64_t t0 = now_us();
-	if (st->sched_last_ms && t0 / 1000 - st->sched_last_ms < 1000 && nothing_placeable(st)) {
-		st->sched_skipped++;
-		return;
-	}
 	st->sched_last_ms = t0 / 1000;
-	int full = st->sched_last_ms - st->sched_full_ms >= 1000;
 	if (full)
 		st->sched_full_ms = st->sched_last_ms;
 	struct sched_snapshot snap;
 	build(st, scratch_of(st), &snap);
 	snap.config.skip_estimate = !full;
+	snap.config.est_job_id = est_job_id;
 	struct sched_result res;
 	int rc = sched_cycle(st->sched, &snap, &res);
 	if (rc) {
@@ -491,4 +485,22 @@ void state_schedule(struct state *st)
 			         "no nodes have registered yet");
 	st->sched_passes++;
 	st->sched_seconds += (double)(now_us() - t0) / 1e6;
+}
+
+void state_schedule(struct state *st)
+{
+	if (!st->npending)
+		return;
+	int64_t t0 = now_us();
+	if (st->sched_last_ms && t0 / 1000 - st->sched_last_ms < 1000 && nothing_placeable(st)) {
+		st->sched_skipped++;
+		return;
+	}
+	cycle(st, t0, t0 / 1000 - st->sched_full_ms >= 1000, 0);
+}
+
+void state_schedule_estimate(struct state *st, struct job *j)
+{
+	if (j->state == JOB_PENDING && j->est_start_ms <= 0)
+		cycle(st, now_us(), 1, j->id);
 }

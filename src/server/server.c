@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "sched/sched.h"
 
 struct server_config {
 	char state_dir[PATH_MAX + 16];
@@ -33,6 +34,7 @@ struct server_config {
 	int threads;
 	int64_t preempt_min_runtime_ms;
 	int64_t preempt_loss_pct;
+	int64_t preempt_restart_cost_ms;
 	int64_t half_life_ms;
 	enum log_level level;
 };
@@ -60,6 +62,8 @@ static const char usage[] =
         "  --preempt-min-runtime DUR  attempts younger than this are never preempted (5m)\n"
         "  --preempt-loss-pct N       victims lose at most N% of the GPU-time the job has\n"
         "                             waited (50; 0 = no limit)\n"
+        "  --preempt-restart-cost DUR what stopping an attempt costs per GPU beyond its\n"
+        "                             lost work, in victim choice and that limit (10m)\n"
         "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n";
 
 int server_default_home(char *out, size_t n);
@@ -102,6 +106,7 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	c->threads = 2;
 	c->preempt_min_runtime_ms = 5 * 60 * 1000;
 	c->preempt_loss_pct = 50;
+	c->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->level = LOG_INFO;
 	for (int i = 1; i < argc; i++) {
@@ -143,6 +148,9 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 		} else if (strcmp(f, "--preempt-loss-pct") == 0) {
 			if (parse_i64(v, 0, 100000, &c->preempt_loss_pct))
 				return bad(f, v, "is not a percentage from 0 to 100000");
+		} else if (strcmp(f, "--preempt-restart-cost") == 0) {
+			if (parse_duration_ms(v, &c->preempt_restart_cost_ms))
+				return bad(f, v, "is not a duration such as 0s, 30s or 10m");
 		} else if (strcmp(f, "--fair-share-half-life") == 0) {
 			if (parse_duration_ms(v, &c->half_life_ms) || c->half_life_ms < 1000)
 				return bad(f, v, "is not a duration of at least 1s");
@@ -230,6 +238,7 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state.wake = agentproto_wake;
 	s->state.preempt_min_runtime_ms = c->preempt_min_runtime_ms;
 	s->state.preempt_loss_pct = (int)c->preempt_loss_pct;
+	s->state.preempt_restart_cost_ms = c->preempt_restart_cost_ms;
 	s->state.usage_half_life_ms = c->half_life_ms;
 	s->max_wait_ms = c->node_timeout_ms / 2;
 	struct httpd_config hc = {.bind = c->bind,
@@ -253,10 +262,11 @@ int server_main(int argc, char **argv)
 		return rc;
 	if (check_only) {
 		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms "
-		       "full-sync=%s preempt-min-runtime=%lldms preempt-loss-pct=%lld\n",
+		       "full-sync=%s preempt-min-runtime=%lldms preempt-loss-pct=%lld "
+		       "preempt-restart-cost=%lldms\n",
 		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
-		       (long long)c.preempt_loss_pct);
+		       (long long)c.preempt_loss_pct, (long long)c.preempt_restart_cost_ms);
 		return 0;
 	}
 	log_init("server", c.level);

@@ -90,9 +90,10 @@ struct state {
 	struct names names;
 	int64_t usage_half_life_ms;
 	int64_t aging_ms;
-	int64_t preempt_min_runtime_ms; /* sched_config.min_runtime_ms */
-	int preempt_loss_pct;           /* sched_config.preempt_loss_pct */
-	void *sched;                    /* struct sched *, with its snapshot scratch (schedule.c) */
+	int64_t preempt_min_runtime_ms;  /* sched_config.min_runtime_ms */
+	int preempt_loss_pct;            /* sched_config.preempt_loss_pct */
+	int64_t preempt_restart_cost_ms; /* sched_config.restart_cost_ms */
+	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */
 	void *scratch;
 
 	struct job **dirty_jobs;
@@ -146,6 +147,10 @@ int state_cancel(struct state *st, struct job *j);
 void state_schedule(struct state *st);
 /* From the housekeeping loop: a full cycle at least once a second while jobs wait. */
 void state_schedule_tick(struct state *st, int64_t now_ms);
+/* For `anvil why`: a pending job without an estimated start (further back
+ * than the estimate's usual window) gets a full cycle whose dry run reaches
+ * it (sched_config.est_job_id). Its decisions are applied as any cycle's. */
+void state_schedule_estimate(struct state *st, struct job *j);
 
 /* Agent side. */
 struct node *state_register(struct state *st, const json_t *facts, const char *name);

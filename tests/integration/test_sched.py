@@ -45,6 +45,33 @@ def test_quota_blocks_and_why_explains():
         assert any(e["kind"] == "queue.changed" and "research" in e["message"] for e in events)
 
 
+def test_why_estimates_a_job_far_back():
+    """The dry run at the end of each cycle estimates the first 256 waiting
+    jobs; `anvil why` on one further back runs a cycle that reaches it."""
+    with cluster(agents=1, gpus=1, name="estimate") as c:
+        blocker = c.submit(["sleep", "120"], gpus=1, time_limit_ms=3600_000)["id"]
+        wait_for(lambda: state(c, blocker) == "running", what="blocker running")
+        ids = [c.submit(["true"], gpus=1, time_limit_ms=60_000)["id"] for _ in range(300)]
+        far = ids[279]  # 280th in line: past the usual window of 256
+        near = ids[9]
+        wait_for(lambda: c.job(near).get("est_start_time_ms"), what="estimates of the first")
+        assert c.job(far).get("est_start_time_ms") is None, c.job(far)
+        job = c.api("GET", "/v1/jobs/%d/why" % far)["job"]
+        est = job.get("est_start_time_ms")
+        assert est, job
+        # the blocker ends within the hour; each of the 279 ahead then runs
+        # to its one-minute limit
+        start = c.job(blocker)["attempts"][0]
+        assert est > c.job(near)["est_start_time_ms"], (est, c.job(near))
+        assert abs(est - c.job(near)["est_start_time_ms"] - 270 * 60_000) < 5_000, \
+            (est, c.job(near)["est_start_time_ms"], start)
+        why = c.cli("why", str(ids[-1]), check=True).stdout
+        assert "estimated start in" in why and "unknown" not in why, why
+        with_json = json.loads(c.cli("why", "--json", str(far), check=True).stdout)
+        assert with_json["job"]["est_start_time_ms"], with_json
+        c.cli("cancel", str(blocker), check=True)
+
+
 def test_priority_preempts_lower_and_requeues_it():
     with cluster(agents=1, gpus=2, name="preempt", server_args=FAST_PREEMPT) as c:
         c.api("POST", "/v1/queues", {"name": "urgent", "priority": 100})
@@ -171,6 +198,7 @@ def test_checkpointing_job_reports_its_checkpoints():
 
 run_tests([test_checkpointing_job_reports_its_checkpoints,
            test_scheduler_settings_survive_a_server_sigkill,
-           test_young_attempts_are_not_preempted_by_default, test_quota_blocks_and_why_explains, test_priority_preempts_lower_and_requeues_it,
+           test_young_attempts_are_not_preempted_by_default, test_quota_blocks_and_why_explains,
+           test_why_estimates_a_job_far_back, test_priority_preempts_lower_and_requeues_it,
            test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
            test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])

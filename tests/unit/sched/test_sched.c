@@ -585,6 +585,42 @@ TEST(checkpointing_victim_preferred)
 	fx_free(f);
 }
 
+/* Stopping a gang costs a restart on every GPU it holds, so a one-GPU job
+ * that has waited an hour does not stop a 16-GPU gang that has just
+ * checkpointed (it would free 15 GPUs it does not need); it stops a small
+ * attempt instead, or waits. */
+TEST(restart_cost_keeps_small_jobs_off_gangs)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	fx_node(f, 0, 0, 0, 8);
+	f->snap.config.preemption = 1;
+	f->snap.config.preempt_loss_pct = 50;
+	f->snap.config.restart_cost_ms = 10 * 60000;
+	f->snap.now_ms = 10 * 3600000LL;
+	struct sched_running *r = fx_run(f, 1, 0, 1, 0); /* the gang */
+	r->start_ms = f->snap.now_ms - 3 * 3600000LL;
+	r->checkpointing = 1;
+	r->last_checkpoint_ms = f->snap.now_ms - 1000; /* loses one second */
+	fx_hold(f, 0, 0, 0xff);
+	fx_hold(f, 0, 1, 0xff);
+	struct sched_job *j = fx_job(f, 10, 0, 1, 1, 1);
+	j->priority = 5;
+	j->submit_ms = f->snap.now_ms - 3600000LL;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 0);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_RESOURCES);
+	/* without the restart's cost the second's loss was worth it */
+	f->snap.config.restart_cost_ms = 0;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 1);
+	CHECK_INT(res.preemptions[0].attempt_id, 1);
+	sched_free(s);
+	fx_free(f);
+}
+
 TEST(no_preemption_when_it_would_not_fit)
 {
 	struct fx *f = fx_new();
@@ -971,8 +1007,8 @@ TEST(overdue_borrower_keeps_idle_quota)
 }
 
 /* Every waiting job gets an estimated start from the dry run (the first
- * SCHED_EST_JOBS in order), quota included; one that can never run, or
- * beyond the window, gets none. */
+ * SCHED_EST_JOBS in order, or up to the one asked for), quota included; one
+ * that can never run, or beyond the window, gets none. */
 TEST(every_waiting_job_gets_an_estimate)
 {
 	struct fx *f = fx_new();
@@ -1003,6 +1039,49 @@ TEST(every_waiting_job_gets_an_estimate)
 	char buf[256];
 	text_of(&res, f, 10, buf, sizeof(buf)); /* an estimate is not in the words */
 	CHECK(strstr(buf, "expected") == NULL);
+	/* asked for, a job further back gets one too, from every job ahead of it */
+	f->snap.config.est_job_id = 10 + SCHED_EST_JOBS + 5;
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_wait(&res, 10 + SCHED_EST_JOBS + 5)->est_start_ms,
+	          1100 + 100 * (SCHED_EST_JOBS + 5));
+	CHECK_INT(fx_wait(&res, 10 + SCHED_EST_JOBS + 6)->est_start_ms, 0);
+	CHECK_INT(fx_wait(&res, 10)->est_start_ms, 1100);
+	f->snap.config.est_job_id = 5; /* never runs: nothing changes */
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_wait(&res, 5)->est_start_ms, 0);
+	CHECK_INT(fx_wait(&res, 10 + SCHED_EST_JOBS - 1)->est_start_ms, 0);
+	sched_free(s);
+	fx_free(f);
+}
+
+/* A reserved job holds its GPUs in the dry run from its reservation to its
+ * time limit and then gives them back: the jobs behind it are estimated
+ * too (they once all showed "unknown" behind a reservation). */
+TEST(jobs_behind_a_reservation_get_estimates)
+{
+	struct fx *f = fx_new();
+	fx_node(f, 0, 0, 0, 8);
+	f->snap.config.backfill = 1;
+	f->snap.config.max_reservations = 1;
+	f->snap.now_ms = 10;
+	fx_run(f, 1, 0, 1, 0)->end_by_ms = 1000;
+	fx_hold(f, 0, 0, 0xff);
+	fx_job(f, 10, 0, 1, 8, 1)->time_limit_ms = 100;
+	fx_job(f, 11, 0, 1, 4, 1)->time_limit_ms = 100;
+	fx_job(f, 12, 0, 1, 8, 1)->time_limit_ms = 100;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	CHECK_INT(fx_wait(&res, 10)->reserved, 1);
+	CHECK_INT(fx_wait(&res, 10)->est_start_ms, 1000);
+	CHECK_INT(fx_wait(&res, 11)->est_start_ms, 1100);
+	CHECK_INT(fx_wait(&res, 12)->est_start_ms, 1200);
+	/* the dry run leaves the reservation as it was: the same decisions again */
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.nplacements, 0);
+	CHECK_INT(fx_wait(&res, 10)->reserved, 1);
+	CHECK_INT(fx_wait(&res, 11)->est_start_ms, 1100);
+	CHECK_INT(fx_wait(&res, 12)->est_start_ms, 1200);
 	sched_free(s);
 	fx_free(f);
 }
