@@ -9,6 +9,7 @@ struct fifo {
 	uint64_t *free;                /* per node, this cycle's free GPUs */
 	int *order;                    /* pending indices, FIFO order */
 	int *pick;                     /* the nodes of the job being placed */
+	uint32_t *tried;               /* blocks a gang was tried in */
 	struct sched_rank_hold *ranks; /* every placement's ranks, back to back */
 	struct sched_placement *placements;
 	int cap_nodes, cap_pending, cap_ranks;
@@ -26,6 +27,7 @@ void fifo_free(struct fifo *f)
 	free(f->free);
 	free(f->order);
 	free(f->pick);
+	free(f->tried);
 	free(f->ranks);
 	free(f->placements);
 	free(f);
@@ -52,6 +54,7 @@ static void reserve(struct fifo *f, const struct sched_snapshot *s)
 		f->cap_nodes = s->nnodes;
 		f->free = xrealloc(f->free, sizeof(*f->free) * (size_t)s->nnodes);
 		f->pick = xrealloc(f->pick, sizeof(*f->pick) * (size_t)s->nnodes);
+		f->tried = xrealloc(f->tried, sizeof(*f->tried) * (size_t)s->nnodes);
 	}
 	if (s->npending > f->cap_pending) {
 		f->cap_pending = s->npending;
@@ -89,15 +92,38 @@ static uint64_t lowest(uint64_t mask, int count)
 	return out;
 }
 
-/* First fit from node `from` on; 1 with f->pick filled, or 0. */
+/* First fit from node `from` on; 1 with f->pick filled, or 0. A gang
+ * takes the first fitting nodes of one block: a block is a fabric island
+ * that no gang spans, for the baseline as for anvil (sched.h). */
 static int first_fit(struct fifo *f, const struct sched_snapshot *s, const struct sched_job *j,
                      int from)
 {
 	int got = 0;
-	for (int i = from; i < s->nnodes && got < j->nodes; i++)
-		if (fifo_node_takes(&s->nodes[i], f->free[i], j))
-			f->pick[got++] = i;
-	return got == j->nodes;
+	if (j->nodes == 1) {
+		for (int i = from; i < s->nnodes && got < 1; i++)
+			if (fifo_node_takes(&s->nodes[i], f->free[i], j))
+				f->pick[got++] = i;
+		return got == 1;
+	}
+	int ntried = 0;
+	for (int i = from; i < s->nnodes; i++) {
+		if (!fifo_node_takes(&s->nodes[i], f->free[i], j))
+			continue;
+		uint32_t b = s->nodes[i].block;
+		int tried = 0;
+		for (int t = 0; t < ntried && !tried; t++)
+			tried = f->tried[t] == b;
+		if (tried)
+			continue;
+		f->tried[ntried++] = b;
+		got = 0;
+		for (int k = i; k < s->nnodes && got < j->nodes; k++)
+			if (s->nodes[k].block == b && fifo_node_takes(&s->nodes[k], f->free[k], j))
+				f->pick[got++] = k;
+		if (got == j->nodes)
+			return 1;
+	}
+	return 0;
 }
 
 int fifo_cycle(struct fifo *f, const struct sched_snapshot *s, struct sched_result *out)

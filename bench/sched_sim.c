@@ -507,6 +507,8 @@ static int placement_check(struct sim *s, const struct sched_placement *p, int i
 			why = "GPU already held (double booking)";
 		else if (!node_ok_for(n, job))
 			why = "node breaks the job's constraints";
+		else if (n->block != s->nodes[p->ranks[0].node].block)
+			why = "a gang across blocks (a block is a fabric island)";
 		if (why) {
 			violation(s, "job %lld rank %d on node %lld mask %#llx (free %#llx): %s",
 			          (long long)p->job_id, r, (long long)n->id, (unsigned long long)m,
