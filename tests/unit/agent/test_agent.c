@@ -32,13 +32,20 @@ static void fake_sync(struct httpd_req *req, json_t *body)
 		return;
 	}
 	/* Reports are applied on arrival, as the real server does: a poll
-	 * held below must not overwrite what a newer request reported. */
+	 * held below must not overwrite what a newer request reported. And,
+	 * as there (ranks.c), a final state is final: the agent's two
+	 * connections can deliver an older "running" after the "exited" that
+	 * a newer request carried (and that the agent then saw acknowledged,
+	 * so it never sends it again). */
 	pthread_mutex_lock(&mu);
 	size_t i;
 	json_t *r;
 	json_array_foreach (json_object_get(body, "ranks"), i, r) {
 		char key[32];
 		snprintf(key, sizeof(key), "%lld", (long long)jv_int(r, "attempt_id", 0));
+		const char *was = jv_str(json_object_get(reports, key), "state", "");
+		if (strcmp(was, "exited") == 0 || strcmp(was, "failed_to_start") == 0)
+			continue;
 		json_object_set(reports, key, r);
 	}
 	if (json_object_get(body, "facts"))
