@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "base/mem.h"
@@ -28,7 +29,10 @@ static int has_token(const char *list, const char *token)
 	return 0;
 }
 
-/* The mount point of the v1 hierarchy that has controller. */
+#define CGROUP2_MAGIC 0x63677270 /* statfs f_type of a cgroup2 mount */
+
+/* The mount point of the v1 hierarchy that has controller, or of the v2
+ * one (controller NULL). */
 static int find_mount(const char *controller, char *out, size_t outlen)
 {
 	FILE *f = fopen("/proc/self/mounts", "re");
@@ -39,7 +43,8 @@ static int find_mount(const char *controller, char *out, size_t outlen)
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%*s %4095s %63s %511s", dir, type, opts) != 3)
 			continue;
-		if (strcmp(type, "cgroup") == 0 && has_token(opts, controller)) {
+		if (controller ? strcmp(type, "cgroup") == 0 && has_token(opts, controller)
+		               : strcmp(type, "cgroup2") == 0) {
 			snprintf(out, outlen, "%s", dir);
 			rc = 0;
 			break;
@@ -49,7 +54,8 @@ static int find_mount(const char *controller, char *out, size_t outlen)
 	return rc;
 }
 
-/* This process's own cgroup in the hierarchy that has controller. */
+/* This process's own cgroup in the v1 hierarchy that has controller, or
+ * in the v2 one (controller NULL: the "0::" line). */
 static int find_self(const char *controller, char *out, size_t outlen)
 {
 	FILE *f = fopen("/proc/self/cgroup", "re");
@@ -63,7 +69,8 @@ static int find_self(const char *controller, char *out, size_t outlen)
 		if (!c2)
 			continue;
 		*c2 = '\0';
-		if (!has_token(c1 + 1, controller))
+		if (controller ? !has_token(c1 + 1, controller)
+		               : strncmp(line, "0:", 2) != 0 || c1[1] != '\0')
 			continue;
 		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
 		snprintf(out, outlen, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
@@ -96,11 +103,121 @@ static int try_controller(const char *controller, const char *node_name, char **
 	return 0;
 }
 
-int cgroup_setup(const char *node_name, char **root_out)
+int cgroup_setup(const char *node_name, enum cgroup_mode mode, char **root_out)
 {
-	int rc = try_controller("pids", node_name, root_out);
+	int rc = -ENOTSUP;
+	if (mode == CGROUP_AUTO || mode == CGROUP_V1) {
+		rc = try_controller("pids", node_name, root_out);
+		if (rc)
+			rc = try_controller("freezer", node_name, root_out);
+	}
+	if (rc && (mode == CGROUP_AUTO || mode == CGROUP_V2))
+		rc = try_controller(NULL, node_name, root_out);
+	return rc;
+}
+
+int cgroup_is_v2(const char *path)
+{
+	struct statfs st;
+	return statfs(path, &st) == 0 && st.f_type == CGROUP2_MAGIC;
+}
+
+/* 1 when the space-separated list has the token. */
+static int has_word(const char *list, const char *token)
+{
+	size_t n = strlen(token);
+	for (const char *p = list; *p;) {
+		p += strspn(p, " \n");
+		size_t len = strcspn(p, " \n");
+		if (len == n && strncmp(p, token, n) == 0)
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+/* Whether dir/file (a word list such as cgroup.controllers) has word. */
+static int file_has_word(const char *dir, const char *file, const char *word)
+{
+	char name[PATH_MAX + 64], text[1024];
+	snprintf(name, sizeof(name), "%s/%s", dir, file);
+	int fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	text[n > 0 ? n : 0] = '\0';
+	return has_word(text, word);
+}
+
+/* Enables controller for the children of dir: "+controller" into its
+ * cgroup.subtree_control, unless it is on already. */
+static int enable_below(const char *dir, const char *controller)
+{
+	if (file_has_word(dir, "cgroup.subtree_control", controller))
+		return 0;
+	char word[64];
+	snprintf(word, sizeof(word), "+%s", controller);
+	return cgroup_write(dir, "cgroup.subtree_control", word);
+}
+
+/* Moves this process into dir/leaf (made if need be): see cgroup_v2_delegate. */
+static int move_self(const char *dir, const char *leaf)
+{
+	char *path = NULL;
+	int rc = cgroup_create(dir, leaf, &path);
+	if (rc == 0) {
+		char pid[32];
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
+		rc = cgroup_write(path, "cgroup.procs", pid);
+	}
+	free(path);
+	return rc;
+}
+
+int cgroup_v2_delegate(const char *root, const char *controller)
+{
+	char mnt[PATH_MAX], self[PATH_MAX], top[PATH_MAX * 2];
+	int rc = find_mount(NULL, mnt, sizeof(mnt));
+	if (rc == 0)
+		rc = find_self(NULL, self, sizeof(self));
 	if (rc)
-		rc = try_controller("freezer", node_name, root_out);
+		return rc;
+	/* TOP, the agent's own cgroup when cgroup_setup made ROOT: ROOT less
+	 * its "/anvil/<node>". The agent may have left it for a leaf since. */
+	size_t ml = strlen(mnt), rl = strlen(root);
+	const char *node = rl > ml ? strrchr(root, '/') : NULL;
+	if (!node || strncmp(root, mnt, ml) != 0 || root[ml] != '/' || node - root < 6 ||
+	    strncmp(node - 6, "/anvil", 6) != 0)
+		return -EXDEV; /* not a ROOT of cgroup_setup in the v2 hierarchy */
+	snprintf(top, sizeof(top), "%.*s", (int)(node - 6 - root), root);
+	size_t tl = strlen(top);
+	if (!file_has_word(top, "cgroup.controllers", controller))
+		return -ENOTSUP; /* not given to this cgroup (or bound to a v1 hierarchy) */
+	rc = enable_below(top, controller);
+	if (rc == -EBUSY && strcmp(top + ml, self) == 0 && self[0]) {
+		/* No internal processes: a non-root cgroup whose children have
+		 * controllers holds no process itself. The agent leaves for a
+		 * leaf of its own, as under systemd's Delegate=yes. */
+		char leaf[64];
+		snprintf(leaf, sizeof(leaf), "anvil-agent-%d", (int)getpid());
+		rc = move_self(top, leaf);
+		if (rc == 0)
+			rc = enable_below(top, controller);
+	}
+	/* ... then every directory from there down to ROOT, ROOT included:
+	 * rank cgroups are ROOT's children. */
+	char path[PATH_MAX * 2];
+	snprintf(path, sizeof(path), "%s", root);
+	for (char *p = path + tl; rc == 0 && p && *p;) {
+		char *slash = strchr(p + 1, '/');
+		if (slash)
+			*slash = '\0';
+		rc = enable_below(path, controller);
+		if (slash)
+			*slash = '/';
+		p = slash;
+	}
 	return rc;
 }
 
@@ -203,6 +320,11 @@ int cgroup_limit_cpu(const char *path, int64_t millis)
 	char quota[32];
 	/* millis thousandths of a CPU: that many 100 us per 100 ms period */
 	snprintf(quota, sizeof(quota), "%lld", (long long)millis * (CGROUP_CPU_PERIOD_US / 1000));
+	if (cgroup_is_v2(path)) {
+		char max[64];
+		snprintf(max, sizeof(max), "%s %d", quota, CGROUP_CPU_PERIOD_US);
+		return cgroup_write(path, "cpu.max", max);
+	}
 	char period[32];
 	snprintf(period, sizeof(period), "%d", CGROUP_CPU_PERIOD_US);
 	int rc = cgroup_write(path, "cpu.cfs_period_us", period);
@@ -215,6 +337,8 @@ int cgroup_limit_memory(const char *path, int64_t bytes)
 		return -EINVAL;
 	char text[32];
 	snprintf(text, sizeof(text), "%lld", (long long)bytes);
+	if (cgroup_is_v2(path)) /* RAM, as v1's: swap (memory.swap.max) is left alone */
+		return cgroup_write(path, "memory.max", text);
 	return cgroup_write(path, "memory.limit_in_bytes", text);
 }
 

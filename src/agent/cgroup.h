@@ -26,10 +26,24 @@
  * joining a v1 cgroup is not (an RCU grace period, 6-16 ms each), which is
  * why ranks without limits never get these cgroups.
  *
- * Where no v1 pids/freezer hierarchy is mounted, or it is not writable,
- * cgroup_setup() fails and the executor runs without cgroups; the same
- * for each limit's hierarchy and that limit. cgroup v2 is not supported
- * yet. Functions are thread-safe (no state of their own).
+ * cgroup v2 (a host with the unified hierarchy only, or ANVIL_CGROUP=v2):
+ * ROOT = <cgroup2 mount><agent's own cgroup>/anvil/<node>, and a rank's
+ * one cgroup there both holds it and carries its limits: cpu.max
+ * ("quota 100000") and memory.max, with the controller enabled in
+ * cgroup.subtree_control from the agent's own cgroup down to ROOT
+ * (cgroup_v2_delegate); GPU devices through an eBPF device program
+ * (devbpf.h). v2 has no internal processes: when the agent's own cgroup
+ * is not the root, the agent moves itself into a leaf of it
+ * (anvil-agent-<pid>) before enabling a controller there, as a service
+ * with systemd's Delegate=yes does. A controller that the agent's cgroup
+ * was not given (cgroup.controllers; on hybrid hosts, one bound to a v1
+ * hierarchy) is not available in v2, and the executor falls back to its
+ * v1 hierarchy when one is mounted.
+ *
+ * Where no pids/freezer hierarchy (nor, in auto mode, a v2 one) is
+ * mounted, or it is not writable, cgroup_setup() fails and the executor
+ * runs without cgroups; the same for each limit's hierarchy and that
+ * limit. Functions are thread-safe (no state of their own).
  */
 #ifndef ANVIL_AGENT_CGROUP_H
 #define ANVIL_AGENT_CGROUP_H
@@ -41,9 +55,23 @@
 #define CGROUP_NVIDIA_MAJOR  195    /* /dev/nvidiaN, nvidiactl, nvidia-modeset */
 #define CGROUP_GPU_MINORS    254    /* minors 0..253 are GPUs; 254, 255 are not */
 
+enum cgroup_mode {
+	CGROUP_AUTO, /* v1 pids or freezer when mounted, else v2 */
+	CGROUP_V1,
+	CGROUP_V2,
+};
+
 /* Finds a writable hierarchy and creates ROOT for node_name; *root_out is
  * heap-allocated (free it). 0, -ENOTSUP when there is none, or -errno. */
-int cgroup_setup(const char *node_name, char **root_out);
+int cgroup_setup(const char *node_name, enum cgroup_mode mode, char **root_out);
+
+/* Whether path lies in a cgroup v2 hierarchy. */
+int cgroup_is_v2(const char *path);
+
+/* Lets ROOT's children (rank cgroups) use controller ("cpu", "memory"):
+ * 0; -ENOTSUP when the agent's own cgroup was not given it; -EXDEV when
+ * ROOT is not below it; -errno. */
+int cgroup_v2_delegate(const char *root, const char *controller);
 
 /* The same for the v1 hierarchy of one controller ("cpu", "memory",
  * "devices"): 0, -ENOTSUP when it is not mounted, or -errno. */
@@ -66,11 +94,13 @@ int cgroup_remove(const char *path);
 /* Writes value to path/file in one write(); 0 or -errno. */
 int cgroup_write(const char *path, const char *file, const char *value);
 
-/* The limits, each in its own hierarchy's cgroup (see above): 0, -errno
- * (-EINVAL from the kernel for a quota above the parent's, say). */
+/* The limits, each in its own hierarchy's cgroup (see above; v1 or v2 by
+ * the path): 0, -errno (-EINVAL from the kernel for a quota above the
+ * parent's, say). */
 int cgroup_limit_cpu(const char *path, int64_t millis);
 int cgroup_limit_memory(const char *path, int64_t bytes);
-/* Only the GPUs of minors[0..n) (others ignored) stay open to the cgroup. */
+/* Only the GPUs of minors[0..n) (others ignored) stay open to the v1
+ * cgroup (v2: devbpf_limit_gpus). */
 int cgroup_limit_gpus(const char *path, const int *minors, int n);
 
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/cgroup.h"
+#include "agent/devbpf.h"
 #include "agent/journal.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
@@ -60,6 +61,7 @@ struct rank {
 	/* its limits' cgroups (exec.h, "Limits"), removed once it is final;
 	 * NULL: none (or the same directory as an earlier one's) */
 	char *limits[EXEC_LIMITS];
+	int inline_limits; /* v2: its own cgroup carries limits (never a spare's again) */
 };
 
 /* A spare shim ready for the next rank (shim.h), in its own cgroup. */
@@ -94,7 +96,10 @@ struct exec {
 	char **doomed;          /* spare cgroups still to empty and remove */
 	size_t ndoomed;
 	char *limit_root[EXEC_LIMITS]; /* ROOT in each limit's hierarchy; NULL: none */
+	int limit_inline[EXEC_LIMITS]; /* v2: written into the rank's own cgroup instead */
 	int limit_err[EXEC_LIMITS];    /* why not: a negative errno, or -EXDEV */
+	int limit_err2[EXEC_LIMITS];   /* why not in v2 (0: not tried) */
+	int v2;                        /* cgroup_root is in a cgroup v2 hierarchy */
 	int limit_logged[EXEC_LIMITS]; /* a rank has been told it runs without */
 	int isolate;                   /* GPU device isolation */
 };
@@ -525,6 +530,7 @@ static int open_high(const char *path, int flags, unsigned mode)
 
 struct launch {
 	struct shim_launch l;
+	const struct exec_spec *spec;
 	struct strv argv, env;
 	char *path, *cwd, *out_dir, *log_path;
 	char *msgs[3];
@@ -713,8 +719,13 @@ static void launch_cgroup(struct launch *la, struct rank *r)
 /* Limits (exec.h). Each is its own hierarchy's business: one that cannot
  * be had is said once and the rank runs without it. */
 
-static const char *limit_why(int err)
+static const char *limit_why(int err, int err2)
 {
+	if (err == -ENOTSUP && err2 == -ENOTSUP)
+		return "the agent's cgroup v2 was not given that controller (cgroup.controllers), "
+		       "and no v1 hierarchy of it is mounted";
+	if (err == -ENOTSUP && err2)
+		return strerror(-err2);
 	if (err == -ENOTSUP)
 		return "no v1 hierarchy of that controller is mounted";
 	if (err == -EXDEV)
@@ -724,6 +735,18 @@ static const char *limit_why(int err)
 
 static void limit_setup(struct exec *e, const char *group, int i)
 {
+	if (e->v2) {
+		/* In the rank's own cgroup: devices by an eBPF program, which
+		 * needs no controller; cpu and memory where delegated. */
+		int rc2 = i == EXEC_LIMIT_DEVICES
+		                  ? 0
+		                  : cgroup_v2_delegate(e->cgroup_root, limit_controllers[i]);
+		if (rc2 == 0) {
+			e->limit_inline[i] = 1;
+			return;
+		}
+		e->limit_err2[i] = rc2; /* a hybrid host: try its v1 hierarchy */
+	}
 	int rc = cgroup_setup_controller(limit_controllers[i], group, &e->limit_root[i]);
 	if (rc == 0 && e->cgroup_root && strcmp(e->limit_root[i], e->cgroup_root) == 0) {
 		/* Its rank cgroups would be the spares' renamed ones: not here. */
@@ -751,7 +774,28 @@ static int limit_write(int i, const char *path, const struct exec_spec *spec)
 	switch (i) {
 	case EXEC_LIMIT_CPU: return cgroup_limit_cpu(path, spec->cpu_millis);
 	case EXEC_LIMIT_MEMORY: return cgroup_limit_memory(path, spec->memory_bytes);
-	default: return cgroup_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
+	default:
+		if (cgroup_is_v2(path))
+			return devbpf_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
+		return cgroup_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
+	}
+}
+
+/* v2: the limits written into the rank's own cgroup, once it exists and
+ * before the command runs (launch_spare, launch). Such a cgroup is never
+ * a spare's again: its limits would stay with it. */
+static void limits_inline(struct exec *e, struct rank *r, const struct exec_spec *spec)
+{
+	unsigned want = spec ? limits_wanted(e, spec) : 0;
+	for (int i = 0; r->cgroup && i < EXEC_LIMITS; i++) {
+		if (!(want & (1u << i)) || !e->limit_inline[i])
+			continue;
+		r->inline_limits = 1;
+		int rc = limit_write(i, r->cgroup, spec);
+		if (rc)
+			log_warn("rank runs without its %s limit attempt=%lld rank=%d error=\"%s\"",
+			         limit_controllers[i], (long long)r->attempt_id, r->rank,
+			         strerror(-rc));
 	}
 }
 
@@ -793,12 +837,13 @@ static void limits_prepare(struct exec *e, struct rank *r, const struct exec_spe
 		         "attempt=%lld rank=%d",
 		         (long long)r->attempt_id, r->rank);
 	for (int i = 0; want && i < EXEC_LIMITS; i++) {
-		if (!(want & (1u << i)))
+		if (!(want & (1u << i)) || e->limit_inline[i])
 			continue;
 		if (!e->limit_root[i]) {
 			if (!e->limit_logged[i])
 				log_warn("ranks run without their %s limits reason=\"%s\"",
-				         limit_controllers[i], limit_why(e->limit_err[i]));
+				         limit_controllers[i],
+				         limit_why(e->limit_err[i], e->limit_err2[i]));
 			e->limit_logged[i] = 1;
 			continue;
 		}
@@ -850,6 +895,7 @@ static int launch_spare(struct exec *e, struct rank *r, struct launch *la)
 	memmove(&e->spares[0], &e->spares[1], (size_t)--e->nspares * sizeof(e->spares[0]));
 	free(s.cgroup);
 	s.cgroup = NULL; /* it is the rank's now */
+	limits_inline(e, r, la->spec);
 	int rc = shim_spare_launch(&s.shim, &la->l, &r->pgid);
 	if (rc == 0) {
 		rank_watch(e, r, s.shim);
@@ -874,6 +920,7 @@ static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, 
 		return rc;
 	}
 	launch_cgroup(la, r);
+	limits_inline(e, r, la->spec);
 	struct shim sh;
 	rc = shim_spawn(&la->l, &sh, &r->pgid);
 	if (rc)
@@ -920,6 +967,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	launch_init(&la, e->null_fd);
 	la.log_path = log;
 	la.l.log_fd = log_fd;
+	la.spec = spec;
 	int rc = log_fd;
 	if (rc < 0)
 		snprintf(err, sizeof(err), "cannot open %s: %s", log, strerror(-rc));
@@ -1173,7 +1221,8 @@ static int spare_reuse(struct exec *e, struct rank *r)
 {
 	/* Up to the maximum: a burst ends ranks as fast as it starts them; the
 	 * extras end once idle for SPARE_IDLE_MS. */
-	if (!r->spare || e->want_spares == 0 || e->nspares >= EXEC_SPARES_MAX || r->shim <= 0)
+	if (!r->spare || e->want_spares == 0 || e->nspares >= EXEC_SPARES_MAX || r->shim <= 0 ||
+	    r->inline_limits)
 		return 0;
 	struct spare s = {.shim = {.pid = r->shim, .sock = r->sock}, .since = now_ms()};
 	if (r->cgroup) {
@@ -1498,10 +1547,22 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	for (const char *p = work_dir; *p; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
 	char *group = xasprintf("%s-%08x", node_name, h);
-	rc = cgroup_setup(group, &e->cgroup_root);
+	const char *mode = getenv("ANVIL_CGROUP");
+	enum cgroup_mode m = CGROUP_AUTO;
+	if (mode && strcmp(mode, "v1") == 0)
+		m = CGROUP_V1;
+	else if (mode && strcmp(mode, "v2") == 0)
+		m = CGROUP_V2;
+	rc = mode && strcmp(mode, "off") == 0 ? -ECANCELED
+	                                      : cgroup_setup(group, m, &e->cgroup_root);
 	if (rc)
 		log_info("running ranks without cgroups reason=\"%s\"",
-		         rc == -ENOTSUP ? "no v1 pids or freezer hierarchy" : strerror(-rc));
+		         rc == -ENOTSUP     ? "no v1 pids or freezer hierarchy, no cgroup v2"
+		         : rc == -ECANCELED ? "ANVIL_CGROUP=off"
+		                            : strerror(-rc));
+	e->v2 = e->cgroup_root && cgroup_is_v2(e->cgroup_root);
+	if (e->v2)
+		log_info("cgroup v2 root=%s", e->cgroup_root);
 	for (int i = 0; i < EXEC_LIMITS; i++)
 		limit_setup(e, group, i);
 	free(group);
