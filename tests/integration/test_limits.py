@@ -134,6 +134,54 @@ def test_device_isolation_lets_a_rank_open_only_its_gpus():
         del os.environ["ANVIL_DEVICE_ISOLATION"]
 
 
+def v2_mount():
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            _, mnt, kind = line.split()[:3]
+            if kind == "cgroup2":
+                return mnt
+    return None
+
+
+def test_cgroup_v2_ranks_limits_and_isolation():
+    """The agent on cgroup v2 (ANVIL_CGROUP=v2): each rank in a v2 cgroup of
+    its own, GPU isolation by the eBPF program there, and, on these hybrid
+    machines whose v2 hierarchy was not given cpu or memory, the memory
+    limit from the v1 hierarchy; the v2 cgroup goes when the rank ends."""
+    mnt = v2_mount()
+    if not (mnt and os.geteuid() == 0):
+        print("SKIP: needs root and a cgroup2 mount")
+        return
+    os.environ["ANVIL_CGROUP"] = "v2"  # the agents inherit them
+    os.environ["ANVIL_DEVICE_ISOLATION"] = "1"
+    try:
+        with cluster(agents=1, gpus=2, topo=True, name="cgv2") as c:
+            dev = os.path.join(c.dir, "dev")
+            os.makedirs(dev)
+            for minor in (0, 1, 255):
+                os.mknod(os.path.join(dev, "nv%d" % minor), 0o666 | 0o020000,
+                         os.makedev(195, minor))
+            script = ("grep '^0::' /proc/self/cgroup | sed 's/^0::/v2_cgroup=/'; "
+                      "echo gpu=$CUDA_VISIBLE_DEVICES; for n in 0 1 255; do "
+                      "(exec 3<>%s/nv$n) 2>&1; echo done-$n; done; " % dev
+                      + SHOW % {"c": "memory", "files": "memory.limit_in_bytes"})
+            log = run_and_log(c, "--gpus", "1", "--memory", "64M", "--", "sh", "-c", script)
+            path = value(log, "v2_cgroup")
+            assert "/anvil/node-1-" in path, log
+            mine = int(value(log, "gpu"))
+            assert "nv%d: No such device or address" % mine in log, log
+            assert "nv%d: Operation not permitted" % (1 - mine) in log, log
+            assert "nv255: No such device or address" in log, log
+            if v1_hierarchy("memory"):
+                assert value(log, "memory.limit_in_bytes") == str(64 << 20), log
+            wait_for(lambda: not os.path.exists(mnt + path), timeout=5,
+                     what="the rank's v2 cgroup removed")
+    finally:
+        del os.environ["ANVIL_CGROUP"]
+        del os.environ["ANVIL_DEVICE_ISOLATION"]
+
+
 run_tests([test_cpu_and_memory_limits_apply_inside_the_rank,
            test_bad_limits_are_refused_with_the_field,
-           test_device_isolation_lets_a_rank_open_only_its_gpus])
+           test_device_isolation_lets_a_rank_open_only_its_gpus,
+           test_cgroup_v2_ranks_limits_and_isolation])
