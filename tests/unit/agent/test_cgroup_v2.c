@@ -37,7 +37,8 @@ static int v2_mount(char *out, size_t n)
 	char line[1024], dir[PATH_MAX], type[64];
 	int found = 0;
 	while (!found && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*s %4095s %63s", dir, type) == 2 && strcmp(type, "cgroup2") == 0) {
+		if (sscanf(line, "%*s %4095s %63s", dir, type) == 2 &&
+		    strcmp(type, "cgroup2") == 0) {
 			snprintf(out, n, "%s", dir);
 			found = 1;
 		}
@@ -266,8 +267,8 @@ TEST(stop_reaches_what_left_the_process_group)
 	char pidfile[128];
 	snprintf(pidfile, sizeof(pidfile), "%s/escaped.pid", work);
 	char script[512];
-	snprintf(script, sizeof(script),
-	         "setsid sh -c 'echo $$ > %s; exec sleep 100' & sleep 100", pidfile);
+	snprintf(script, sizeof(script), "setsid sh -c 'echo $$ > %s; exec sleep 100' & sleep 100",
+	         pidfile);
 	start(e, 2, script, NULL, -1, 0);
 	struct buf b;
 	buf_init(&b);
