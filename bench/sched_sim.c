@@ -159,7 +159,7 @@ const struct engine engines[NENGINES] = {
 const struct sched_config sim_config = {.aging_ms = 30 * MIN_MS,
                                         .backfill = 1,
                                         .preemption = 1,
-                                        .max_reservations = 4,
+                                        .max_reservations = SCHED_DEFAULT_RESERVATIONS,
                                         .min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS,
                                         .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT,
                                         .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,

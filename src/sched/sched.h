@@ -113,6 +113,7 @@
 #define SCHED_DEFAULT_OVERDUE_MS       (30 * 60 * 1000LL)  /* sched_config.overdue_ms */
 #define SCHED_DEFAULT_STARVE_MS        (4 * 3600 * 1000LL) /* sched_config.starve_ms */
 #define SCHED_DEFAULT_RESTART_COST_MS  (10 * 60 * 1000LL)  /* sched_config.restart_cost_ms */
+#define SCHED_DEFAULT_RESERVATIONS     4                   /* sched_config.max_reservations */
 
 struct sched_node {
 	int64_t id;

@@ -296,7 +296,7 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	snap->config = (struct sched_config){.aging_ms = st->aging_ms,
 	                                     .backfill = 1,
 	                                     .preemption = 1,
-	                                     .max_reservations = 1,
+	                                     .max_reservations = SCHED_DEFAULT_RESERVATIONS,
 	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
 	                                     .preempt_loss_pct = st->preempt_loss_pct,
 	                                     .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
