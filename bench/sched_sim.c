@@ -220,7 +220,7 @@ struct report {
 	int64_t cycles, placements, preemptions, violations, completed, max_pending;
 	int64_t cycle_cpu_ns, cycle_p50_ns, cycle_p99_ns, cycle_max_ns;
 	int64_t sched_heap_peak; /* bytes the engine held, most at once */
-	double util, useful_util, lost_gpu_h, busy_gpu_h;
+	double util, useful_util, lost_gpu_h, busy_gpu_h, carried_gpu_h;
 	int64_t wait_p50[TRACE_NCLASSES + TRACE_NTEAMS], wait_p95[TRACE_NCLASSES + TRACE_NTEAMS];
 	int waited[TRACE_NCLASSES + TRACE_NTEAMS], unstarted[TRACE_NCLASSES + TRACE_NTEAMS];
 	int64_t wait_reasons[SCHED_WAIT_UNFIT + 1]; /* job-cycles, by reason */
@@ -279,6 +279,7 @@ struct sim {
 	int64_t heap_held;
 	double busy_gpu_ms, lost_gpu_ms;
 	double lost_window_gpu_ms; /* of busy_gpu_ms: the part that preemptions threw away */
+	double carried_gpu_ms;     /* of busy_gpu_ms: held by jobs submitted before the window */
 	int64_t *est_first;        /* per job: its first estimated start, or 0 */
 	int64_t *est_err;          /* |first start - first estimate| of jobs started */
 	int nest_err;
@@ -396,7 +397,10 @@ static void attempt_end(struct sim *s, int slot, int64_t t, int preempted)
 			          (long long)r->attempt_id, (long long)n->id);
 		n->gpus_free |= r->ranks[i].gpus;
 	}
-	s->busy_gpu_ms += (double)gpus * (double)overlap(r->start_ms, t, s->warm_ms, s->span_ms);
+	double held = (double)gpus * (double)overlap(r->start_ms, t, s->warm_ms, s->span_ms);
+	s->busy_gpu_ms += held;
+	if (s->jobs[j].spec.submit_ms < s->warm_ms)
+		s->carried_gpu_ms += held;
 	s->team_gpus[r->team] -= gpus;
 	if (!r->stopping) {
 		s->used[r->queue][r->team] -= gpus;
@@ -911,8 +915,10 @@ static void simulate(const struct scenario *sc, const struct engine *eng,
 	sim_loop(&s);
 	for (int i = 0; i < s.nrun; i++) {
 		const struct sched_running *r = &s.run[i];
-		s.busy_gpu_ms +=
-		        (double)attempt_gpus(r) * (double)overlap(r->start_ms, span, warm, span);
+		double held = (double)attempt_gpus(r) * (double)overlap(r->start_ms, span, warm, span);
+		s.busy_gpu_ms += held;
+		if (s.jobs[s.run_job[i]].spec.submit_ms < warm)
+			s.carried_gpu_ms += held;
 	}
 	wait_stats(&s);
 	s.rep.est_n = s.nest_err;
@@ -927,6 +933,7 @@ static void simulate(const struct scenario *sc, const struct engine *eng,
 	s.rep.useful_util =
 	        (s.busy_gpu_ms - s.lost_window_gpu_ms) / ((double)cl->gpus * (double)(span - warm));
 	s.rep.busy_gpu_h = s.busy_gpu_ms / (double)HOUR_MS;
+	s.rep.carried_gpu_h = s.carried_gpu_ms / (double)HOUR_MS;
 	s.rep.lost_gpu_h = s.lost_gpu_ms / (double)HOUR_MS;
 	eng->drop(s.engine_state);
 	s.rep.wall_s = (double)(wall_ns() - w0) / 1e9;
@@ -987,6 +994,8 @@ static void print_report(const struct report r[NENGINES])
 	BOTH("scheduler heap, peak", "%s", fmt_bytes(x, sizeof(x), R->sched_heap_peak));
 	BOTH("GPU utilization (GPUs held)", "%.1f %%", 100.0 * R->util);
 	BOTH("useful GPU utilization (less work lost)", "%.1f %%", 100.0 * R->useful_util);
+	BOTH("GPU-h in the window: jobs submitted in it / before", "%.0f / %.0f",
+	     R->busy_gpu_h - R->carried_gpu_h, R->carried_gpu_h);
 	BOTH("attempts started / jobs completed", "%lld / %lld", (long long)R->placements,
 	     (long long)R->completed);
 	BOTH("most jobs pending at once", "%lld", (long long)R->max_pending);
