@@ -495,6 +495,29 @@ int micro_all(const struct options *o)
 		print_timing(label, &t3[e]);
 		bad += t3[e].violations;
 	}
+	/* (3''): `anvil why` on a job SCHED_EST_MAX back in line, whose estimate
+	 * needs a dry run through every job ahead of it (the server runs such a
+	 * cycle on request). */
+	struct sched *probe = sched_new();
+	struct sched_result res;
+	int64_t far = 0, far_est = 0;
+	if (sched_cycle(probe, &s3.snap, &res) == 0)
+		for (int k = 0, seen = 0; k < res.nwaits && !far; k++)
+			if (res.waits[k].reason != SCHED_WAIT_UNFIT && ++seen == SCHED_EST_MAX)
+				far = res.waits[k].job_id;
+	struct timing tw;
+	s3.snap.config.est_job_id = far;
+	time_cycles(&engines[ENGINE_ANVIL], "why", &s3.snap, reps_big, &tw);
+	if (far && sched_cycle(probe, &s3.snap, &res) == 0)
+		for (int k = 0; k < res.nwaits; k++)
+			if (res.waits[k].job_id == far)
+				far_est = res.waits[k].est_start_ms;
+	s3.snap.config.est_job_id = 0;
+	sched_free(probe);
+	print_timing("(3'') the same, anvil why on the 2,048th in line", &tw);
+	bad += tw.violations;
+	printf("\n(3'') that job (id %lld) %s.\n", (long long)far,
+	       far_est > 0 ? "got an estimated start" : "got no estimate (nothing in sight frees enough)");
 	int npend = s3.snap.npending, nrun = s3.snap.nrunning, gpus = s3.cl.gpus;
 	snap_owner_free(&s3);
 	printf("\n(3) snapshot: %d pending jobs, %d running attempts holding %lld GPUs of %d.\n",
