@@ -514,7 +514,10 @@ int micro_all(const struct options *o)
 				far_est = res.waits[k].est_start_ms;
 	s3.snap.config.est_job_id = 0;
 	sched_free(probe);
-	print_timing("(3'') the same, anvil why on the 2,048th in line", &tw);
+	char why_label[96];
+	snprintf(why_label, sizeof(why_label), "(3'') the same, anvil why on job %d in line",
+	         SCHED_EST_MAX);
+	print_timing(why_label, &tw);
 	bad += tw.violations;
 	printf("\n(3'') that job (id %lld) %s.\n", (long long)far,
 	       far_est > 0 ? "got an estimated start" : "got no estimate (nothing in sight frees enough)");

@@ -29,7 +29,7 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 			           d);
 		} else {
 			buf_adds(out, "  estimated start: unknown (no running job's end in sight "
-			              "frees enough, or more than 2048 jobs wait ahead of it)\n");
+			              "frees enough, or more than 4096 jobs wait ahead of it)\n");
 		}
 	}
 }

@@ -561,7 +561,7 @@ static int est_pick(struct sched *s)
 		s->estcap = limit + s->nresvs;
 		s->est = xrealloc(s->est, sizeof(*s->est) * (size_t)s->estcap);
 		s->est_ends = xrealloc(s->est_ends, sizeof(*s->est_ends) * (size_t)s->estcap);
-		s->est_shapes = xrealloc(s->est_shapes, sizeof(*s->est_shapes) * (size_t)s->estcap);
+		s->est_next = xrealloc(s->est_next, sizeof(*s->est_next) * (size_t)s->estcap);
 	}
 	for (int k = 0; k < s->nwaits && window < limit; k++) {
 		struct sched_wait *w = &s->waits[k];
@@ -649,15 +649,19 @@ static void est_reserved(struct sched *s, int n, int *nends)
 }
 
 /* Starts est[i] at t in the dry run if its quota and an assignment allow:
- * takes its GPUs and quota, and files its end among the releases. */
+ * takes its GPUs and quota, and files its end among the releases. 1 when
+ * it started, -1 when its quota refused it, 0 when no assignment exists
+ * (then none exists for its shape until the next step). */
 static int est_start(struct sched *s, int i, int64_t t, int *nends, uint64_t step)
 {
 	struct sched_est *e = &s->est[i];
 	struct sched_shape *sh = &s->shapes[s->job_shape[e->job]];
 	struct sched_wait scratch;
 	int borrowed;
-	if (sh->est_fail == step + 1 || !sched_quota_admits(s, e->job, &borrowed, &scratch))
+	if (sh->est_fail == step + 1)
 		return 0;
+	if (!sched_quota_admits(s, e->job, &borrowed, &scratch))
+		return -1;
 	int slot = fit_slot(s, sh->cls);
 	if (!fit_find(s, slot, sh->gpus, sh->nodes)) {
 		sh->est_fail = step + 1; /* the view only shrinks until the next step */
@@ -679,23 +683,111 @@ static int est_start(struct sched *s, int i, int64_t t, int *nends, uint64_t ste
 	return 1;
 }
 
-/* Whether some job not started yet in the dry run might start now: one of
- * their shapes fits the view (quota aside). s->est_shapes lists those
- * shapes (est_nshapes < 0: to be listed again). */
-static int est_any_fits(struct sched *s, int n)
+/* Sorts the jobs est[0..n) into buckets by (shape, quota pair), each
+ * bucket's list in order. */
+static void est_buckets(struct sched *s, int n)
 {
-	if (s->est_nshapes < 0) {
-		s->est_nshapes = 0;
-		for (int i = 0; i < n; i++) {
-			int sh = s->job_shape[s->est[i].job], seen = 0;
-			for (int k = 0; k < s->est_nshapes && !seen; k++)
-				seen = s->est_shapes[k] == sh;
-			if (s->est[i].off < 0 && !seen)
-				s->est_shapes[s->est_nshapes++] = sh;
+	sched_map_reset(&s->estb_map, n);
+	s->nestb = 0;
+	for (int i = 0; i < n; i++) {
+		const struct sched_est *e = &s->est[i];
+		int shape = s->job_shape[e->job], qt = s->job_qt[e->job];
+		uint64_t key = (uint64_t)(uint32_t)shape << 32 | (uint32_t)qt;
+		int b = sched_map_find(&s->estb_map, key);
+		s->est_next[i] = -1;
+		if (b >= 0) {
+			s->est_next[s->estb[b].tail] = i;
+			s->estb[b].tail = i;
+			continue;
+		}
+		s->estb = sched_grow(s->estb, &s->estbcap, s->nestb + 1, sizeof(*s->estb));
+		const struct sched_shape *sh = &s->shapes[shape];
+		s->estb[s->nestb] = (struct sched_estb){.shape = shape,
+		                                        .qt = qt,
+		                                        .need = (int64_t)sh->gpus * sh->nodes,
+		                                        .head = i,
+		                                        .tail = i};
+		sched_map_put(&s->estb_map, key, s->nestb++);
+	}
+	s->estb_heap = xrealloc(s->estb_heap, sizeof(int) * (size_t)(s->estbcap + 1));
+	if (s->nqts > s->est_qcap) {
+		s->est_qcap = s->nqts;
+		s->est_qfail = xrealloc(s->est_qfail, sizeof(int64_t) * (size_t)s->est_qcap);
+		s->est_qfail_step =
+		        xrealloc(s->est_qfail_step, sizeof(uint64_t) * (size_t)s->est_qcap);
+	}
+	memset(s->est_qfail_step, 0, sizeof(uint64_t) * (size_t)s->nqts);
+}
+
+/* A min-heap of buckets by the order (est index) of their first job. */
+static void heap_push(struct sched *s, int *nh, int b)
+{
+	int *h = s->estb_heap, k = (*nh)++;
+	while (k > 0 && s->estb[h[(k - 1) / 2]].head > s->estb[b].head) {
+		h[k] = h[(k - 1) / 2];
+		k = (k - 1) / 2;
+	}
+	h[k] = b;
+}
+
+static int heap_pop(struct sched *s, int *nh)
+{
+	int *h = s->estb_heap, top = h[0], last = h[--(*nh)], k = 0;
+	for (;;) {
+		int c = 2 * k + 1;
+		if (c >= *nh)
+			break;
+		if (c + 1 < *nh && s->estb[h[c + 1]].head < s->estb[h[c]].head)
+			c++;
+		if (s->estb[h[c]].head >= s->estb[last].head)
+			break;
+		h[k] = h[c];
+		k = c;
+	}
+	if (*nh > 0)
+		h[k] = last;
+	return top;
+}
+
+/* One step of the dry run at t: the jobs not started yet, in order, start
+ * where they can. Only the first job of each bucket is looked at: where it
+ * cannot start, its bucket's others cannot either (same shape, same quota
+ * pair; fit and quota only shrink within a step), and where a pair's quota
+ * refuses a need, it refuses every larger one. The number started. */
+static int est_step(struct sched *s, int64_t t, int *nends, uint64_t step)
+{
+	int nh = 0, started = 0;
+	for (int b = 0; b < s->nestb; b++)
+		if (s->estb[b].head >= 0 && s->shapes[s->estb[b].shape].est_fail != step + 1)
+			heap_push(s, &nh, b);
+	while (nh > 0) {
+		int b = heap_pop(s, &nh);
+		struct sched_estb *eb = &s->estb[b];
+		if (s->est_qfail_step[eb->qt] == step + 1 && eb->need >= s->est_qfail[eb->qt])
+			continue;
+		int rc = est_start(s, eb->head, t, nends, step);
+		if (rc > 0) {
+			started++;
+			eb->head = s->est_next[eb->head];
+			if (eb->head >= 0)
+				heap_push(s, &nh, b);
+		} else if (rc < 0 && (s->est_qfail_step[eb->qt] != step + 1 ||
+		                      eb->need < s->est_qfail[eb->qt])) {
+			s->est_qfail_step[eb->qt] = step + 1;
+			s->est_qfail[eb->qt] = eb->need;
 		}
 	}
-	for (int k = 0; k < s->est_nshapes; k++) {
-		const struct sched_shape *sh = &s->shapes[s->est_shapes[k]];
+	return started;
+}
+
+/* Whether some job not started yet in the dry run might start now: the
+ * shape of a bucket with jobs left fits the view (quota aside). */
+static int est_any_fits(struct sched *s)
+{
+	for (int b = 0; b < s->nestb; b++) {
+		if (s->estb[b].head < 0)
+			continue;
+		const struct sched_shape *sh = &s->shapes[s->estb[b].shape];
 		int slot = s->classes[sh->cls].slot;
 		if (slot < 0 || fit_check(s, slot, sh->gpus, sh->nodes))
 			return 1;
@@ -721,7 +813,7 @@ void plan_estimate(struct sched *s)
 	if (n == 0)
 		return;
 	s->nest_ranks = 0;
-	s->est_nshapes = -1;
+	est_buckets(s, n);
 	est_save(s, 0);
 	for (int i = 0; i < n; i++)
 		fit_slot(s, s->shapes[s->job_shape[s->est[i].job]].cls);
@@ -740,13 +832,8 @@ void plan_estimate(struct sched *s)
 		if (t == SCHED_NEVER)
 			break;
 		est_release(s, &r, nrel, &nends, t);
-		if (!est_any_fits(s, n))
-			continue;
-		for (int i = 0; i < n; i++)
-			if (s->est[i].off < 0 && est_start(s, i, t, &nends, step)) {
-				left--;
-				s->est_nshapes = -1;
-			}
+		if (est_any_fits(s))
+			left -= est_step(s, t, &nends, step);
 	}
 	fit_rollback(s, mark);
 	for (int k = 0; k < s->nresv_ranks; k++) /* promised again */

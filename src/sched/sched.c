@@ -152,13 +152,13 @@ void sched_free(struct sched *s)
 	        s->victims,     s->placements, s->place_end, s->place_off, s->ranks,
 	        s->preemptions, s->waits,      s->wait_job,  s->place_job, s->est,
 	        s->est_ends,    s->est_ranks,  s->est_saved, s->run_rel,   s->run_rel_order,
-	        s->est_shapes};
+	        s->est_next,    s->estb,       s->estb_heap, s->est_qfail, s->est_qfail_step};
 	for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++)
 		free(arrays[k]);
 	fit_slots_cleanup(s);
 	free(s->keys);
-	struct sched_map *maps[] = {&s->class_map, &s->shape_map, &s->queue_map,
-	                            &s->team_map,  &s->qt_map,    &s->job_map};
+	struct sched_map *maps[] = {&s->class_map, &s->shape_map, &s->queue_map, &s->team_map,
+	                            &s->qt_map,    &s->job_map,   &s->estb_map};
 	for (size_t k = 0; k < sizeof(maps) / sizeof(maps[0]); k++)
 		sched_map_free(maps[k]);
 	free(s);

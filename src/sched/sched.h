@@ -105,7 +105,7 @@
 #define SCHED_MAX_NEAR      16   /* PCIe-switch groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
 #define SCHED_EST_JOBS      256  /* waiting jobs, in order, that get an estimated start */
-#define SCHED_EST_MAX       2048 /* ... and at most, to reach sched_config.est_job_id */
+#define SCHED_EST_MAX       4096 /* ... and at most, to reach sched_config.est_job_id */
 
 #define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)   /* sched_config.min_runtime_ms */
 #define SCHED_HOLD_MS                  (15 * 60 * 1000LL)  /* see sched_job.held_since_ms */

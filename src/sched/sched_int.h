@@ -144,6 +144,16 @@ struct sched_resv {
 	int off, nranks; /* in s->resv_ranks */
 };
 
+/* The estimated jobs of one shape and quota pair, in order (plan_estimate):
+ * within a step of the dry run, where the first of them cannot start, none
+ * of them can (the view and the quota only shrink within a step). */
+struct sched_estb {
+	int shape, qt;
+	int64_t need; /* GPUs of each job */
+	int head;     /* the first not started yet (index in est; -1: none) */
+	int tail;     /* the last, while the lists are built */
+};
+
 /* A waiting job in the estimate (plan_estimate()): once it starts in the
  * dry run it holds ranks [off, off + nranks) of s->est_ranks until `end`.
  * A reserved job (wait -1) holds its reservation's GPUs from the start. */
@@ -279,9 +289,15 @@ struct sched {
 	/* the estimate's dry run */
 	struct sched_est *est; /* estcap of them once used */
 	int estcap;
-	int *est_ends;   /* started jobs (indexes in est) by end time */
-	int *est_shapes; /* the shapes of the jobs not started yet */
-	int est_nshapes; /* -1: to be listed again */
+	int *est_next;           /* per est: the next of its bucket (-1: none) */
+	struct sched_estb *estb; /* the buckets */
+	int nestb, estbcap;
+	int *estb_heap;           /* buckets by their head's order, in a step */
+	int64_t *est_qfail;       /* per quota pair: the least need refused this step */
+	uint64_t *est_qfail_step; /* ... at this step (+1) */
+	int est_qcap;
+	struct sched_map estb_map; /* (shape, pair) -> bucket */
+	int *est_ends;             /* started jobs (indexes in est) by end time */
 	struct sched_rank_hold *est_ranks;
 	int nest_ranks, est_rankcap;
 	int64_t *est_saved; /* quota use to restore: per pair, then per queue */
