@@ -804,7 +804,8 @@ static int est_any_fits(struct sched *s)
  * still start before it where it fits (as backfill would let it); a job
  * beyond the window, or that no release in sight lets start, keeps 0
  * (unknown). The walk visits each release time once, and looks at the jobs
- * only when one of their shapes fits; only the slots of their classes
+ * only when one of their shapes fits, and then only at the first of each
+ * (shape, quota pair) group (est_step); only the slots of their classes
  * follow it (a 10,000-node walk gives back tens of thousands of holds). The
  * view is rolled back: nothing of it is decided. */
 void plan_estimate(struct sched *s)
