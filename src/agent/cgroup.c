@@ -258,8 +258,30 @@ static int signal_one(const char *text, size_t len, int sig, pid_t spare)
 	return pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0;
 }
 
+/* The number of processes in path/cgroup.procs (0 when unreadable). */
+static int cgroup_count(const char *path)
+{
+	char file[PATH_MAX], buf[4096];
+	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
+	int fd = open(file, O_RDONLY | O_CLOEXEC), n = 0;
+	if (fd < 0)
+		return 0;
+	ssize_t r;
+	while ((r = read(fd, buf, sizeof(buf))) > 0 || (r < 0 && errno == EINTR))
+		for (ssize_t i = 0; i < r; i++)
+			n += buf[i] == '\n';
+	close(fd);
+	return n;
+}
+
 int cgroup_signal(const char *path, int sig, pid_t spare)
 {
+	/* v2 (5.14+): one write kills the whole cgroup, forks in flight too */
+	if (sig == SIGKILL && spare <= 0 && cgroup_is_v2(path)) {
+		int n = cgroup_count(path);
+		if (n > 0 && cgroup_write(path, "cgroup.kill", "1") == 0)
+			return n;
+	}
 	char file[PATH_MAX];
 	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
 	int fd = open(file, O_RDONLY | O_CLOEXEC);

@@ -84,7 +84,8 @@ int cgroup_create(const char *root, const char *leaf, char **path_out);
 int cgroup_open_procs(const char *path);
 
 /* Sends sig to every pid in path/cgroup.procs but spare (0: none); the
- * count signalled. The rank's shim is spared: a spare shim (shim.h) lives
+ * count signalled. SIGKILL with no spare on v2 writes cgroup.kill: the
+ * kernel kills everything in the cgroup, what is forking included. The rank's shim is spared: a spare shim (shim.h) lives
  * in its rank's cgroup and must outlive the command to record its exit. */
 int cgroup_signal(const char *path, int sig, pid_t spare);
 

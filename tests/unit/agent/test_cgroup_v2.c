@@ -295,4 +295,48 @@ TEST(stop_reaches_what_left_the_process_group)
 	teardown(e);
 }
 
+/* A rank whose command ends while a child it left (setsid, deaf to
+ * SIGTERM) runs on: the child is killed (on v2 by cgroup.kill once the
+ * shim is gone) and the rank's cgroup removed. */
+TEST(leftovers_of_an_ended_rank_are_killed)
+{
+	char mnt[PATH_MAX];
+	if (!v2_mount(mnt, sizeof(mnt))) {
+		fprintf(stderr, "no cgroup2 mount: not checked\n");
+		return;
+	}
+	char node[32];
+	snprintf(node, sizeof(node), "v2k-%d", (int)getpid());
+	struct exec *e = setup(node);
+	exec_set_spares(e, 0);
+	char pidfile[128];
+	snprintf(pidfile, sizeof(pidfile), "%s/left.pid", work);
+	char script[1024];
+	snprintf(script, sizeof(script),
+	         "setsid sh -c 'trap \"\" TERM; echo $$ > %s.tmp; mv %s.tmp %s; "
+	         "while :; do sleep 1; done' & "
+	         "while [ ! -s %s ]; do sleep 0.01; done",
+	         pidfile, pidfile, pidfile, pidfile);
+	start(e, 3, script, NULL, -1, 0);
+	struct exec_status st = wait_final(e, 3);
+	CHECK_INT(st.state, EXEC_EXITED);
+	CHECK_INT(st.exit_code, 0);
+	struct buf b;
+	buf_init(&b);
+	CHECK_INT(read_file(pidfile, 64, &b), 0);
+	pid_t left = (pid_t)strtol(b.data, NULL, 10);
+	buf_cleanup(&b);
+	CHECK(left > 0);
+	char *dir = xasprintf("%s/3-0", exec_cgroup_root(e));
+	int64_t end = now_ms() + 5000;
+	while (kill(left, 0) == 0 || access(dir, F_OK) == 0) {
+		if (now_ms() > end)
+			FAIL_AT("pid %d or %s outlived the rank", (int)left, dir);
+		exec_poll(e);
+		sleep_ms(5);
+	}
+	free(dir);
+	teardown(e);
+}
+
 TEST_MAIN()
