@@ -104,7 +104,7 @@
 #define SCHED_MAX_NVLINK    8    /* GPU groups per node */
 #define SCHED_MAX_NEAR      16   /* PCIe-switch groups per node */
 #define SCHED_MAX_RANKS     1024 /* nodes per job */
-#define SCHED_EST_JOBS      256  /* waiting jobs, in order, that get an estimated start */
+#define SCHED_EST_JOBS      1024 /* waiting jobs, in order, that get an estimated start */
 #define SCHED_EST_MAX       4096 /* ... and at most, to reach sched_config.est_job_id */
 
 #define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)   /* sched_config.min_runtime_ms */
