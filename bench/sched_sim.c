@@ -197,7 +197,7 @@ static const struct scenario scenarios[] = {
          DAY_MS},
         {"10k",
          "10,000 nodes x 8 GPUs (3,600 A100 + 6,400 H200)",
-         {"10k", 3600, 6400, 32, 4, 8, 0.005, 0.002, 36 * HOUR_MS, 1.0, 1},
+         {"10k", 3600, 6400, 32, 4, 8, 0.005, 0.002, 3 * DAY_MS, 1.0, 1},
          DAY_MS,
          30 * SEC_MS,
          60 * SEC_MS,
