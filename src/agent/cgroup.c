@@ -12,22 +12,10 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "agent/devbpf.h"
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/util.h"
-
-/* 1 when the comma-separated list has the token. */
-static int has_token(const char *list, const char *token)
-{
-	size_t n = strlen(token);
-	for (const char *p = list; p && *p;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		if (len == n && strncmp(p, token, n) == 0)
-			return 1;
-		p = comma ? comma + 1 : NULL;
-	}
-	return 0;
-}
 
 #define CGROUP2_MAGIC 0x63677270 /* statfs f_type of a cgroup2 mount */
 
@@ -43,7 +31,7 @@ static int find_mount(const char *controller, char *out, size_t outlen)
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%*s %4095s %63s %511s", dir, type, opts) != 3)
 			continue;
-		if (controller ? strcmp(type, "cgroup") == 0 && has_token(opts, controller)
+		if (controller ? strcmp(type, "cgroup") == 0 && list_has(opts, ",", controller)
 		               : strcmp(type, "cgroup2") == 0) {
 			snprintf(out, outlen, "%s", dir);
 			rc = 0;
@@ -69,7 +57,7 @@ static int find_self(const char *controller, char *out, size_t outlen)
 		if (!c2)
 			continue;
 		*c2 = '\0';
-		if (controller ? !has_token(c1 + 1, controller)
+		if (controller ? !list_has(c1 + 1, ",", controller)
 		               : strncmp(line, "0:", 2) != 0 || c1[1] != '\0')
 			continue;
 		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
@@ -122,32 +110,16 @@ int cgroup_is_v2(const char *path)
 	return statfs(path, &st) == 0 && st.f_type == CGROUP2_MAGIC;
 }
 
-/* 1 when the space-separated list has the token. */
-static int has_word(const char *list, const char *token)
-{
-	size_t n = strlen(token);
-	for (const char *p = list; *p;) {
-		p += strspn(p, " \n");
-		size_t len = strcspn(p, " \n");
-		if (len == n && strncmp(p, token, n) == 0)
-			return 1;
-		p += len;
-	}
-	return 0;
-}
-
 /* Whether dir/file (a word list such as cgroup.controllers) has word. */
 static int file_has_word(const char *dir, const char *file, const char *word)
 {
-	char name[PATH_MAX + 64], text[1024];
+	char name[PATH_MAX + 64];
 	snprintf(name, sizeof(name), "%s/%s", dir, file);
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	text[n > 0 ? n : 0] = '\0';
-	return has_word(text, word);
+	struct buf b;
+	buf_init(&b);
+	int has = read_file(name, 4096, &b) == 0 && list_has(b.data, " \n", word);
+	buf_cleanup(&b);
+	return has;
 }
 
 /* Enables controller for the children of dir: "+controller" into its
@@ -258,28 +230,13 @@ static int signal_one(const char *text, size_t len, int sig, pid_t spare)
 	return pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0;
 }
 
-/* The number of processes in path/cgroup.procs (0 when unreadable). */
-static int cgroup_count(const char *path)
-{
-	char file[PATH_MAX], buf[4096];
-	snprintf(file, sizeof(file), "%s/cgroup.procs", path);
-	int fd = open(file, O_RDONLY | O_CLOEXEC), n = 0;
-	if (fd < 0)
-		return 0;
-	ssize_t r;
-	while ((r = read(fd, buf, sizeof(buf))) > 0 || (r < 0 && errno == EINTR))
-		for (ssize_t i = 0; i < r; i++)
-			n += buf[i] == '\n';
-	close(fd);
-	return n;
-}
-
 int cgroup_signal(const char *path, int sig, pid_t spare)
 {
-	/* v2 (5.14+): one write kills the whole cgroup, forks in flight too */
+	/* v2 (5.14+): one write kills the whole cgroup, forks in flight too;
+	 * signal 0 first counts who is there */
 	if (sig == SIGKILL && spare <= 0 && cgroup_is_v2(path)) {
-		int n = cgroup_count(path);
-		if (n > 0 && cgroup_write(path, "cgroup.kill", "1") == 0)
+		int n = cgroup_signal(path, 0, 0);
+		if (n == 0 || cgroup_write(path, "cgroup.kill", "1") == 0)
 			return n;
 	}
 	char file[PATH_MAX];
@@ -366,6 +323,8 @@ int cgroup_limit_memory(const char *path, int64_t bytes)
 
 int cgroup_limit_gpus(const char *path, const int *minors, int n)
 {
+	if (cgroup_is_v2(path)) /* no devices files there: an eBPF program */
+		return devbpf_limit_gpus(path, minors, n);
 	int fd, rc = 0;
 	char name[PATH_MAX];
 	snprintf(name, sizeof(name), "%s/devices.deny", path);

@@ -100,8 +100,8 @@ int cgroup_write(const char *path, const char *file, const char *value);
  * parent's, say). */
 int cgroup_limit_cpu(const char *path, int64_t millis);
 int cgroup_limit_memory(const char *path, int64_t bytes);
-/* Only the GPUs of minors[0..n) (others ignored) stay open to the v1
- * cgroup (v2: devbpf_limit_gpus). */
+/* Only the GPUs of minors[0..n) (others ignored) stay open to the
+ * cgroup: v1 "devices" rules, or on v2 devbpf_limit_gpus. */
 int cgroup_limit_gpus(const char *path, const int *minors, int n);
 
 #endif

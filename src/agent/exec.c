@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "agent/cgroup.h"
-#include "agent/devbpf.h"
 #include "agent/journal.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
@@ -774,10 +773,7 @@ static int limit_write(int i, const char *path, const struct exec_spec *spec)
 	switch (i) {
 	case EXEC_LIMIT_CPU: return cgroup_limit_cpu(path, spec->cpu_millis);
 	case EXEC_LIMIT_MEMORY: return cgroup_limit_memory(path, spec->memory_bytes);
-	default:
-		if (cgroup_is_v2(path))
-			return devbpf_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
-		return cgroup_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
+	default: return cgroup_limit_gpus(path, spec->gpu_minors, spec->ngpu_minors);
 	}
 }
 

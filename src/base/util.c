@@ -123,6 +123,19 @@ out:
 	return rc;
 }
 
+int list_has(const char *list, const char *seps, const char *item)
+{
+	size_t n = strlen(item);
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, seps);
+		size_t len = strcspn(p, seps);
+		if (len && len == n && strncmp(p, item, n) == 0)
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
 int read_file(const char *path, size_t cap, struct buf *out)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -21,6 +21,10 @@ void random_hex(char *out, size_t bytes);
 int mkdir_p(const char *path, unsigned mode);
 /* Writes data to path through a temporary file and rename, with fsync. */
 int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode);
+/* 1 when item is one of the items of list, which any character of seps
+ * separates ("a,b" with ","; "cpu memory\n" with " \n"); empty items are
+ * skipped. list may be NULL. */
+int list_has(const char *list, const char *seps, const char *item);
 /* Reads at most cap bytes of path into out; -EFBIG past cap. */
 int read_file(const char *path, size_t cap, struct buf *out);
 /* fd moved to 3 or above, close-on-exec (0-2 belong to the process's

@@ -171,13 +171,13 @@ const struct cliargs_opt verb_json_opts[] = {
         {NULL, 0, 0, NULL, NULL},
 };
 
-int verb_job_print(struct verb_ctx *v, verb_render_fn render)
+int verb_job_print(struct verb_ctx *v, const char *tail, verb_render_fn render)
 {
 	int64_t id;
 	int ret = verb_job_id(v, v->args.pos[0], &id);
 	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
 		return ret;
 	char path[64];
-	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
+	snprintf(path, sizeof(path), "/v1/jobs/%lld%s", (long long)id, tail);
 	return verb_get_print(v, path, "job", render);
 }

@@ -98,9 +98,9 @@ int verb_get_print(struct verb_ctx *v, const char *path, const char *key, verb_r
 /* Prints an answer already in hand the same way. */
 void verb_print(const struct verb_ctx *v, const json_t *resp, const char *key,
                 verb_render_fn render);
-/* For verbs whose one positional is a job id: GET /v1/jobs/ID and print its
- * "job" with render (or the JSON with --json). */
-int verb_job_print(struct verb_ctx *v, verb_render_fn render);
+/* For verbs whose one positional is a job id: GET /v1/jobs/ID<tail> ("" or
+ * "/why") and print its "job" with render (or the JSON with --json). */
+int verb_job_print(struct verb_ctx *v, const char *tail, verb_render_fn render);
 /* The option table of verbs whose only option is --json. */
 extern const struct cliargs_opt verb_json_opts[];
 

@@ -143,6 +143,18 @@ static int post(struct verb_ctx *v, const char *name, const char *tail, const js
 	return ret;
 }
 
+/* POSTs body (consumed) to the node and prints the node's new state. */
+static int post_state(struct verb_ctx *v, const char *name, json_t *body)
+{
+	json_t *resp = NULL;
+	int ret = post(v, name, "", body, &resp);
+	if (ret == CLI_EXIT_OK)
+		print_node_state(v, resp);
+	json_decref(body);
+	json_decref(resp);
+	return ret;
+}
+
 static int node_show(struct verb_ctx *v, const char *name)
 {
 	return verb_node_show(v, name);
@@ -155,23 +167,18 @@ static int node_state(struct verb_ctx *v, const char *name)
 	const char *to = strcmp(sub, "cordon") == 0  ? "cordoned"
 	                 : strcmp(sub, "drain") == 0 ? "draining"
 	                                             : "ready";
-	json_t *body = json_pack("{s:s}", "state", to), *resp = NULL;
+	json_t *body = json_pack("{s:s}", "state", to);
 	const char *reason = cliargs_str(&v->args, "reason");
 	if (reason)
 		json_object_set_new(body, "reason", json_string(reason));
 	if (cliargs_flag(&v->args, "force"))
 		json_object_set_new(body, "force", json_true());
-	int ret = post(v, name, "", body, &resp);
-	if (ret == CLI_EXIT_OK)
-		print_node_state(v, resp);
-	json_decref(body);
-	json_decref(resp);
-	return ret;
+	return post_state(v, name, body);
 }
 
 static int node_label(struct verb_ctx *v, const char *name)
 {
-	json_t *body = json_object(), *labels = json_object(), *resp = NULL;
+	json_t *body = json_object(), *labels = json_object();
 	json_object_set_new(body, "labels", labels);
 	for (int i = 2; i < v->args.npos; i++) {
 		const char *kv = v->args.pos[i], *eq = strchr(kv, '=');
@@ -186,12 +193,7 @@ static int node_label(struct verb_ctx *v, const char *name)
 	const char *pool = cliargs_str(&v->args, "pool");
 	if (pool)
 		json_object_set_new(body, "pool", json_string(pool));
-	int ret = post(v, name, "", body, &resp);
-	if (ret == CLI_EXIT_OK)
-		print_node_state(v, resp);
-	json_decref(body);
-	json_decref(resp);
-	return ret;
+	return post_state(v, name, body);
 }
 
 static int node_check(struct verb_ctx *v, const char *name)

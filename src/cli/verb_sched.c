@@ -36,13 +36,7 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 
 static int why_fn(struct verb_ctx *v)
 {
-	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
-	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
-		return ret;
-	char path[64];
-	snprintf(path, sizeof(path), "/v1/jobs/%lld/why", (long long)id);
-	return verb_get_print(v, path, "job", verb_why_render);
+	return verb_job_print(v, "/why", verb_why_render);
 }
 
 const struct verb verb_why = {

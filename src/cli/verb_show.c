@@ -144,7 +144,7 @@ void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out)
 
 static int show_fn(struct verb_ctx *v)
 {
-	return verb_job_print(v, verb_show_render);
+	return verb_job_print(v, "", verb_show_render);
 }
 
 const struct verb verb_show = {

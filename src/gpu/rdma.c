@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/util.h"
 
 const char *rdma_near_name(enum rdma_near n)
 {
@@ -389,20 +390,6 @@ static int usable(const struct rdma_port *p)
 	       (strcmp(p->link_layer, "InfiniBand") == 0 || strcmp(p->link_layer, "Ethernet") == 0);
 }
 
-/* Is name already in the comma list (after the leading '=')? */
-static int listed(const struct buf *b, const char *name)
-{
-	size_t len = strlen(name);
-	for (const char *p = b->data ? b->data + 1 : NULL; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-		if (n == len && memcmp(p, name, n) == 0)
-			return 1;
-		p = end ? end + 1 : NULL;
-	}
-	return 0;
-}
-
 /* How close port p is to the GPUs in mask: 2 same switch, 1 same NUMA
  * node, 0 neither; -1 when the port is unusable. */
 static int closeness(const struct rdma_port *p, uint64_t mask)
@@ -431,7 +418,7 @@ int rdma_nccl_env(const struct rdma_port *ports, int n, uint64_t gpu_mask, char 
 		if (closeness(p, gpu_mask) < best)
 			continue;
 		buf_printf(&h, "%s%s:%d", used ? "," : "=", p->dev, p->port);
-		if (p->netdev[0] && !listed(&f, p->netdev))
+		if (p->netdev[0] && !list_has(f.data ? f.data + 1 : NULL, ",", p->netdev))
 			buf_printf(&f, "%s%s", f.len ? "," : "=", p->netdev);
 		used++;
 	}

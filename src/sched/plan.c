@@ -709,7 +709,7 @@ static void est_buckets(struct sched *s, int n)
 		                                        .tail = i};
 		sched_map_put(&s->estb_map, key, s->nestb++);
 	}
-	s->estb_heap = xrealloc(s->estb_heap, sizeof(int) * (size_t)(s->estbcap + 1));
+	s->estb_heap = sched_grow(s->estb_heap, &s->estb_heapcap, s->nestb, sizeof(int));
 	if (s->nqts > s->est_qcap) {
 		s->est_qcap = s->nqts;
 		s->est_qfail = xrealloc(s->est_qfail, sizeof(int64_t) * (size_t)s->est_qcap);

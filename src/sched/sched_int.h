@@ -292,7 +292,8 @@ struct sched {
 	int *est_next;           /* per est: the next of its bucket (-1: none) */
 	struct sched_estb *estb; /* the buckets */
 	int nestb, estbcap;
-	int *estb_heap;           /* buckets by their head's order, in a step */
+	int *estb_heap; /* buckets by their head's order, in a step */
+	int estb_heapcap;
 	int64_t *est_qfail;       /* per quota pair: the least need refused this step */
 	uint64_t *est_qfail_step; /* ... at this step (+1) */
 	int est_qcap;
