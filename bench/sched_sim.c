@@ -751,11 +751,13 @@ static void run_cycle(struct sim *s)
 		        rc, snap.nnodes, snap.nrunning, snap.npending);
 		return;
 	}
+	/* Victims first: a stopping attempt's quota is given back at once, and a
+	 * job of the victim's team may be admitted on it in the same cycle. */
+	for (int i = 0; i < res.npreemptions; i++)
+		preemption_apply(s, &res.preemptions[i]);
 	for (int i = 0; i < res.nplacements; i++)
 		if (placement_check(s, &res.placements[i], i) == 0)
 			placement_apply(s, &res.placements[i]);
-	for (int i = 0; i < res.npreemptions; i++)
-		preemption_apply(s, &res.preemptions[i]);
 	pend_compact(s);
 	if (s->eng->reports_waits)
 		waits_check(s, &res);
