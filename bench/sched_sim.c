@@ -222,6 +222,7 @@ struct report {
 	int64_t sched_heap_peak; /* bytes the engine held, most at once */
 	double util, useful_util, lost_gpu_h, busy_gpu_h, carried_gpu_h;
 	int64_t wait_p50[TRACE_NCLASSES + TRACE_NTEAMS], wait_p95[TRACE_NCLASSES + TRACE_NTEAMS];
+	int64_t *class_waits[TRACE_NCLASSES]; /* every wait of the class (malloc'd; for --seeds) */
 	int waited[TRACE_NCLASSES + TRACE_NTEAMS], unstarted[TRACE_NCLASSES + TRACE_NTEAMS];
 	int64_t wait_reasons[SCHED_WAIT_UNFIT + 1]; /* job-cycles, by reason */
 	int64_t reclaims, young_victims, repeat_preemptors;
@@ -838,6 +839,10 @@ static void wait_stats(struct sim *s)
 		}
 		s->rep.waited[g] = n;
 		s->rep.unstarted[g] = unstarted;
+		if (g < TRACE_NCLASSES) {
+			s->rep.class_waits[g] = xmalloc(sizeof(*w) * (size_t)(n + 1));
+			memcpy(s->rep.class_waits[g], w, sizeof(*w) * (size_t)n);
+		}
 		s->rep.wait_p50[g] = percentile(w, n, 50);
 		s->rep.wait_p95[g] = percentile(w, n, 95);
 	}
@@ -1056,9 +1061,10 @@ static void print_report(const struct report r[NENGINES])
 
 struct sim_summary sim_summaries[SIM_MAX_SUMMARIES];
 
-/* Simulates one scenario with both engines and prints its table; returns
- * the number of contract violations. */
-static int64_t run_scenario(const struct scenario *sc, int index, const struct options *o)
+/* One seed of a scenario with both engines into r[] (free with
+ * report_free()); prints the scenario's header when `header`. */
+static void run_seed(const struct scenario *sc, const struct options *o, uint64_t seed,
+                     int header, struct report r[NENGINES])
 {
 	struct trace_params tp = sc->trace;
 	int64_t span = o->quick ? sc->quick_span_ms : tp.span_ms;
@@ -1068,7 +1074,7 @@ static int64_t run_scenario(const struct scenario *sc, int index, const struct o
 		warm = span / 3;
 	}
 	tp.span_ms = span;
-	tp.seed = o->seed;
+	tp.seed = seed;
 	if (o->load > 0)
 		tp.load = o->load;
 	struct trace_cluster cl;
@@ -1081,32 +1087,147 @@ static int64_t run_scenario(const struct scenario *sc, int index, const struct o
 		cls_n[jobs[j].cls]++;
 		demand += (double)jobs[j].duration_ms * jobs[j].spec.gpus * jobs[j].spec.nodes;
 	}
-	printf("\n### %s\n\n", sc->title);
-	printf("seed %llu; %.0f h simulated (waits and utilization from hour %.0f); offered load "
-	       "%.2f (the trace's GPU-time / the fleet's: %.2f); %d jobs (%d 1-GPU incl. sweeps, "
-	       "%d 8-GPU, %d 2-4-node, %d 8-16-node); "
-	       "%d nodes, %d GPUs (%d usable); a cycle at most every %llds after an event, and "
-	       "every %llds while jobs wait\n\n",
-	       (unsigned long long)tp.seed, (double)span / HOUR_MS, (double)warm / HOUR_MS, tp.load,
-	       demand / ((double)cl.gpus * (double)span), njobs, cls_n[0], cls_n[1], cls_n[2],
-	       cls_n[3], cl.nnodes, cl.gpus, cl.gpus_usable, (long long)(sc->gap_ms / SEC_MS),
-	       (long long)(sc->tick_ms / SEC_MS));
-	fflush(stdout);
-	struct report r[NENGINES];
+	if (header) {
+		printf("seed %llu; %.0f h simulated (waits and utilization from hour %.0f); offered "
+		       "load %.2f (the trace's GPU-time / the fleet's: %.2f); %d jobs (%d 1-GPU incl. "
+		       "sweeps, %d 8-GPU, %d 2-4-node, %d 8-16-node); "
+		       "%d nodes, %d GPUs (%d usable); a cycle at most every %llds after an event, "
+		       "and every %llds while jobs wait\n\n",
+		       (unsigned long long)tp.seed, (double)span / HOUR_MS, (double)warm / HOUR_MS,
+		       tp.load, demand / ((double)cl.gpus * (double)span), njobs, cls_n[0], cls_n[1],
+		       cls_n[2], cls_n[3], cl.nnodes, cl.gpus, cl.gpus_usable,
+		       (long long)(sc->gap_ms / SEC_MS), (long long)(sc->tick_ms / SEC_MS));
+		fflush(stdout);
+	}
 	for (int e = 0; e < NENGINES; e++)
 		simulate(sc, &engines[e], &cl, jobs, njobs, span, warm, tp.seed, &r[e]);
+	free(jobs);
+	trace_cluster_cleanup(&cl);
+}
+
+static void report_free(struct report r[NENGINES])
+{
+	for (int e = 0; e < NENGINES; e++)
+		for (int c = 0; c < TRACE_NCLASSES; c++)
+			free(r[e].class_waits[c]);
+}
+
+static double mean_of(const int64_t *v, int n)
+{
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += (double)v[i];
+	return n ? sum / n : 0;
+}
+
+/* Waits of one class and engine, pooled over seeds. */
+struct pool {
+	int64_t *v;
+	int n, cap;
+};
+
+static void pool_add(struct pool *p, const int64_t *v, int n)
+{
+	if (p->n + n > p->cap) {
+		p->cap = 2 * (p->n + n);
+		p->v = xrealloc(p->v, sizeof(*p->v) * (size_t)p->cap);
+	}
+	memcpy(p->v + p->n, v, sizeof(*v) * (size_t)n);
+	p->n += n;
+}
+
+/* --seeds N: the scenario on N seeds, a line each, then every class's waits
+ * pooled over all of them (a 40-job class's p95 on one seed is its second
+ * longest wait: it moves by many hours between seeds, the pool does not). */
+static int64_t run_seeds(const struct scenario *sc, int index, const struct options *o)
+{
+	char a[32], b[32], c[32], d[32];
+	struct pool pool[NENGINES][TRACE_NCLASSES] = {{{0}}};
+	double util[NENGINES] = {0}, worst = 1e9;
+	int wins = 0;
+	int64_t violations = 0;
+	printf("\n### %s, seeds %llu-%llu\n\n", sc->title, (unsigned long long)o->seed,
+	       (unsigned long long)(o->seed + (uint64_t)o->seeds - 1));
+	printf("| seed | useful utilization anvil / FIFO | 8-16-node wait p50 anvil / FIFO | "
+	       "p95 anvil / FIFO | violations |\n| --- | --- | --- | --- | --- |\n");
+	for (int k = 0; k < o->seeds; k++) {
+		uint64_t seed = o->seed + (uint64_t)k;
+		struct report r[NENGINES];
+		run_seed(sc, o, seed, 0, r);
+		const struct report *A = &r[ENGINE_ANVIL], *F = &r[ENGINE_FIFO];
+		int g = TRACE_CLASS_GANG_L;
+		printf("| %llu | %.2f %% / %.2f %% | %s / %s | %s / %s | %lld |\n",
+		       (unsigned long long)seed, 100 * A->useful_util, 100 * F->useful_util,
+		       fmt_dur(a, sizeof(a), A->wait_p50[g]), fmt_dur(b, sizeof(b), F->wait_p50[g]),
+		       fmt_dur(c, sizeof(c), A->wait_p95[g]), fmt_dur(d, sizeof(d), F->wait_p95[g]),
+		       (long long)(A->violations + F->violations));
+		fflush(stdout);
+		wins += A->wait_p95[g] <= F->wait_p95[g];
+		double margin = A->useful_util - F->useful_util;
+		worst = margin < worst ? margin : worst;
+		for (int e = 0; e < NENGINES; e++) {
+			util[e] += r[e].useful_util / o->seeds;
+			for (int cl = 0; cl < TRACE_NCLASSES; cl++)
+				pool_add(&pool[e][cl], r[e].class_waits[cl], r[e].waited[cl]);
+		}
+		violations += A->violations + F->violations;
+		report_free(r);
+	}
+	printf("\nWaits pooled over the %d seeds (jobs submitted in each window; a job never "
+	       "started counts with its wait so far):\n\n",
+	       o->seeds);
+	printf("| class | engine | jobs | mean | p50 | p90 | p95 | p99 | max |\n"
+	       "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	struct sim_summary *sum = &sim_summaries[index];
+	*sum = (struct sim_summary){.scenario = sc->name, .have = 1, .seeds = o->seeds,
+	                            .p95_wins = wins, .worst_util_margin = worst};
+	for (int cl = 0; cl < TRACE_NCLASSES; cl++)
+		for (int e = 0; e < NENGINES; e++) {
+			struct pool *p = &pool[e][cl];
+			char p50[32], p90[32], p95[32], p99[32], mx[32], mean[32];
+			int64_t m = (int64_t)mean_of(p->v, p->n);
+			int64_t q50 = percentile(p->v, p->n, 50), q95 = percentile(p->v, p->n, 95);
+			int64_t q99 = percentile(p->v, p->n, 99);
+			printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", trace_class_name(cl),
+			       engines[e].name, p->n, fmt_dur(mean, sizeof(mean), m),
+			       fmt_dur(p50, sizeof(p50), q50),
+			       fmt_dur(p90, sizeof(p90), percentile(p->v, p->n, 90)),
+			       fmt_dur(p95, sizeof(p95), q95), fmt_dur(p99, sizeof(p99), q99),
+			       fmt_dur(mx, sizeof(mx), percentile(p->v, p->n, 100)));
+			if (cl == TRACE_CLASS_GANG_L) {
+				sum->large_mean[e] = m;
+				sum->large_p50[e] = q50;
+				sum->large_p95[e] = q95;
+				sum->large_p99[e] = q99;
+			}
+			free(p->v);
+		}
+	for (int e = 0; e < NENGINES; e++)
+		sum->useful_util[e] = sum->util[e] = util[e];
+	fflush(stdout);
+	return violations;
+}
+
+/* Simulates one scenario with both engines and prints its table (or, with
+ * --seeds, its pooled tables); returns the number of contract violations. */
+static int64_t run_scenario(const struct scenario *sc, int index, const struct options *o)
+{
+	if (o->seeds > 1)
+		return run_seeds(sc, index, o);
+	printf("\n### %s\n\n", sc->title);
+	struct report r[NENGINES];
+	run_seed(sc, o, o->seed, 1, r);
 	print_report(r);
 	fflush(stdout);
 	struct sim_summary *sum = &sim_summaries[index];
-	*sum = (struct sim_summary){.scenario = sc->name, .have = 1};
+	*sum = (struct sim_summary){.scenario = sc->name, .have = 1, .seeds = 1};
 	for (int e = 0; e < NENGINES; e++) {
 		sum->util[e] = r[e].util;
 		sum->useful_util[e] = r[e].useful_util;
 		sum->large_p50[e] = r[e].wait_p50[TRACE_CLASS_GANG_L];
 		sum->large_p95[e] = r[e].wait_p95[TRACE_CLASS_GANG_L];
 	}
-	free(jobs);
-	trace_cluster_cleanup(&cl);
+	report_free(r);
 	return r[ENGINE_ANVIL].violations + r[ENGINE_FIFO].violations;
 }
 
@@ -1114,12 +1235,13 @@ static void usage(void)
 {
 	fprintf(stderr,
 	        "usage: sched_sim [--quick] [--scenario ref|1k|10k|all] [--seed N] "
-	        "[--load X] [--span-hours H] [--no-micro] [--micro-only] [--log-preemptions]\n");
+	        "[--seeds N] [--load X] [--span-hours H] [--no-micro] [--micro-only] "
+	        "[--log-preemptions]\n");
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	*o = (struct options){.micro = 1, .sims = 1, .seed = 1};
+	*o = (struct options){.micro = 1, .sims = 1, .seed = 1, .seeds = 1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--quick"))
@@ -1134,6 +1256,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->scenario = strcmp(v, "all") ? v : NULL;
 		else if (!strcmp(a, "--seed") && v && ++i)
 			o->seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--seeds") && v && ++i)
+			o->seeds = atoi(v);
 		else if (!strcmp(a, "--load") && v && ++i)
 			o->load = strtod(v, NULL);
 		else if (!strcmp(a, "--span-hours") && v && ++i)
@@ -1141,6 +1265,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 		else
 			return -1;
 	}
+	if (o->seeds < 1 || o->seeds > 1000)
+		return -1;
+	if (o->seeds > 1)
+		o->micro = 0; /* the micro-benchmarks do not depend on the trace's seed */
 	if (o->scenario) {
 		int known = 0;
 		for (int i = 0; i < NSCENARIOS; i++)

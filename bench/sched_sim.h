@@ -14,6 +14,7 @@ struct options {
 	int quick, micro, sims;
 	const char *scenario; /* NULL: all */
 	uint64_t seed;
+	int seeds;         /* > 1: seeds seed .. seed + seeds - 1, pooled */
 	double load;       /* 0: each scenario's own */
 	double span_hours; /* 0: each scenario's own */
 };
@@ -49,8 +50,12 @@ int micro_all(const struct options *o);
 struct sim_summary {
 	const char *scenario;
 	int have;
-	double util[NENGINES], useful_util[NENGINES];
+	int seeds;                /* 1, or pooled over this many (--seeds) */
+	int p95_wins;             /* --seeds: seeds where anvil's 8-16-node p95 <= FIFO's */
+	double worst_util_margin; /* --seeds: least (anvil - FIFO) useful utilization */
+	double util[NENGINES], useful_util[NENGINES]; /* --seeds: means */
 	int64_t large_p50[NENGINES], large_p95[NENGINES];
+	int64_t large_mean[NENGINES], large_p99[NENGINES]; /* --seeds only */
 };
 #define SIM_MAX_SUMMARIES 3
 extern struct sim_summary sim_summaries[SIM_MAX_SUMMARIES];

@@ -288,11 +288,14 @@ static int started_late(const struct sched *s, int r)
 /* Whether pending job `job` may stop running attempt r: lower-priority
  * work (a lower-priority queue, or its own team's lower-priority job in the
  * same queue), or another team's attempt admitted on borrowed quota in the
- * job's queue (reclaim; the caller has checked the job is within its own
- * nominal quota, and gather_victims() takes such an attempt only while its
- * team is still above nominal: a team whose other work ended is no longer
- * borrowing). Work admitted within nominal quota is never reclaimed, so two
- * teams cannot take the same GPUs back and forth.
+ * job's queue (reclaim, for a job within its own nominal quota only:
+ * gather_victims() takes such an attempt only while its team is still above
+ * nominal, as a team whose other work ended is no longer borrowing). Work
+ * admitted within nominal quota is never reclaimed, so two teams cannot take
+ * the same GPUs back and forth; and a job that itself borrows reclaims
+ * nothing (it would take one borrower's GPUs for another), but may stop
+ * lower-priority work like any job (Kueue's borrowWithinCohort:
+ * LowerPriority, less other teams' work).
  * 2 for a reclaim, 1 for priority, 0 for no. */
 static int may_preempt(const struct sched *s, int job, int r)
 {
@@ -306,7 +309,7 @@ static int may_preempt(const struct sched *s, int job, int r)
 	int jt = s->qts[s->job_qt[job]].team, rt = s->qts[s->run[r].qt].team;
 	if (jt == rt)
 		return a->priority < j->priority && j->requeued_ms <= 0 && late < 1;
-	return s->queues[jq].has_quota && a->borrowed ? 2 : 0;
+	return s->queues[jq].has_quota && a->borrowed && !s->preempt_borrowing ? 2 : 0;
 }
 
 /* A reclaim may take attempt r only while its team's running work stays
@@ -458,13 +461,17 @@ static int apply_preemption(struct sched *s, int job, struct sched_shape *sh)
 	return stopped;
 }
 
-/* For a job with no assignment now (and not borrowing): 1 if stopping
- * lower-priority or borrowed work (or waiting for attempts already
- * stopping) makes it fit, with the victims chosen and w PREEMPTING; else 0,
- * with w->blockers and w->blocker_nodes saying what lower-priority work
- * holds. Never stops anything unless the job then fits. */
-int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w)
+/* For a job with no assignment now, admitted against its quota (on
+ * borrowed quota if `borrowed`): 1 if stopping lower-priority work, or
+ * other teams' borrowed work where the job is within its own quota (or
+ * waiting for attempts already stopping), makes it fit, with the victims
+ * chosen and w PREEMPTING; else 0, with w->blockers and w->blocker_nodes
+ * saying what such work holds. Never stops anything unless the job then
+ * fits. */
+int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,
+                 struct sched_wait *w)
 {
+	s->preempt_borrowing = borrowed;
 	if (s->preempt_tries >= SCHED_PREEMPT_TRIES)
 		return 0;
 	s->preempt_tries++;

@@ -782,7 +782,7 @@ static void decide(struct sched *s, int job)
 		return;
 	if (w->reason == SCHED_WAIT_RESERVED)
 		goto wait;
-	if (cfg->preemption && !borrowed && plan_preempt(s, job, sh, slot, w))
+	if (cfg->preemption && plan_preempt(s, job, sh, slot, borrowed, w))
 		goto wait;
 	if (cfg->backfill && s->nresvs < (cfg->max_reservations > 1 ? cfg->max_reservations : 1))
 		plan_reserve(s, job, sh, slot, w);

@@ -66,10 +66,11 @@
  *      before every other job, so what its victims free goes to it and not
  *      to whoever sorts first (aging or fair share can put a requeued victim
  *      ahead of it); and an attempt stopping for one pending job is never
- *      counted as freed for another. Hysteresis: a job preempts only within
- *      its nominal quota (a borrower never preempts), and work admitted
- *      within nominal quota is never reclaimed, so two teams cannot preempt
- *      each other in a loop. No cascades: a job whose attempt was preempted
+ *      counted as freed for another. Hysteresis: a job reclaims only within
+ *      its nominal quota (a borrower stops only lower-priority work: a
+ *      lower queue's, or its own team's), and work admitted within nominal
+ *      quota is never reclaimed, so two teams cannot preempt each other in
+ *      a loop. No cascades: a job whose attempt was preempted
  *      (requeued_ms) does not preempt its own queue's work in turn, and its
  *      cost allowance counts from its requeue, not its submission. What the
  *      order let start is not stopped for what it went ahead of: an attempt

@@ -242,6 +242,7 @@ struct sched {
 	int *run_order; /* victim preference order */
 	int run_order_done;
 	int preempt_tries;
+	int preempt_borrowing; /* plan_preempt()'s job is admitted on borrowed quota */
 	int nborrow_holds;
 
 	/* the undo log of dry runs */
@@ -339,7 +340,8 @@ int fit_check_view(const struct sched *s);
 /* plan.c: reservations, backfill, preemption */
 int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,
                   struct sched_wait *w);
-int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
+int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,
+                 struct sched_wait *w);
 void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w);
 void plan_estimate(struct sched *s);
 

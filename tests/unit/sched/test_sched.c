@@ -552,6 +552,51 @@ TEST(reclaim_borrowed_quota)
 	fx_free(f);
 }
 
+/* A job admitted on borrowed quota stops lower-priority work (a lower
+ * queue's, its own team's) like any job, but reclaims nothing and never
+ * touches another team's work admitted within its nominal quota. */
+TEST(borrower_stops_only_lower_priority_work)
+{
+	struct fx *f = fx_new();
+	for (int i = 0; i < 3; i++)
+		fx_node(f, 0, 0, 0, 8);
+	fx_queue(f, 1, 10, 1);
+	fx_queue(f, 2, 0, 0); /* scavenger: no quota */
+	fx_quota(f, 1, 1, 8);
+	fx_quota(f, 1, 2, 24);
+	fx_quota(f, 1, 3, 0);
+	f->snap.config.preemption = 1;
+	f->snap.now_ms = 3600000;
+	fx_run(f, 1, 1, 2, 0); /* team 2 within its nominal quota, priority 0 */
+	fx_hold(f, 0, 0, 0xff);
+	fx_run(f, 2, 1, 3, 0)->borrowed = 1; /* team 3 borrowing all it holds */
+	fx_hold(f, 1, 1, 0xff);
+	fx_run(f, 3, 2, 2, 0); /* scavenger work */
+	fx_hold(f, 2, 2, 0xff);
+	/* team 1 (nominal 8) wants 16 GPUs: 8 of its own, 8 borrowed of
+	 * team 2's idle 16 */
+	fx_job(f, 10, 1, 1, 8, 2)->priority = 5;
+	struct sched *s = sched_new();
+	struct sched_result res;
+	fx_cycle(s, f, &res);
+	/* the scavenger's node is not enough, and team 3's borrowed node is
+	 * not a borrower's to reclaim: waits */
+	CHECK_INT(res.npreemptions, 0);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_RESOURCES);
+	/* team 3's borrowed attempt becomes team 1's lower-priority work:
+	 * with the scavenger's node that makes two */
+	f->runs[1].r.team = 1;
+	f->runs[1].r.borrowed = 0;
+	fx_cycle(s, f, &res);
+	CHECK_INT(res.npreemptions, 2);
+	CHECK(fx_preempted(&res, 2) && fx_preempted(&res, 3) && !fx_preempted(&res, 1));
+	CHECK_INT(res.preemptions[0].reclaim, 0);
+	CHECK_INT(res.preemptions[1].reclaim, 0);
+	CHECK_INT(fx_wait(&res, 10)->reason, SCHED_WAIT_PREEMPTING);
+	sched_free(s);
+	fx_free(f);
+}
+
 TEST(checkpointing_victim_preferred)
 {
 	struct fx *f = fx_new();

@@ -198,7 +198,8 @@ static void check_quotas(const struct sched_snapshot *snap, const struct sched_r
 	for (uint32_t q = 1; q <= 3; q++)
 		for (uint32_t t = 1; t <= 3; t++) {
 			int has;
-			int64_t sum, nom = nominal(snap, q, t, &has, &sum), used = 0, own = 0;
+			int64_t sum, nom = nominal(snap, q, t, &has, &sum), used = 0, own = 0,
+			             hold = 0;
 			for (int r = 0; r < snap->nrunning; r++)
 				if (snap->running[r].queue == q && snap->running[r].team == t &&
 				    !snap->running[r].stopping)
@@ -211,7 +212,7 @@ static void check_quotas(const struct sched_snapshot *snap, const struct sched_r
 				const struct sched_job *j = fx_find_job(snap, res->waits[w].job_id);
 				if (j->queue == q && j->team == t &&
 				    res->waits[w].reason == SCHED_WAIT_PREEMPTING)
-					own += (int64_t)j->gpus * j->nodes;
+					hold += (int64_t)j->gpus * j->nodes;
 			}
 			for (int p = 0; p < res->nplacements; p++) {
 				const struct sched_job *j =
@@ -226,6 +227,10 @@ static void check_quotas(const struct sched_snapshot *snap, const struct sched_r
 			}
 			if (has && own)
 				CHECK(used + own <= nom);
+			/* a job stopping victims holds its quota: within nominal, or
+			 * borrowed where the queue lends */
+			if (has && hold)
+				CHECK(used + own + hold <= nom || queue_of(snap, q)->borrowing);
 		}
 }
 
