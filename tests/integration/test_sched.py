@@ -103,6 +103,25 @@ def test_borrowed_quota_is_reclaimed():
         assert len(victims) == 1 and victims[0]["attempts"][0]["borrowed"], jobs
 
 
+def test_borrower_stops_lower_queue_work():
+    """A job larger than its team's quota runs on borrowed quota, and may stop
+    a lower queue's work to get its GPUs (but never reclaims)."""
+    with cluster(agents=1, gpus=4, name="borrowpre", server_args=FAST_PREEMPT) as c:
+        c.api("POST", "/v1/queues", {"name": "shared", "priority": 10, "borrowing": True,
+                                     "quotas": {"a": 2, "b": 2}})
+        c.api("POST", "/v1/queues", {"name": "scav", "priority": 0})
+        scav = [c.submit(["sleep", "120"], gpus=1, queue="scav", grace_ms=500)["id"]
+                for _ in range(4)]
+        wait_for(lambda: len(running(c, scav)) == 4, what="scavenger work on every GPU")
+        big = c.submit(["sh", "-c", "echo borrowed"], gpus=4, queue="shared", team="a")["id"]
+        done = c.wait_job(big, timeout=30)
+        assert done["state"] == "succeeded" and done["attempts"][0]["borrowed"], done
+        victims = [j for j in (c.job(x) for x in scav)
+                   if j["attempts"][0]["state"] == "preempted"]
+        assert len(victims) == 4, [c.job(x) for x in scav]
+        assert all(v["attempts"][0]["preempted_for"] == big for v in victims), victims
+
+
 def test_gang_packs_into_one_switch_and_constraints_hold():
     with cluster(agents=4, gpus=2, name="topo") as c:
         for i, sw in enumerate(["s1", "s1", "s2", "s2"]):
@@ -197,5 +216,6 @@ run_tests([test_checkpointing_job_reports_its_checkpoints,
            test_scheduler_settings_survive_a_server_sigkill,
            test_young_attempts_are_not_preempted_by_default, test_quota_blocks_and_why_explains,
            test_why_estimates_a_job_far_back, test_priority_preempts_lower_and_requeues_it,
-           test_borrowed_quota_is_reclaimed, test_gang_packs_into_one_switch_and_constraints_hold,
+           test_borrowed_quota_is_reclaimed, test_borrower_stops_lower_queue_work,
+           test_gang_packs_into_one_switch_and_constraints_hold,
            test_cordoned_node_takes_no_work_and_time_limit_stops_jobs])
