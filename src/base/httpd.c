@@ -211,12 +211,17 @@ void httpd_json(struct httpd_req *req, int status, const char *json)
 
 void httpd_error(struct httpd_req *req, int code, const char *msg)
 {
+	/* the message may quote what the request carried, in any bytes */
+	char *fixed = msg ? jv_utf8_fix(msg) : NULL;
 	json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", err_name(code), "message",
-	                      msg ? msg : err_msg(code));
+	                      fixed ? fixed
+	                      : msg ? msg
+	                            : err_msg(code));
 	char *s = jv_dump(o);
 	httpd_json(req, err_http(code), s);
 	free(s);
 	json_decref(o);
+	free(fixed);
 }
 
 void httpd_add_header(struct httpd_req *req, const char *name, const char *value)

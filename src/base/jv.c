@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/mem.h"
 
 static const char *type_word(enum jv_type t)
 {
@@ -217,4 +218,51 @@ char *jv_dump(const json_t *v)
 		abort();
 	}
 	return s;
+}
+
+/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static int utf8_seq(const unsigned char *p)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	int n;
+	unsigned lo = 0x80, hi = 0xBF;
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 2;
+	else if (c >= 0xE0 && c <= 0xEF)
+		n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+	else if (c >= 0xF0 && c <= 0xF4)
+		n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+	else
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (int k = 2; k < n; k++)
+		if (p[k] < 0x80 || p[k] > 0xBF)
+			return 0;
+	return n;
+}
+
+char *jv_utf8_fix(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+	int n;
+	while (p[i] && (n = utf8_seq(p + i)) > 0)
+		i += (size_t)n;
+	if (!p[i])
+		return NULL;
+	char *out = xstrdup(s);
+	unsigned char *q = (unsigned char *)out;
+	for (i = 0; q[i];) {
+		n = utf8_seq(q + i);
+		if (n > 0) {
+			i += (size_t)n;
+		} else {
+			q[i++] = '?';
+		}
+	}
+	return out;
 }

@@ -44,4 +44,10 @@ int jv_bool(const json_t *obj, const char *name, int dflt);
 /* Serializes v compactly; the caller frees the result. */
 char *jv_dump(const json_t *v);
 
+/* JSON strings must be UTF-8: a copy of s with each byte that is not part of
+ * a valid UTF-8 sequence replaced by '?' (to free), or NULL when s is valid
+ * as it is. For text that echoes what a request carried (a query value, a
+ * path), which is not checked the way a parsed JSON body is. */
+char *jv_utf8_fix(const char *s);
+
 #endif

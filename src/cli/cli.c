@@ -3,10 +3,12 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/httpc.h"
+#include "base/jv.h"
 #include "cli/cliargs.h"
 #include "cli/verb.h"
 
@@ -161,8 +163,32 @@ static int dispatch(int argc, char **argv, const struct cliargs *pre)
 	return CLI_EXIT_USAGE;
 }
 
+/* What the CLI sends goes as JSON, whose strings hold UTF-8 only: an
+ * argument in any other bytes is refused here, by its position, rather
+ * than dropped or mangled on the way. */
+static int args_are_utf8(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char *fixed = jv_utf8_fix(argv[i]);
+		if (fixed) {
+			fprintf(stderr,
+			        "anvil: argument %d, '%s' (with '?' for the bytes in question), is "
+			        "not "
+			        "UTF-8 text: anvil sends what it is given as JSON, which holds "
+			        "UTF-8 "
+			        "only\n",
+			        i, fixed);
+			free(fixed);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int cli_main(int argc, char **argv)
 {
+	if (!args_are_utf8(argc, argv))
+		return CLI_EXIT_USAGE;
 	httpc_global_init();
 	struct cliargs pre;
 	char err[512];

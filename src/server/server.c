@@ -166,20 +166,56 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	return 0;
 }
 
-/* Reads the token in dir/name, creating it (0600) at first start. */
-static int load_token(const char *dir, const char *name, char out[65])
+/* Why `t` (trailing white space already cut) is no token, or NULL. */
+static const char *token_problem(const char *t, size_t len)
+{
+	if (len < SERVER_TOKEN_MIN)
+		return "shorter than 32 characters";
+	if (len > SERVER_TOKEN_MAX)
+		return "longer than 128 characters";
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)t[i];
+		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		         (ch >= '0' && ch <= '9') || (ch != 0 && strchr("._~+/=-", ch));
+		if (!ok)
+			return "holds a character other than letters, digits and ._~+/=-";
+	}
+	return NULL;
+}
+
+/* Reads the token in dir/name, creating it (0600) at first start. A file
+ * that is there but holds no valid token is an error, not replaced: the
+ * agents or the CLI may hold what it was meant to say. */
+static int load_token(const char *dir, const char *name, char out[SERVER_TOKEN_MAX + 1])
 {
 	char *path = xasprintf("%s/%s", dir, name);
 	struct buf b;
 	buf_init(&b);
-	int rc = read_file(path, 256, &b);
-	if (rc == 0 && b.len >= 64) {
-		snprintf(out, 65, "%.64s", b.data);
-	} else {
+	int rc = read_file(path, 4096, &b);
+	if (rc == -ENOENT) {
 		random_hex(out, 32);
 		char line[70];
 		snprintf(line, sizeof(line), "%s\n", out);
 		rc = write_file_atomic(path, line, strlen(line), 0600);
+		if (rc)
+			log_error("cannot write the token file path=%s err=%s", path, err_msg(rc));
+	} else if (rc) {
+		log_error("cannot read the token file path=%s err=%s", path, err_msg(rc));
+	} else {
+		while (b.len && strchr(" \t\r\n", b.data[b.len - 1]))
+			b.data[--b.len] = '\0';
+		const char *why = token_problem(b.data ? b.data : "", b.len);
+		if (why) {
+			log_error(
+			        "bad token file path=%s length=%zu: it %s (the server writes 64 "
+			        "hex "
+			        "digits at first start; remove the file to have a new token made, "
+			        "and give it to the agents and the CLI again)",
+			        path, b.len, why);
+			rc = ERR_INVALID;
+		} else {
+			memcpy(out, b.data, b.len + 1);
+		}
 	}
 	buf_cleanup(&b);
 	free(path);
@@ -226,15 +262,18 @@ static int open_all(struct server *s, const struct server_config *c)
 		return rc;
 	}
 	if ((rc = load_token(c->state_dir, "admin.token", s->admin_token)) ||
-	    (rc = load_token(c->state_dir, "join.token", s->join_token))) {
-		log_error("cannot write tokens dir=%s err=%s", c->state_dir, err_msg(rc));
+	    (rc = load_token(c->state_dir, "join.token", s->join_token)))
 		return rc;
-	}
 	char *db = xasprintf("%s/anvil.db", c->state_dir);
 	rc = state_open(&s->state, db, c->full_sync, c->node_timeout_ms);
+	if (rc)
+		log_error("cannot open the state database path=%s err=%s (a damaged file is left "
+		          "as it is: restore it from a backup, or move it away to start empty)",
+		          db, err_msg(rc));
 	free(db);
 	if (rc)
 		return rc;
+	s->state_open = 1;
 	s->state.wake = agentproto_wake;
 	s->state.preempt_min_runtime_ms = c->preempt_min_runtime_ms;
 	s->state.preempt_loss_pct = (int)c->preempt_loss_pct;
@@ -278,7 +317,13 @@ int server_main(int argc, char **argv)
 	struct server *s = xcalloc(1, sizeof(*s));
 	rc = open_all(s, &c);
 	if (rc) {
-		fprintf(stderr, "anvil server: cannot start: %s\n", err_msg(rc));
+		fprintf(stderr, "anvil server: cannot start: %s (the log above says why)\n",
+		        err_msg(rc));
+		if (s->http)
+			httpd_stop(s->http);
+		if (s->state_open)
+			state_close(&s->state);
+		free(s);
 		return 1;
 	}
 	log_info("listening url=%s state_dir=%s", s->url, c.state_dir);

@@ -11,11 +11,17 @@
 #include "base/jv.h"
 #include "server/state.h"
 
+/* A token file holds 32 to 128 characters of [A-Za-z0-9._~+/=-] (the server
+ * writes 64 hex digits at first start; an operator may put their own). */
+#define SERVER_TOKEN_MIN 32
+#define SERVER_TOKEN_MAX 128
+
 struct server {
 	struct state state;
 	struct httpd *http;
-	char admin_token[65];
-	char join_token[65];
+	int state_open; /* state_open() succeeded: state_close() on the way out */
+	char admin_token[SERVER_TOKEN_MAX + 1];
+	char join_token[SERVER_TOKEN_MAX + 1];
 	char url[128];
 	int64_t max_wait_ms;
 	volatile int stopping;

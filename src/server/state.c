@@ -306,6 +306,8 @@ static void load_job(void *ctx, struct job *j)
 	}
 }
 
+static void state_free(struct state *st);
+
 int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
 {
 	memset(st, 0, sizeof(*st));
@@ -317,16 +319,20 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	st->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	st->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	int rc = store_open(db_path, full_sync, &st->store);
-	if (rc)
+	if (rc) {
+		pthread_mutex_destroy(&st->mu);
 		return rc;
+	}
 	struct store_loader l = {.ctx = st,
 	                         .queue = load_queue,
 	                         .team = load_team,
 	                         .node = load_node,
 	                         .job = load_job};
 	rc = store_load(st->store, &l);
-	if (rc)
+	if (rc) {
+		state_free(st); /* what loaded, unwritten: the file stays as it was */
 		return rc;
+	}
 	if (!state_queue(st, "default")) {
 		char err[128];
 		json_t *dflt = json_pack("{s:s,s:i}", "name", "default", "priority", 0);
@@ -336,12 +342,21 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	state_restore(st);
 	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
 	         (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
-	return rc ? rc : state_flush(st);
+	if (!rc)
+		rc = state_flush(st);
+	if (rc)
+		state_free(st);
+	return rc;
 }
 
 void state_close(struct state *st)
 {
 	state_flush(st);
+	state_free(st);
+}
+
+static void state_free(struct state *st)
+{
 	for (int64_t i = 0; i < st->njobs; i++)
 		job_free(st->jobs[i]); /* frees attempts too */
 	for (int i = 0; i < st->nnodes; i++)

@@ -114,6 +114,8 @@ struct state {
 	void (*wake)(struct state *st, struct node *n);
 };
 
+/* Opens (creating) the database and loads it; on an error nothing is left
+ * open or allocated and the file is not written. */
 int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms);
 void state_close(struct state *st);
 void state_lock(struct state *st);

@@ -4,10 +4,13 @@ import http.client
 import json
 import os
 import random
+import subprocess
+import tempfile
+import time
 import urllib.parse
 import urllib.request
 
-from harness import ApiError, cluster, run_tests
+from harness import ANVIL, ApiError, cluster, run_tests
 
 
 def expect(c, status, needle, body=None, raw=None, path="/v1/jobs", method="POST", token=None):
@@ -83,6 +86,18 @@ def test_agent_protocol_rejects_garbage():
         expect(c, 400, "ranks[0]", path="/v1/agent/sync",
                body={"node_id": 1, "ranks": [{"attempt_id": 1}]})
         expect(c, 401, "node secret", path="/v1/agent/sync", body={"node_id": 1}, token="x")
+        # bytes that are not UTF-8, quoted back in an error, to the server and the agent
+        agent = urllib.parse.urlsplit(c.api("GET", "/v1/nodes/node-1")["node"]["agent_url"])
+        for host, port, path, token in [
+                ("127.0.0.1", c.port, "/v1/events?limit=%ff", c.token),
+                ("127.0.0.1", c.port, "/v1/nodes/%ff%c0", c.token),
+                (agent.hostname, agent.port, "/v1/logs?offset=0&attempt=%ff", c.node_secret(0))]:
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+            conn.request("GET", path, headers={"Authorization": "Bearer " + token})
+            r = conn.getresponse()
+            body = json.loads(r.read())
+            assert 400 <= r.status < 500, (path, r.status, body)
+            conn.close()
         alive(c)
 
 
@@ -136,6 +151,70 @@ def test_random_bytes_never_crash_the_server():
         assert c.api("GET", "/v1/nodes/node-1")["node"]["state"] != "lost"
 
 
+def test_damaged_state_files_stop_the_server_with_a_reason():
+    """A token file or database the server cannot use stops it at start with the
+    file and the reason; nothing is replaced and nothing crashes. An operator's
+    own token (32-128 URL-safe characters) is used as it is."""
+    with tempfile.TemporaryDirectory(prefix="anvil-badstate-") as d:
+        state, home = os.path.join(d, "state"), os.path.join(d, "home")
+        os.makedirs(state)
+
+        def start(wait=10):
+            return subprocess.run([ANVIL, "server", "--state-dir", state, "--home", home,
+                                   "--listen", "127.0.0.1:0"], capture_output=True,
+                                  text=True, errors="replace", timeout=wait)
+
+        def refused(name, content, needle):
+            with open(os.path.join(state, name), "wb") as f:
+                f.write(content)
+            r = start()
+            assert r.returncode == 1, (name, r.returncode, r.stderr)
+            assert name in r.stderr and needle in r.stderr, r.stderr
+            with open(os.path.join(state, name), "rb") as f:
+                assert f.read() == content, "the file was replaced"
+            os.remove(os.path.join(state, name))
+
+        refused("admin.token", bytes(range(0, 240, 3)), "a character other than")
+        refused("join.token", b"", "shorter than 32")
+        refused("admin.token", b"x" * 200 + b"\n", "longer than 128")
+        # an operator's own token is used as it is
+        mine = "ops-" + "a1b2c3d4" * 5
+        with open(os.path.join(state, "admin.token"), "w") as f:
+            f.write(mine + "\n")
+        p = subprocess.Popen([ANVIL, "server", "--state-dir", state, "--home", home,
+                              "--listen", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            client = os.path.join(home, "client.json")
+            deadline = time.time() + 10
+            while not os.path.exists(client) and time.time() < deadline:
+                time.sleep(0.05)
+            with open(client) as f:
+                conf = json.load(f)
+            assert conf["token"] == mine, conf
+            req = urllib.request.Request(conf["server"] + "/v1/queues",
+                                         headers={"Authorization": "Bearer " + mine})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                assert r.status == 200
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
+        # a damaged database: refused, and left as it was
+        db = os.path.join(state, "anvil.db")
+        with open(db, "rb") as f:
+            data = bytearray(f.read())
+        rnd = random.Random(1)
+        for _ in range(200):
+            data[rnd.randrange(100, len(data))] = rnd.randrange(256)
+        with open(db, "wb") as f:
+            f.write(data)
+        r = start()
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "cannot open the state database" in r.stderr and db in r.stderr, r.stderr
+        with open(db, "rb") as f:
+            assert f.read() == bytes(data), "the damaged database was written"
+
+
 def test_cli_prints_the_reason_and_fails():
     with cluster(agents=1, gpus=2, name="badcli") as c:
         p = c.cli("run", "--gpus", "-1", "--", "true")
@@ -154,8 +233,13 @@ def test_cli_prints_the_reason_and_fails():
         assert p.returncode == 2, p.stderr
         p = c.cli("jobs", env={"ANVIL_SERVER": "http://127.0.0.1:1"})
         assert p.returncode == 3 and "127.0.0.1:1" in p.stderr, p.stderr
+        # an argument that is not UTF-8 (a Latin-1 e-acute) is refused, not dropped
+        p = c.cli("run", "--gpus", "1", "--", "echo", "caf\udce9")
+        assert p.returncode == 2 and "argument 6, 'caf?'" in p.stderr, p.stderr
+        assert "submitted" not in p.stdout, p.stdout
         alive(c)
 
 
 run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
-           test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails])
+           test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
+           test_damaged_state_files_stop_the_server_with_a_reason])

@@ -70,6 +70,35 @@ TEST(jv_names_field_value_and_reason)
 	CHECK_CONTAINS(check("{\"a\":1,\"a\":2}"), "malformed JSON");
 }
 
+/* What a request carried goes into JSON error messages, which must be UTF-8. */
+TEST(jv_utf8_fix_replaces_what_is_not_utf8)
+{
+	CHECK(jv_utf8_fix("plain ascii") == NULL);
+	CHECK(jv_utf8_fix("gr\xc3\xbc\xc3\x9f"
+	                  "e \xe2\x82\xac \xf0\x9f\x9a\x80") == NULL);
+	const char *bad[][2] = {
+	        {"attempt '\xff'", "attempt '?'"},
+	        {"\xc3", "?"},                /* cut short */
+	        {"\xc0\xaf", "??"},           /* overlong '/' */
+	        {"\xed\xa0\x80", "???"},      /* a surrogate */
+	        {"\xf4\x90\x80\x80", "????"}, /* past U+10FFFF */
+	        {"a\x80"
+	         "b\xe2\x82\xac"
+	         "c",
+	         "a?b\xe2\x82\xac"
+	         "c"}, /* a stray continuation */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *fixed = jv_utf8_fix(bad[i][0]);
+		CHECK(fixed != NULL);
+		CHECK_STR(fixed, bad[i][1]);
+		json_t *j = json_string(fixed);
+		CHECK(j != NULL); /* jansson takes it */
+		json_decref(j);
+		free(fixed);
+	}
+}
+
 TEST(parse_helpers)
 {
 	int64_t v = 0;

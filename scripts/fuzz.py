@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Longer fuzz campaigns than `make check` runs, against the real daemons.
+
+    ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py post    [--seed N] [--count N]
+    ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py get     [--seed N] [--count N]
+    ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py simfile [--seed N] [--count N]
+
+post:    mutated JSON bodies, any method, to the server's routes with every kind of token;
+         no answer may be a 5xx and no daemon may die.
+get:     GET with mutated paths and query strings to the server and to the agent.
+simfile: mutated simulated-GPU files given to `anvil agent --gpus-file`: each must be
+         rejected with exit status 1 or 2 (or be accepted), never crash or trip a sanitizer.
+
+tests/integration/test_bad_input.py runs a short fixed-seed campaign of the first kind in
+`make check`; this is the long one, by hand, with the ASan build. Exits 1 on a finding;
+FUZZ_TRACE=1 prints each GET before it is sent, to find the one that killed a daemon.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+from harness import ANVIL, cluster  # noqa: E402
+
+SPLICE = [b'"', b'{', b'}', b'[', b']', b'-1', b'1e999', b'\\u0000', b'null', b'""', b'[]',
+          b'{}', b'9223372036854775807', b'-9223372036854775808', b'0.5', b'true', b',']
+
+
+def mutate(rnd, seed, most=8):
+    body = bytearray(seed)
+    for _ in range(rnd.randint(1, most)):
+        op, pos = rnd.randint(0, 2), rnd.randint(0, len(body))
+        if op == 0:
+            body[pos:pos] = bytes([rnd.randint(0, 255)])
+        elif op == 1 and len(body) > 1:
+            del body[pos:pos + rnd.randint(1, 6)]
+        else:
+            body[pos:pos] = rnd.choice(SPLICE)
+    return bytes(body)
+
+
+def alive(c):
+    assert c.api("GET", "/healthz")["status"] == "ok"
+    assert c.server.poll() is None, "the server died"
+    for p in c.agents.values():
+        assert p.poll() is None, "an agent died"
+
+
+def request(host, port, method, path, body, token):
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request(method, path, body, {"Authorization": "Bearer " + token})
+        r = conn.getresponse()
+        r.read()
+        return r.status
+    except http.client.InvalidURL:
+        return 0  # the client would not send it
+    finally:
+        conn.close()
+
+
+def fuzz_post(rnd, count):
+    paths = ["/v1/jobs", "/v1/agent/sync", "/v1/agent/register", "/v1/queues",
+             "/v1/queues/default", "/v1/jobs/1/cancel", "/v1/jobs/1/why", "/v1/nodes/node-1",
+             "/v1/nodes/node-1/check", "/v1/nodes/node-1/faults", "/v1/nodes/node-1/state",
+             "/v1/nodes/node-1/labels"]
+    seeds = [b'{"command":["true"],"gpus":1,"nodes":1,"queue":"default","team":"t",'
+             b'"time_limit_ms":1000,"selectors":{"a":"b"},"env":{"X":"1"}}',
+             b'{"node_id":1,"ranks":[{"attempt_id":1,"rank":0,"state":"running","pid":5}]}',
+             b'{"name":"n","gpus":[{"index":0,"uuid":"u","name":"H","memory_mib":1}]}',
+             b'{"node_id":1,"health":{"gpus":[{"index":0,"state":"quarantined","reason":"r"}],'
+             b'"findings":[{"seq":5,"gpu":0,"scope":"job","code":"xid-13","reason":"r"}],'
+             b'"node":null}}',
+             b'{"gpu":0,"kind":"xid","xid":13}', b'{"state":"draining","reason":"r"}',
+             b'{"name":"q","priority":5,"weight":2,"borrowing":true,"quotas":{"a":2}}']
+    with cluster(agents=1, gpus=2, name="fuzzpost") as c:
+        tokens = [c.token, c.join_token, c.node_secret(0), "x"]
+        for _ in range(count):
+            body = mutate(rnd, rnd.choice(seeds))
+            method = rnd.choice(["POST", "POST", "POST", "PUT", "DELETE", "GET", "PATCH"])
+            path = rnd.choice(paths)
+            status = request("127.0.0.1", c.port, method, path, body, rnd.choice(tokens))
+            if status >= 500:
+                raise AssertionError("%d for %s %s %r" % (status, method, path, body))
+        alive(c)
+
+
+def fuzz_get(rnd, count):
+    server = ["/v1/jobs", "/v1/jobs/1", "/v1/jobs/1/why", "/v1/jobs/1/logs", "/v1/events",
+              "/v1/nodes", "/v1/nodes/node-1", "/v1/queues", "/metrics", "/v1/jobs/-1",
+              "/v1/jobs/99999999999999999999", "/v1/jobs/0x10/why", "/v1/nodes/%00"]
+    agent_paths = ["/v1/logs", "/v1/gpus", "/metrics"]
+    params = ["limit", "offset", "state", "rank", "attempt", "follow", "since", "tail", "queue",
+              "team", "all", "bytes"]
+    vals = ["-1", "0", "1", "99999999999999999999", "abc", "", "%00", "%ff", "1e9", "true",
+            "..", "%2e%2e%2f", "9223372036854775807"]
+    with cluster(agents=1, gpus=2, name="fuzzget") as c:
+        c.wait_job(c.submit(["sh", "-c", "echo hello"], gpus=1)["id"])
+        tokens = [c.token, c.node_secret(0), "x"]
+        agent = urllib.parse.urlsplit(c.api("GET", "/v1/nodes/node-1")["node"]["agent_url"])
+        for _ in range(count):
+            to_agent = rnd.random() < 0.3
+            host, port = (agent.hostname, agent.port) if to_agent else ("127.0.0.1", c.port)
+            path = rnd.choice(agent_paths if to_agent else server)
+            if rnd.random() < 0.3:
+                path += rnd.choice(["/", "//", "/x", "%", "%zz", "/../..", "?"])
+            query = "&".join("%s=%s" % (rnd.choice(params), rnd.choice(vals))
+                             for _ in range(rnd.randint(0, 4)))
+            if query:
+                path += "?" + query
+            if os.environ.get("FUZZ_TRACE"):
+                print("GET", host, port, path, flush=True)
+            status = request(host, port, "GET", path, None, rnd.choice(tokens))
+            if status >= 500:
+                raise AssertionError("%d for GET %s:%d%s" % (status, host, port, path))
+        alive(c)
+
+
+def fuzz_simfile(rnd, count):
+    gpus = [{"index": i, "uuid": "GPU-%d" % i, "name": "NVIDIA H200",
+             "memory_bytes": 150754820096, "pci_bus_id": "00000000:1%d:00.0" % i, "minor": i,
+             "numa_node": 0, "cpu_affinity": "0-55,112-167", "mig_mode": False,
+             "persistence_mode": True, "nvlink_peers": [1 - i], "pcie_switch": 0}
+            for i in range(2)]
+    seed = json.dumps({"driver_version": "sim-550.54.15", "cuda_version": "12.4",
+                       "gpus": gpus}).encode()
+    outcomes = {}
+    with tempfile.TemporaryDirectory(prefix="anvil-fuzz-") as d:
+        path = os.path.join(d, "gpus.json")
+        for _ in range(count):
+            body = mutate(rnd, seed, most=5)
+            with open(path, "wb") as f:
+                f.write(body)
+            # accepted files leave the agent retrying a server that is not there
+            p = subprocess.run(["timeout", "-s", "KILL", "1.5", ANVIL, "agent", "--server",
+                                "http://127.0.0.1:1", "--join-token", "x", "--name", "n",
+                                "--gpus-file", path, "--work-dir", os.path.join(d, "work")],
+                               capture_output=True, env=dict(os.environ, ANVIL_HOME=d))
+            outcomes[p.returncode] = outcomes.get(p.returncode, 0) + 1
+            if p.returncode not in (1, 2, -9, 137) or b"Sanitizer" in p.stderr or \
+                    b"runtime error" in p.stderr:
+                raise AssertionError("status %d for %r: %s" % (p.returncode, body,
+                                                             p.stderr[-800:].decode("replace")))
+    print("exit statuses: %s" % outcomes)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("kind", choices=["post", "get", "simfile"])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=2000)
+    a = ap.parse_args()
+    rnd = random.Random(a.seed)
+    try:
+        {"post": fuzz_post, "get": fuzz_get, "simfile": fuzz_simfile}[a.kind](rnd, a.count)
+    except AssertionError as e:
+        print("FINDING (%s, seed %d): %s" % (a.kind, a.seed, e))
+        return 1
+    print("%s: %d cases, seed %d, nothing found" % (a.kind, a.count, a.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
