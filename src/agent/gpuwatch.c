@@ -125,7 +125,7 @@ static void load(struct gpuwatch *w)
 				continue;
 			g->state = GW_QUARANTINED;
 			snprintf(g->code, sizeof(g->code), "%s", jv_str(e, "code", "unknown"));
-			snprintf(g->reason, sizeof(g->reason), "%s", jv_str(e, "reason", ""));
+			text_printf(g->reason, sizeof(g->reason), "%s", jv_str(e, "reason", ""));
 			g->since_ms = jv_int(e, "since_ms", wall_ms());
 			log_info("gpu still quarantined gpu=%d uuid=%s reason=\"%s\"", i,
 			         g->info.uuid, g->reason);
@@ -139,7 +139,7 @@ static void set_state(struct gpuwatch *w, struct gw_gpu *g, enum gw_state s, con
 {
 	g->state = s;
 	snprintf(g->code, sizeof(g->code), "%s", code);
-	snprintf(g->reason, sizeof(g->reason), "%s", reason);
+	text_printf(g->reason, sizeof(g->reason), "%s", reason);
 	g->since_ms = wall_ms();
 	g->next_reset_ms = 0;
 	save(w);
@@ -172,7 +172,7 @@ static void apply(struct gpuwatch *w, const struct gpu_finding *f)
 		set_state(w, g, GW_QUARANTINED, f->code, f->reason);
 	if (f->scope == GPU_SCOPE_NODE && !w->node_reason[0]) {
 		snprintf(w->node_code, sizeof(w->node_code), "%s", f->code);
-		snprintf(w->node_reason, sizeof(w->node_reason), "%s", f->reason);
+		text_printf(w->node_reason, sizeof(w->node_reason), "%s", f->reason);
 		w->node_since_ms = wall_ms();
 	}
 	changed(w);
@@ -515,7 +515,7 @@ static void check_gpus(struct gpuwatch *w, json_t *checks, int *ok)
 		pthread_mutex_lock(&w->mu);
 		enum gw_state st = w->g[i].state;
 		char reason[200];
-		snprintf(reason, sizeof(reason), "%s", w->g[i].reason);
+		text_printf(reason, sizeof(reason), "%s", w->g[i].reason);
 		pthread_mutex_unlock(&w->mu);
 		char name[32];
 		snprintf(name, sizeof(name), "gpu%d.health", i);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,4 +228,26 @@ int parse_duration_ms(const char *s, int64_t *out)
 		return ERR_INVALID;
 	*out = (int64_t)(v * mult);
 	return 0;
+}
+
+int text_printf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || size == 0 || (size_t)n < size)
+		return n;
+	/* cut short: back up to the start of the last sequence; drop it if its
+	 * lead byte promises more bytes than are left */
+	size_t len = strlen(buf), k = len;
+	while (k > 0 && len - k < 4 && ((unsigned char)buf[k - 1] & 0xC0) == 0x80)
+		k--;
+	if (k == 0)
+		return n;
+	unsigned char lead = (unsigned char)buf[k - 1];
+	size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+	if (want > len - (k - 1))
+		buf[k - 1] = '\0';
+	return n;
 }

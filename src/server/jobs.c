@@ -218,7 +218,7 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
-	snprintf(j->reason, sizeof(j->reason), "waiting to be scheduled");
+	text_printf(j->reason, sizeof(j->reason), "waiting to be scheduled");
 	return j;
 }
 
@@ -245,8 +245,9 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	            (long long)j->id, j->nodes, j->gpus);
 	state_schedule(st);
 	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
-		snprintf(j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
-		         "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
+		text_printf(
+		        j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
+		        "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
 	*out = j;
 	return 0;
 }

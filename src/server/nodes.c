@@ -121,10 +121,10 @@ void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
 		return;
 	a->preempted = 1; /* ends as preempted: the job goes back to its queue */
 	a->preempted_for = 0;
-	snprintf(a->requeue_reason, sizeof(a->requeue_reason), "%s", why);
+	text_printf(a->requeue_reason, sizeof(a->requeue_reason), "%s", why);
 	struct job *j = state_job(st, a->job_id);
 	if (j) {
-		snprintf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);
+		text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);
 		state_mark_job(st, j);
 	}
 	state_attempt_stop(st, a);
@@ -169,13 +169,13 @@ int state_node_set_admin(struct state *st, struct node *n, enum node_state admin
 	enum node_state was = n->admin;
 	n->admin = admin;
 	n->admin_by_fault = admin == NODE_READY ? 0 : by_fault;
-	snprintf(n->admin_reason, sizeof(n->admin_reason), "%s", reason ? reason : "");
+	text_printf(n->admin_reason, sizeof(n->admin_reason), "%s", reason ? reason : "");
 	node_dirty(st, n);
 	int requeued = 0;
 	if (admin == NODE_DRAINING) {
 		char why[320];
-		snprintf(why, sizeof(why), "node %s draining%s%s", n->name,
-		         *n->admin_reason ? ": " : "", n->admin_reason);
+		text_printf(why, sizeof(why), "node %s draining%s%s", n->name,
+		            *n->admin_reason ? ": " : "", n->admin_reason);
 		requeued = requeue_on(st, n, 0, why);
 	}
 	state_event(st, "node.state", 0, n->id, "node %s: %s -> %s%s%s%s (%d attempts requeued)",
@@ -245,7 +245,7 @@ static void fail_on(struct state *st, struct node *n, int index, const char *why
 		if (!j->has_exit) {
 			j->has_exit = 1;
 			j->exit_code = 1;
-			snprintf(j->reason, sizeof(j->reason), "%.255s", why);
+			text_printf(j->reason, sizeof(j->reason), "%s", why);
 		}
 		a->fault = 1;
 		state_mark_job(st, j);
@@ -270,7 +270,7 @@ static void apply_finding(struct state *st, struct node *n, const json_t *f)
 	log_info("gpu fault node=%s gpu=%d scope=%s code=%s reason=\"%s\"", n->name, index,
 	         node_fault_scope_name(scope), code, reason);
 	char why[400];
-	snprintf(why, sizeof(why), "%s on node %s", reason, n->name);
+	text_printf(why, sizeof(why), "%s on node %s", reason, n->name);
 	if (scope == NODE_FAULT_JOB && index >= 0 && index < MODEL_MAX_GPUS)
 		fail_on(st, n, index, why);
 	else if (scope == NODE_FAULT_NODE)
@@ -317,8 +317,9 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 				continue;
 			const json_t *e = gpu_entry(gpus, g);
 			char why[320];
-			snprintf(why, sizeof(why), "GPU %d of node %s %s: %s", g, n->name,
-			         jv_str(e, "state", "unhealthy"), jv_str(e, "reason", "a fault"));
+			text_printf(why, sizeof(why), "GPU %d of node %s %s: %s", g, n->name,
+			            jv_str(e, "state", "unhealthy"),
+			            jv_str(e, "reason", "a fault"));
 			requeue_on(st, n, 1ull << g, why);
 		}
 	}

@@ -66,7 +66,8 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		j->start_ms = 0;
 		state_pending_add(st, j);
 		if (*a->requeue_reason)
-			snprintf(j->reason, sizeof(j->reason), "requeued: %s", a->requeue_reason);
+			text_printf(j->reason, sizeof(j->reason), "requeued: %s",
+			            a->requeue_reason);
 		state_event(st, "job.requeued", j->id, 0, "attempt %lld %s; job requeued",
 		            (long long)a->id, *a->requeue_reason ? a->requeue_reason : "preempted");
 		return;
@@ -84,11 +85,11 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		}
 	}
 	if (s == JOB_SUCCEEDED)
-		snprintf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
+		text_printf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
 	else if (s == JOB_CANCELLED)
-		snprintf(j->reason, sizeof(j->reason), "cancelled by request");
+		text_printf(j->reason, sizeof(j->reason), "cancelled by request");
 	else if (a->timed_out)
-		snprintf(j->reason, sizeof(j->reason), "stopped at its time limit");
+		text_printf(j->reason, sizeof(j->reason), "stopped at its time limit");
 	state_event(st, "job.finished", j->id, 0, "job %lld %s exit_code=%d", (long long)j->id,
 	            job_state_name(s), j->exit_code);
 }
@@ -105,12 +106,12 @@ static void rank_ended(struct state *st, struct job *j, struct attempt *a, struc
 		j->exit_code = k->state == RANK_EXITED
 		                       ? (k->signal ? 128 + k->signal : k->exit_code)
 		                       : (k->state == RANK_FAILED_START ? 127 : 1);
-		snprintf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
-		         n ? n->name : "?",
-		         k->state == RANK_LOST           ? "was lost with its node"
-		         : k->state == RANK_FAILED_START ? "failed to start"
-		         : k->signal                     ? "was killed by a signal"
-		                                         : "exited non-zero");
+		text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
+		            n ? n->name : "?",
+		            k->state == RANK_LOST           ? "was lost with its node"
+		            : k->state == RANK_FAILED_START ? "failed to start"
+		            : k->signal                     ? "was killed by a signal"
+		                                            : "exited non-zero");
 	}
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
@@ -132,10 +133,10 @@ int state_cancel(struct state *st, struct job *j)
 		state_pending_remove(st, j);
 		j->state = JOB_CANCELLED;
 		j->end_ms = wall_ms();
-		snprintf(j->reason, sizeof(j->reason), "cancelled before it started");
+		text_printf(j->reason, sizeof(j->reason), "cancelled before it started");
 		return 0;
 	}
-	snprintf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
+	text_printf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
 	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
 	return 0;
 }
@@ -171,7 +172,7 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 				a->start_ms = wall_ms();
 				j->state = JOB_RUNNING;
 				j->start_ms = a->start_ms;
-				snprintf(j->reason, sizeof(j->reason), "running");
+				text_printf(j->reason, sizeof(j->reason), "running");
 			}
 		}
 		return;
@@ -375,8 +376,9 @@ static void check_time_limits(struct state *st)
 		if (a->ending || a->start_ms <= 0 || limit <= 0 || now - a->start_ms < limit)
 			continue;
 		a->timed_out = 1;
-		snprintf(j->reason, sizeof(j->reason), "reached its time limit of %lld s; stopping",
-		         (long long)(limit / 1000));
+		text_printf(j->reason, sizeof(j->reason),
+		            "reached its time limit of %lld s; stopping",
+		            (long long)(limit / 1000));
 		state_mark_job(st, j);
 		state_event(st, "job.timeout", j->id, 0, "time limit %lld ms reached",
 		            (long long)limit);

@@ -383,7 +383,8 @@ static void apply_placement(struct state *st, const struct sched_placement *p)
 	j->state = JOB_SCHEDULED;
 	j->est_start_ms = 0;
 	j->preempt_held_ms = 0;
-	snprintf(j->reason, sizeof(j->reason), "placed%s", p->borrowed ? " on borrowed quota" : "");
+	text_printf(j->reason, sizeof(j->reason), "placed%s",
+	            p->borrowed ? " on borrowed quota" : "");
 	state_mark_job(st, j);
 	st->placed_total++;
 	state_event(st, "job.placed", j->id, a->ranks[0].node_id,
@@ -404,9 +405,9 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	struct job *for_job = state_job(st, pr->for_job_id);
 	if (for_job) /* what its victims free is held for it (sched.h) */
 		for_job->preempt_held_ms = wall_ms();
-	snprintf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
-	         (long long)pr->for_job_id,
-	         pr->reclaim ? "its team reclaims its quota" : "higher priority");
+	text_printf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
+	            (long long)pr->for_job_id,
+	            pr->reclaim ? "its team reclaims its quota" : "higher priority");
 	state_mark_job(st, j);
 	state_event(st, "job.preempted", j->id, 0, "attempt %lld preempted for job %lld (%s)",
 	            (long long)a->id, (long long)pr->for_job_id,
@@ -430,7 +431,7 @@ static void apply_wait(struct state *st, const struct sched_wait *w, int full)
 	sched_wait_text(w, &sj, why, sizeof(why));
 	j->est_start_ms = w->est_start_ms;
 	if (strcmp(why, j->reason) != 0) {
-		snprintf(j->reason, sizeof(j->reason), "%s", why);
+		text_printf(j->reason, sizeof(j->reason), "%s", why);
 		state_mark_job(st, j);
 	}
 }

@@ -9,6 +9,7 @@
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/util.h"
 #include "store/store.h"
 
 /* store.c keeps the handle private; we reach it through this accessor. */
@@ -74,8 +75,8 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 			n->admin = shown && strcmp(shown, "cordoned") == 0 ? NODE_CORDONED
 			                                                   : NODE_READY;
 		}
-		snprintf(n->admin_reason, sizeof(n->admin_reason), "%s",
-		         jv_str(extra, "admin_reason", ""));
+		text_printf(n->admin_reason, sizeof(n->admin_reason), "%s",
+		            jv_str(extra, "admin_reason", ""));
 		n->admin_by_fault = json_is_true(json_object_get(extra, "admin_by_fault"));
 		n->finding_seq = jv_int(extra, "finding_seq", 0);
 		json_t *faults = json_object_get(extra, "faults");
@@ -163,7 +164,7 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->has_exit = sqlite3_column_type(s, 14) != SQLITE_NULL;
 	j->exit_code = sqlite3_column_int(s, 14);
 	j->cancel_requested = sqlite3_column_int(s, 15);
-	snprintf(j->reason, sizeof(j->reason), "%s", sqlite3_column_text(s, 16));
+	text_printf(j->reason, sizeof(j->reason), "%s", sqlite3_column_text(s, 16));
 	json_t *extra = col_json(s, 17);
 	j->team = xstrdup(jv_str(extra, "team", "default"));
 	j->time_limit_ms = jv_int(extra, "time_limit_ms", 0);

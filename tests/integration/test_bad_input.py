@@ -10,7 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from harness import ANVIL, ApiError, cluster, run_tests
+from harness import ANVIL, ApiError, cluster, run_tests, wait_for
 
 
 def expect(c, status, needle, body=None, raw=None, path="/v1/jobs", method="POST", token=None):
@@ -215,6 +215,32 @@ def test_damaged_state_files_stop_the_server_with_a_reason():
             assert f.read() == bytes(data), "the damaged database was written"
 
 
+def test_reasons_cut_to_fit_stay_utf8():
+    """A reason an agent reports (up to 255 bytes) is quoted into a job's
+    reason and its attempt's requeue reason, which have fixed sizes: cut to
+    fit (text_printf), they must not end in half a character, or a view of
+    the job would fail to encode. (The requeue is over in milliseconds, so
+    this is the path end to end; test_base's text_printf test is the cut.)"""
+    with cluster(agents=1, gpus=2, name="utf8cut") as c:
+        j = c.submit(["sleep", "60"], gpus=1, grace_ms=200)["id"]
+        wait_for(lambda: c.job(j)["state"] == "running", what="job running")
+        gpu = c.job(j)["attempts"][0]["ranks"][0]["gpus"][0]
+        body = {"node_id": 1, "health": {"gpus": [
+            {"index": gpu, "state": "quarantined", "reason": "\u00e9" * 127}]}}
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        conn.request("POST", "/v1/agent/sync", json.dumps(body),
+                     {"Authorization": "Bearer " + c.node_secret(0)})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+        wait_for(lambda: c.job(j)["attempts"][0]["state"] != "running", what="job requeued")
+        events = c.api("GET", "/v1/events?limit=100")["events"]
+        assert any("\u00e9" * 127 in e["message"] for e in events), events
+        for path in ("/v1/jobs", "/v1/nodes/node-1"):
+            c.api("GET", path)
+        alive(c)
+
+
 def test_cli_prints_the_reason_and_fails():
     with cluster(agents=1, gpus=2, name="badcli") as c:
         p = c.cli("run", "--gpus", "-1", "--", "true")
@@ -242,4 +268,5 @@ def test_cli_prints_the_reason_and_fails():
 
 run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
            test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
-           test_damaged_state_files_stop_the_server_with_a_reason])
+           test_damaged_state_files_stop_the_server_with_a_reason,
+           test_reasons_cut_to_fit_stay_utf8])

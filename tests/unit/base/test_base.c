@@ -99,6 +99,30 @@ TEST(jv_utf8_fix_replaces_what_is_not_utf8)
 	}
 }
 
+/* A reason cut short to fit its field must not end in half a character. */
+TEST(text_printf_never_cuts_a_character_in_two)
+{
+	char buf[8];
+	CHECK_INT(text_printf(buf, sizeof(buf), "%s", "abc"), 3);
+	CHECK_STR(buf, "abc");
+	/* "abcdef" + 2-byte e-acute: 8 bytes, 7 fit; the half e-acute goes */
+	CHECK_INT(text_printf(buf, sizeof(buf), "abcdef%s", "\xc3\xa9"), 8);
+	CHECK_STR(buf, "abcdef");
+	/* "abcd" + 3-byte euro sign: 7 bytes, exactly fits */
+	text_printf(buf, sizeof(buf), "abcd%s", "\xe2\x82\xac");
+	CHECK_STR(buf, "abcd\xe2\x82\xac");
+	/* "abcde" + euro: only 2 of its 3 bytes fit */
+	text_printf(buf, sizeof(buf), "abcde%s", "\xe2\x82\xac");
+	CHECK_STR(buf, "abcde");
+	/* "ab" + 4-byte rocket + "x": 7 bytes, then cut at the 'x' */
+	text_printf(buf, sizeof(buf), "ab%sxy", "\xf0\x9f\x9a\x80");
+	CHECK_STR(buf, "ab\xf0\x9f\x9a\x80x");
+	for (size_t size = 1; size <= sizeof(buf); size++) {
+		text_printf(buf, size, "%s", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+		CHECK(jv_utf8_fix(buf) == NULL);
+	}
+}
+
 TEST(parse_helpers)
 {
 	int64_t v = 0;
