@@ -4,22 +4,28 @@
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py post    [--seed N] [--count N]
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py get     [--seed N] [--count N]
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py simfile [--seed N] [--count N]
+    ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py agentfiles [--seed N] [--count N]
 
 post:    mutated JSON bodies, any method, to the server's routes with every kind of token;
          no answer may be a 5xx and no daemon may die.
 get:     GET with mutated paths and query strings to the server and to the agent.
 simfile: mutated simulated-GPU files given to `anvil agent --gpus-file`: each must be
          rejected with exit status 1 or 2 (or be accepted), never crash or trip a sanitizer.
+agentfiles: the agent is SIGKILLed while a rank runs, its identity file or rank journal is
+         mutated, and it is started again: it must start (ignoring what it cannot read) or
+         exit 1 or 2, never crash or trip a sanitizer.
 
 tests/integration/test_bad_input.py runs a short fixed-seed campaign of the first kind in
 `make check`; this is the long one, by hand, with the ASan build. Exits 1 on a finding;
 FUZZ_TRACE=1 prints each GET before it is sent, to find the one that killed a daemon.
 """
 import argparse
+import glob
 import http.client
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,7 +33,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from harness import ANVIL, cluster  # noqa: E402
+from harness import ANVIL, cluster, wait_for  # noqa: E402
 
 SPLICE = [b'"', b'{', b'}', b'[', b']', b'-1', b'1e999', b'\\u0000', b'null', b'""', b'[]',
           b'{}', b'9223372036854775807', b'-9223372036854775808', b'0.5', b'true', b',']
@@ -151,15 +157,53 @@ def fuzz_simfile(rnd, count):
     print("exit statuses: %s" % outcomes)
 
 
+def fuzz_agentfiles(rnd, count):
+    with cluster(agents=1, gpus=2, name="fuzzfiles") as c:
+        c.wait_job(c.submit(["sh", "-c", "echo hi"], gpus=1)["id"])
+        j = c.submit(["sleep", "3600"], gpus=1)["id"]
+        wait_for(lambda: c.job(j)["state"] == "running", what="a running rank")
+        work = os.path.join(c.dir, "node-1")
+        files = [os.path.join(work, "node.json")] + glob.glob(os.path.join(work, "ranks-*.jsonl"))
+        orig = {}
+        for f in files:
+            with open(f, "rb") as fh:
+                orig[f] = fh.read()
+        log = os.path.join(c.logs, "node-1.log")
+        for _ in range(count):
+            c.agents[0].send_signal(signal.SIGKILL)
+            c.agents[0].wait(10)
+            f = rnd.choice(files)
+            body = mutate(rnd, orig[f], most=5)
+            with open(f, "wb") as fh:
+                fh.write(body)
+            p = c.start_agent(0)
+            try:
+                rc = p.wait(2.0)
+            except subprocess.TimeoutExpired:
+                rc = None  # still running: it started
+            with open(log, "rb") as fh:
+                tail = fh.read()[-4000:]
+            if (rc is not None and rc not in (1, 2)) or b"Sanitizer" in tail or \
+                    b"runtime error" in tail:
+                raise AssertionError("agent status %r after %s became %r: %s" % (
+                    rc, os.path.basename(f), body[:300], tail[-800:].decode("replace")))
+            for g in files:
+                with open(g, "wb") as fh:
+                    fh.write(orig[g])
+        if c.agents[0].poll() is not None:
+            c.start_agent(0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("kind", choices=["post", "get", "simfile"])
+    ap.add_argument("kind", choices=["post", "get", "simfile", "agentfiles"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=2000)
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     try:
-        {"post": fuzz_post, "get": fuzz_get, "simfile": fuzz_simfile}[a.kind](rnd, a.count)
+        {"post": fuzz_post, "get": fuzz_get, "simfile": fuzz_simfile,
+         "agentfiles": fuzz_agentfiles}[a.kind](rnd, a.count)
     except AssertionError as e:
         print("FINDING (%s, seed %d): %s" % (a.kind, a.seed, e))
         return 1
