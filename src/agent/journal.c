@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -127,14 +128,18 @@ void journal_free(struct journal *j)
 	free(j);
 }
 
-/* Calls fn for each complete line in data[0..len); returns the bytes used. */
-static size_t parse_lines(const char *data, size_t len, uint64_t seq, journal_fn fn, void *ctx)
+/* Calls fn for each complete line in data[0..len); returns the bytes used.
+ * Lines that are not a JSON object are counted in *bad. */
+static size_t parse_lines(const char *data, size_t len, uint64_t seq, journal_fn fn, void *ctx,
+                          size_t *bad)
 {
 	const char *line = data, *end = data + len, *nl;
 	while ((nl = memchr(line, '\n', (size_t)(end - line)))) {
 		json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
 		if (json_is_object(o))
 			fn(ctx, seq, o);
+		else if (nl > line)
+			(*bad)++;
 		json_decref(o);
 		line = nl + 1;
 	}
@@ -145,6 +150,7 @@ static void read_segment(struct segment *s, journal_fn fn, void *ctx)
 {
 	struct buf b;
 	buf_init(&b);
+	size_t bad = 0;
 	for (;;) {
 		buf_reserve(&b, READ_CHUNK);
 		ssize_t r = pread(s->fd, b.data + b.len, READ_CHUNK, s->done + (int64_t)b.len);
@@ -153,15 +159,19 @@ static void read_segment(struct segment *s, journal_fn fn, void *ctx)
 		if (r <= 0)
 			break;
 		b.len += (size_t)r;
-		size_t used = parse_lines(b.data, b.len, s->seq, fn, ctx);
+		size_t used = parse_lines(b.data, b.len, s->seq, fn, ctx, &bad);
 		s->done += (int64_t)used;
 		memmove(b.data, b.data + used, b.len - used);
 		b.len -= used;
 		if (b.len > LINE_MAX_BYTES) { /* no newline in sight: skip it */
 			s->done += (int64_t)b.len;
 			b.len = 0;
+			bad++;
 		}
 	}
+	if (bad) /* a damaged file: what those lines said of a rank is lost */
+		log_warn("rank journal segment=%llu: %zu damaged line(s) skipped",
+		         (unsigned long long)s->seq, bad);
 	if (s->size < s->done + (int64_t)b.len)
 		s->size = s->done + (int64_t)b.len;
 	buf_cleanup(&b);
