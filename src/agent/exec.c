@@ -1484,12 +1484,43 @@ static void legacy_load_all(struct exec *e)
 	free(top);
 }
 
+/* A rank's group (cgroup_root/<attempt>-<rank>) that no record tells of:
+ * the journal lost its lines (damaged, or removed). Nothing could report
+ * its end or stop it when asked, so its processes are stopped now and the
+ * rank is reported lost, which the server acts on as for any lost rank. */
+static void orphans_stop(struct exec *e)
+{
+	DIR *d = e->cgroup_root ? opendir(e->cgroup_root) : NULL;
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		long long attempt;
+		int rank, used = 0;
+		if (sscanf(de->d_name, "%lld-%d%n", &attempt, &rank, &used) != 2 ||
+		    de->d_name[used] != '\0' || attempt < 1 || rank < 0 ||
+		    find(e, attempt, rank, NULL))
+			continue;
+		struct rank *r = rank_add(e, attempt, rank);
+		log_warn("a rank that no journal record tells of: stopping it attempt=%lld rank=%d "
+		         "cgroup=%s",
+		         attempt, rank, r->cgroup);
+		set_final(r, 0,
+		          "the agent lost its record of this rank (its journal was damaged or "
+		          "removed) and stopped its processes");
+		doom_cgroup(e, r->cgroup);
+		r->cgroup = NULL;
+		record_write(e, r, 1);
+	}
+	if (d)
+		closedir(d);
+}
+
 static void load_all(struct exec *e)
 {
 	e->loading = 1;
 	journal_read(e->journal, on_line, e);
 	e->loading = 0;
 	legacy_load_all(e);
+	orphans_stop(e);
 	for (size_t i = 0; i < e->n; i++)
 		adopt(e, e->ranks[i]);
 }

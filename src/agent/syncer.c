@@ -172,6 +172,8 @@ static json_t *report(struct exec *ex, struct call *c, const struct exec_status 
 		json_object_set_new(o, "state", json_string("exited"));
 		json_object_set_new(o, "exit_code", json_integer(st->exit_code));
 		json_object_set_new(o, "signal", json_integer(st->signal));
+		if (st->error) /* lost: what the agent knows of why */
+			json_object_set_new(o, "error", json_string(st->error));
 	} else {
 		json_object_set_new(o, "state", json_string("failed_to_start"));
 		json_object_set_new(o, "error", json_string(st->error ? st->error : "unknown"));

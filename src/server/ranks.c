@@ -106,12 +106,16 @@ static void rank_ended(struct state *st, struct job *j, struct attempt *a, struc
 		j->exit_code = k->state == RANK_EXITED
 		                       ? (k->signal ? 128 + k->signal : k->exit_code)
 		                       : (k->state == RANK_FAILED_START ? 127 : 1);
-		text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
-		            n ? n->name : "?",
-		            k->state == RANK_LOST           ? "was lost with its node"
-		            : k->state == RANK_FAILED_START ? "failed to start"
-		            : k->signal                     ? "was killed by a signal"
-		                                            : "exited non-zero");
+		if (k->state == RANK_EXITED && k->error[0])
+			text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s",
+			            k->rank, n ? n->name : "?", k->error);
+		else
+			text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
+			            n ? n->name : "?",
+			            k->state == RANK_LOST           ? "was lost with its node"
+			            : k->state == RANK_FAILED_START ? "failed to start"
+			            : k->signal                     ? "was killed by a signal"
+			                                            : "exited non-zero");
 	}
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
@@ -181,9 +185,12 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		k->state = RANK_EXITED;
 		k->exit_code = (int)jv_int(rep, "exit_code", 0);
 		k->signal = (int)jv_int(rep, "signal", 0);
+		if (jv_str(rep, "error", NULL)) /* the agent lost it, and says why */
+			text_printf(k->error, sizeof(k->error), "%s", jv_str(rep, "error", ""));
 	} else if (strcmp(s, "failed_to_start") == 0) {
 		k->state = RANK_FAILED_START;
-		snprintf(k->error, sizeof(k->error), "%s", jv_str(rep, "error", "failed to start"));
+		text_printf(k->error, sizeof(k->error), "%s",
+		            jv_str(rep, "error", "failed to start"));
 	} else {
 		return;
 	}

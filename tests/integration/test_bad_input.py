@@ -1,9 +1,11 @@
 """Bad input gets HTTP 400 (or 401/404/413/422) naming the field and the
 reason, the CLI prints it and exits non-zero, and nothing crashes a daemon."""
+import glob
 import http.client
 import json
 import os
 import random
+import signal
 import subprocess
 import tempfile
 import time
@@ -241,6 +243,27 @@ def test_reasons_cut_to_fit_stay_utf8():
         alive(c)
 
 
+def test_agent_without_its_journal_stops_and_reports_the_rank():
+    """An agent restarted on an emptied rank journal finds a rank's cgroup that
+    no record tells of: it stops the processes (nothing could report their end
+    or stop them when asked) and reports the rank lost, with why."""
+    with cluster(agents=1, gpus=2, name="nojournal") as c:
+        j = c.submit(["sleep", "600"], gpus=1)["id"]
+        wait_for(lambda: c.job(j)["state"] == "running", what="job running")
+        pid = c.job(j)["attempts"][0]["ranks"][0]["pid"]
+        c.agents[0].send_signal(signal.SIGKILL)
+        c.agents[0].wait(10)
+        for f in glob.glob(os.path.join(c.dir, "node-1", "ranks-*.jsonl")):
+            open(f, "w").close()
+        c.start_agent(0)
+        done = c.wait_job(j, timeout=20)
+        assert done["state"] == "failed" and "journal" in done["reason"], done
+        rank = done["attempts"][0]["ranks"][0]
+        assert rank["exit_code"] == 255 and "journal" in rank["error"], rank
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid), what="the orphan stopped")
+        alive(c)
+
+
 def test_cli_prints_the_reason_and_fails():
     with cluster(agents=1, gpus=2, name="badcli") as c:
         p = c.cli("run", "--gpus", "-1", "--", "true")
@@ -269,4 +292,5 @@ def test_cli_prints_the_reason_and_fails():
 run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
            test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
            test_damaged_state_files_stop_the_server_with_a_reason,
-           test_reasons_cut_to_fit_stay_utf8])
+           test_reasons_cut_to_fit_stay_utf8,
+           test_agent_without_its_journal_stops_and_reports_the_rank])
