@@ -1493,16 +1493,22 @@ static void orphans_stop(struct exec *e)
 	DIR *d = e->cgroup_root ? opendir(e->cgroup_root) : NULL;
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		long long attempt;
-		int rank, used = 0;
-		if (sscanf(de->d_name, "%lld-%d%n", &attempt, &rank, &used) != 2 ||
-		    de->d_name[used] != '\0' || attempt < 1 || rank < 0 ||
-		    find(e, attempt, rank, NULL))
+		char head[32];
+		const char *dash = strchr(de->d_name, '-');
+		size_t len = dash ? (size_t)(dash - de->d_name) : 0;
+		int64_t attempt, rank;
+		if (len == 0 || len >= sizeof(head))
 			continue;
-		struct rank *r = rank_add(e, attempt, rank);
+		memcpy(head, de->d_name, len);
+		head[len] = '\0';
+		if (parse_i64(head, 1, INT64_MAX, &attempt) != 0 ||
+		    parse_i64(dash + 1, 0, 1 << 20, &rank) != 0 ||
+		    find(e, attempt, (int)rank, NULL))
+			continue;
+		struct rank *r = rank_add(e, attempt, (int)rank);
 		log_warn("a rank that no journal record tells of: stopping it attempt=%lld rank=%d "
 		         "cgroup=%s",
-		         attempt, rank, r->cgroup);
+		         (long long)attempt, (int)rank, r->cgroup);
 		set_final(r, 0,
 		          "the agent lost its record of this rank (its journal was damaged or "
 		          "removed) and stopped its processes");
