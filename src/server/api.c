@@ -73,10 +73,14 @@ static void jobs_submit(struct server *s, struct httpd_req *req)
 	state_lock(st);
 	struct job *j = NULL;
 	rc = state_submit(st, body, &j, err, sizeof(err));
-	if (rc)
+	if (rc) {
 		httpd_error(req, rc, err);
-	else if (api_flush_or_fail(st, req) == 0)
+	} else {
+		/* the job itself is on disk already (state_submit); what its first
+		 * cycle changed is written now, or with the next flush that can */
+		state_flush(st);
 		api_send_json(req, 201, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+	}
 	state_unlock(st);
 	json_decref(body);
 }

@@ -237,12 +237,32 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 		job_free(j);
 		return rc;
 	}
+	/* The job is on disk before it is anywhere else: a submission that
+	 * cannot be persisted (a full disk) is refused whole and changes
+	 * nothing, so the client may send it again without it running twice;
+	 * kept in memory behind an error, it would be scheduled all the same. */
+	char *msg = xasprintf("job %lld submitted: %d node(s) x %d GPU(s)", (long long)j->id,
+	                      j->nodes, j->gpus);
+	rc = store_begin(st->store);
+	if (rc == 0)
+		rc = store_put_job(st->store, j);
+	if (rc == 0)
+		rc = store_add_event(st->store, "job.submitted", j->id, 0, msg);
+	if (rc == 0)
+		rc = store_commit(st->store);
+	else
+		store_rollback(st->store);
+	free(msg);
+	if (rc) {
+		log_error("cannot persist a new job: %s", store_error(st->store));
+		snprintf(err, errlen, "cannot persist the job (%s); nothing was submitted",
+		         store_error(st->store));
+		job_free(j);
+		return rc;
+	}
 	state_index_job(st, j);
 	pending_insert(st, j);
-	state_mark_job(st, j);
 	st->submitted_total++;
-	state_event(st, "job.submitted", j->id, 0, "job %lld submitted: %d node(s) x %d GPU(s)",
-	            (long long)j->id, j->nodes, j->gpus);
 	state_schedule(st);
 	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
 		text_printf(

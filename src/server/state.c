@@ -225,8 +225,22 @@ int state_flush(struct state *st)
 	else
 		store_rollback(st->store);
 	if (rc) {
-		log_error("state flush failed: %s", store_error(st->store));
+		/* the housekeeping retries every 50 ms: say it once in 10 s */
+		int64_t now = now_ms();
+		st->flush_failures++;
+		if (st->flush_failed_logged_ms == 0 || now - st->flush_failed_logged_ms >= 10000) {
+			log_error("state flush failed: %s (%lld failure(s) since the last word; "
+			          "changes stay in memory and are retried)",
+			          store_error(st->store), (long long)st->flush_failures);
+			st->flush_failed_logged_ms = now;
+			st->flush_failures = 0;
+		}
 		return rc;
+	}
+	if (st->flush_failed_logged_ms) {
+		log_info("state flush works again");
+		st->flush_failed_logged_ms = 0;
+		st->flush_failures = 0;
 	}
 	for (int i = 0; i < st->ndirty_jobs; i++)
 		st->dirty_jobs[i]->dirty = 0;
@@ -357,6 +371,8 @@ void state_close(struct state *st)
 
 static void state_free(struct state *st)
 {
+	for (int i = 0; i < st->nevents; i++) /* not flushed: the disk refused them */
+		free(st->events[i].message);
 	for (int64_t i = 0; i < st->njobs; i++)
 		job_free(st->jobs[i]); /* frees attempts too */
 	for (int i = 0; i < st->nnodes; i++)

@@ -110,6 +110,8 @@ struct state {
 	int64_t sched_last_ms;  /* monotonic time of the last cycle */
 	int64_t sched_full_ms;  /* ... and of the last one that explained every wait */
 	double sched_seconds;
+	int64_t flush_failed_logged_ms; /* when a failed flush was last logged; 0: none failing */
+	int64_t flush_failures;         /* failed flushes since then */
 	/* called (lock held) whenever a node's desired set changed */
 	void (*wake)(struct state *st, struct node *n);
 };

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -264,6 +265,75 @@ def test_agent_without_its_journal_stops_and_reports_the_rank():
         alive(c)
 
 
+def test_full_disk_refuses_submissions_whole():
+    """On a full disk a submission is refused and leaves nothing behind (no
+    job in memory that would run anyway, no duplicate when the client sends
+    it again); once there is room, everything accepted is there, also after
+    a restart."""
+    d = tempfile.mkdtemp(prefix="anvil-full-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", d], check=True)
+    p = None
+    try:
+        state, home = os.path.join(d, "state"), os.path.join(d, "home")
+
+        def start():
+            client = os.path.join(home, "client.json")
+            if os.path.exists(client):
+                os.unlink(client)
+            proc = subprocess.Popen([ANVIL, "server", "--state-dir", state, "--home", home,
+                                     "--listen", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                try:
+                    with open(client) as f:
+                        conf = json.load(f)
+                    if conf.get("server"):
+                        return proc, conf
+                except (OSError, ValueError):
+                    pass
+                time.sleep(0.05)
+            raise AssertionError("the server did not start")
+
+        def call(conf, method, path, body=None):
+            req = urllib.request.Request(
+                conf["server"] + path, method=method,
+                data=json.dumps(body).encode() if body is not None else None,
+                headers={"Authorization": "Bearer " + conf["token"],
+                         "Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.load(r)
+
+        p, conf = start()
+        accepted, refused = 0, 0
+        for _ in range(400):
+            try:
+                call(conf, "POST", "/v1/jobs", {"command": ["echo", "x" * 500], "gpus": 1})
+                accepted += 1
+            except urllib.error.HTTPError as e:
+                msg = json.loads(e.read())["error"]["message"]
+                assert e.code == 500 and "nothing was submitted" in msg, (e.code, msg)
+                refused += 1
+                if refused == 20:
+                    break
+        assert accepted > 0 and refused == 20, (accepted, refused)
+        jobs = call(conf, "GET", "/v1/jobs?state=all")["jobs"]
+        assert len(jobs) == accepted, (len(jobs), accepted)
+        subprocess.run(["mount", "-o", "remount,size=8m", d], check=True)
+        call(conf, "POST", "/v1/jobs", {"command": ["true"], "gpus": 1})
+        p.terminate()
+        p.wait(10)
+        p, conf = start()
+        ids = sorted(j["id"] for j in call(conf, "GET", "/v1/jobs?state=all")["jobs"])
+        assert ids == list(range(1, accepted + 2)), (ids, accepted)
+    finally:
+        if p and p.poll() is None:
+            p.terminate()
+            p.wait(10)
+        subprocess.run(["umount", d], check=False)
+        os.rmdir(d)
+
+
 def test_cli_prints_the_reason_and_fails():
     with cluster(agents=1, gpus=2, name="badcli") as c:
         p = c.cli("run", "--gpus", "-1", "--", "true")
@@ -293,4 +363,5 @@ run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_r
            test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
            test_damaged_state_files_stop_the_server_with_a_reason,
            test_reasons_cut_to_fit_stay_utf8,
-           test_agent_without_its_journal_stops_and_reports_the_rank])
+           test_agent_without_its_journal_stops_and_reports_the_rank,
+           test_full_disk_refuses_submissions_whole])
