@@ -170,9 +170,9 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 static const char *token_problem(const char *t, size_t len)
 {
 	if (len < SERVER_TOKEN_MIN)
-		return "shorter than 32 characters";
+		return "is shorter than 32 characters";
 	if (len > SERVER_TOKEN_MAX)
-		return "longer than 128 characters";
+		return "is longer than 128 characters";
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)t[i];
 		int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -206,12 +206,9 @@ static int load_token(const char *dir, const char *name, char out[SERVER_TOKEN_M
 			b.data[--b.len] = '\0';
 		const char *why = token_problem(b.data ? b.data : "", b.len);
 		if (why) {
-			log_error(
-			        "bad token file path=%s length=%zu: it %s (the server writes 64 "
-			        "hex "
-			        "digits at first start; remove the file to have a new token made, "
-			        "and give it to the agents and the CLI again)",
-			        path, b.len, why);
+			log_error("bad token file path=%s length=%zu: it %s; %s", path, b.len, why,
+			          "remove it to have a new one made, and give that to the agents "
+			          "and the CLI");
 			rc = ERR_INVALID;
 		} else {
 			memcpy(out, b.data, b.len + 1);
