@@ -108,6 +108,17 @@ def test_bad_limits_are_refused_with_the_field():
         assert p.returncode != 0 and "memory_bytes" in p.stderr, p.stderr
 
 
+def fake_gpu_nodes(c):
+    """c.dir/dev with char nodes nv0, nv1 (GPUs 0 and 1) and nv255 (nvidiactl)
+    and no driver behind them: an allowed open fails with ENXIO, a denied one
+    with EPERM."""
+    dev = os.path.join(c.dir, "dev")
+    os.makedirs(dev)
+    for minor in (0, 1, 255):
+        os.mknod(os.path.join(dev, "nv%d" % minor), 0o666 | 0o020000, os.makedev(195, minor))
+    return dev
+
+
 def test_device_isolation_lets_a_rank_open_only_its_gpus():
     if not (v1_hierarchy("devices") and os.geteuid() == 0):
         print("SKIP: needs root and the v1 devices hierarchy")
@@ -115,11 +126,7 @@ def test_device_isolation_lets_a_rank_open_only_its_gpus():
     os.environ["ANVIL_DEVICE_ISOLATION"] = "1"  # the agents inherit it
     try:
         with cluster(agents=1, gpus=2, topo=True, name="devices") as c:  # minor N = GPU N
-            dev = os.path.join(c.dir, "dev")
-            os.makedirs(dev)
-            for minor in (0, 1, 255):
-                os.mknod(os.path.join(dev, "nv%d" % minor), 0o666 | 0o020000,
-                         os.makedev(195, minor))
+            dev = fake_gpu_nodes(c)
             script = ("echo gpu=$CUDA_VISIBLE_DEVICES; for n in 0 1 255; do "
                       "(exec 3<>%s/nv$n) 2>&1; echo done-$n; done" % dev)
             log = run_and_log(c, "--gpus", "1", "--", "sh", "-c", script)
@@ -156,11 +163,7 @@ def test_cgroup_v2_ranks_limits_and_isolation():
     os.environ["ANVIL_DEVICE_ISOLATION"] = "1"
     try:
         with cluster(agents=1, gpus=2, topo=True, name="cgv2") as c:
-            dev = os.path.join(c.dir, "dev")
-            os.makedirs(dev)
-            for minor in (0, 1, 255):
-                os.mknod(os.path.join(dev, "nv%d" % minor), 0o666 | 0o020000,
-                         os.makedev(195, minor))
+            dev = fake_gpu_nodes(c)
             script = ("grep '^0::' /proc/self/cgroup | sed 's/^0::/v2_cgroup=/'; "
                       "echo gpu=$CUDA_VISIBLE_DEVICES; for n in 0 1 255; do "
                       "(exec 3<>%s/nv$n) 2>&1; echo done-$n; done; " % dev

@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "exec_fixture.h"
 
 static char work[64];
 
@@ -159,31 +160,6 @@ static void start(struct exec *e, int64_t attempt, const char *script, const int
 	CHECK_INT(exec_start(e, &s), 0);
 }
 
-static struct exec_status wait_final(struct exec *e, int64_t attempt)
-{
-	struct exec_status st;
-	int64_t end = now_ms() + 10000;
-	for (;;) {
-		exec_poll(e);
-		CHECK_INT(exec_find(e, attempt, 0, &st), 0);
-		if (st.state != EXEC_RUNNING)
-			return st;
-		if (now_ms() > end)
-			FAIL_AT("attempt %lld still running", (long long)attempt);
-		sleep_ms(5);
-	}
-}
-
-static char *log_of(int64_t attempt)
-{
-	char *path = exec_log_path(work, attempt, 0);
-	struct buf b;
-	buf_init(&b);
-	CHECK_INT(read_file(path, 1 << 20, &b), 0);
-	free(path);
-	return buf_detach(&b);
-}
-
 /* A rank sits in its own v2 cgroup under ROOT; GPU isolation is the eBPF
  * program there: its own GPU and nvidiactl open (no driver: ENXIO),
  * another GPU EPERM. Its memory limit comes from the v1 memory hierarchy
@@ -201,15 +177,7 @@ TEST(rank_in_its_v2_cgroup_is_isolated_and_limited)
 	const char *root = exec_cgroup_root(e);
 	CHECK(root != NULL);
 	CHECK(cgroup_is_v2(root));
-	char *dev = xasprintf("%s/dev", work);
-	CHECK_INT(mkdir_p(dev, 0755), 0);
-	static const int nodes[] = {0, 1, 255};
-	for (int i = 0; i < 3; i++) {
-		char *p = xasprintf("%s/nv%d", dev, nodes[i]);
-		if (mknod(p, S_IFCHR | 0666, makedev(195, (unsigned)nodes[i])) != 0)
-			FAIL_AT("mknod %s: %s (the test runs as root)", p, strerror(errno));
-		free(p);
-	}
+	char *dev = exec_fx_gpu_nodes(work);
 	char script[1024];
 	snprintf(script, sizeof(script),
 	         "grep '^0::' /proc/self/cgroup; grep -E '^[0-9]+:memory:' /proc/self/cgroup; "
@@ -218,9 +186,9 @@ TEST(rank_in_its_v2_cgroup_is_isolated_and_limited)
 	         dev);
 	const int mine[] = {0};
 	start(e, 1, script, mine, 1, 64 << 20);
-	struct exec_status st = wait_final(e, 1);
+	struct exec_status st = exec_fx_wait_final(e, 1, 10000);
 	CHECK_INT(st.state, EXEC_EXITED);
-	char *log = log_of(1);
+	char *log = exec_fx_log(work, 1);
 	char want[PATH_MAX + 64];
 	snprintf(want, sizeof(want), "0::%s/1-0\n", root + strlen(mnt));
 	CHECK_CONTAINS(log, want);
@@ -283,7 +251,7 @@ TEST(stop_reaches_what_left_the_process_group)
 	buf_cleanup(&b);
 	CHECK(escaped > 0 && kill(escaped, 0) == 0);
 	CHECK_INT(exec_stop(e, 2, 0, -1), 0);
-	struct exec_status st = wait_final(e, 2);
+	struct exec_status st = exec_fx_wait_final(e, 2, 10000);
 	CHECK_INT(st.state, EXEC_EXITED);
 	end = now_ms() + 5000;
 	while (kill(escaped, 0) == 0) {
@@ -318,7 +286,7 @@ TEST(leftovers_of_an_ended_rank_are_killed)
 	         "while [ ! -s %s ]; do sleep 0.01; done",
 	         pidfile, pidfile, pidfile, pidfile);
 	start(e, 3, script, NULL, -1, 0);
-	struct exec_status st = wait_final(e, 3);
+	struct exec_status st = exec_fx_wait_final(e, 3, 10000);
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK_INT(st.exit_code, 0);
 	struct buf b;

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "exec_fixture.h"
 
 static char work[64];
 static char node[32];
@@ -52,32 +53,6 @@ static void start(struct exec *e, int64_t attempt, const char *script, const cha
 	CHECK_INT(exec_start(e, &s), 0);
 }
 
-static struct exec_status wait_final(struct exec *e, int64_t attempt, int64_t timeout_ms)
-{
-	struct exec_status st;
-	int64_t end = now_ms() + timeout_ms;
-	for (;;) {
-		exec_poll(e);
-		CHECK_INT(exec_find(e, attempt, 0, &st), 0);
-		if (st.state != EXEC_RUNNING)
-			return st;
-		if (now_ms() > end)
-			FAIL_AT("attempt %lld still running after %lld ms", (long long)attempt,
-			        (long long)timeout_ms);
-		sleep_ms(5);
-	}
-}
-
-static char *read_log(int64_t attempt)
-{
-	char *path = exec_log_path(work, attempt, 0);
-	struct buf b;
-	buf_init(&b);
-	CHECK_INT(read_file(path, 1 << 20, &b), 0);
-	free(path);
-	return buf_detach(&b);
-}
-
 /* Alive and not a zombie. */
 static int alive(pid_t pid)
 {
@@ -100,11 +75,11 @@ TEST(exit_status_and_log)
 	CHECK_INT(exec_find(e, 1, 0, &st), 0);
 	CHECK(st.pid > 0);
 	CHECK_INT(st.job_id, 10);
-	st = wait_final(e, 1, 5000);
+	st = exec_fx_wait_final(e, 1, 5000);
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK_INT(st.exit_code, 3);
 	CHECK_INT(st.signal, 0);
-	char *log = read_log(1);
+	char *log = exec_fx_log(work, 1);
 	CHECK_CONTAINS(log, "hello\n");
 	CHECK_CONTAINS(log, "oops\n");
 	free(log);
@@ -127,9 +102,9 @@ TEST(env_and_cwd)
 	      "echo \"secret=${ANVIL_TEST_SECRET:-unset}\"",
 	      env);
 	setenv("ANVIL_TEST_SECRET", "leak", 1); /* set after start: must not matter */
-	struct exec_status st = wait_final(e, 2, 5000);
+	struct exec_status st = exec_fx_wait_final(e, 2, 5000);
 	CHECK_INT(st.exit_code, 0);
-	char *log = read_log(2);
+	char *log = exec_fx_log(work, 2);
 	char want[512];
 	CHECK_CONTAINS(log, "foo=bar baz cvd=0,1");
 	snprintf(want, sizeof(want), "out=%s/output/2\n", work);
@@ -148,8 +123,8 @@ TEST(agent_env_not_inherited)
 	setenv("ANVIL_TEST_SECRET", "leak", 1);
 	struct exec *e = setup();
 	start(e, 3, "echo \"secret=${ANVIL_TEST_SECRET:-unset} path=${PATH:+set}\"", NULL);
-	wait_final(e, 3, 5000);
-	char *log = read_log(3);
+	exec_fx_wait_final(e, 3, 5000);
+	char *log = exec_fx_log(work, 3);
 	CHECK_CONTAINS(log, "secret=unset path=set");
 	free(log);
 	teardown(e);
@@ -198,7 +173,7 @@ TEST(stop_kills_process_tree)
 	for (int i = 0; i < 4; i++)
 		CHECK(alive(pids[i]));
 	CHECK_INT(exec_stop(e, 4, 0, 2000), 0);
-	struct exec_status st = wait_final(e, 4, 5000);
+	struct exec_status st = exec_fx_wait_final(e, 4, 5000);
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK(st.stopping);
 	CHECK_INT(st.signal, SIGTERM);
@@ -224,7 +199,7 @@ TEST(stop_escalates_to_kill_after_grace)
 	int64_t t0 = now_ms();
 	CHECK_INT(exec_stop(e, 5, 0, -1), 0);
 	CHECK(exec_next_poll_ms(e) >= 0 && exec_next_poll_ms(e) <= 200);
-	struct exec_status st = wait_final(e, 5, 5000);
+	struct exec_status st = exec_fx_wait_final(e, 5, 5000);
 	int64_t took = now_ms() - t0;
 	CHECK_INT(st.signal, SIGKILL);
 	CHECK_INT(st.exit_code, 137);
@@ -245,16 +220,16 @@ TEST(exec_failure_is_127_with_message)
 	                                            .argv = a3,
 	                                            .cwd = "/nonexistent-dir"}),
 	          0);
-	CHECK_INT(wait_final(e, 6, 5000).exit_code, 127);
-	CHECK_INT(wait_final(e, 7, 5000).exit_code, 127);
-	CHECK_INT(wait_final(e, 8, 5000).exit_code, 127);
-	char *log = read_log(6);
+	CHECK_INT(exec_fx_wait_final(e, 6, 5000).exit_code, 127);
+	CHECK_INT(exec_fx_wait_final(e, 7, 5000).exit_code, 127);
+	CHECK_INT(exec_fx_wait_final(e, 8, 5000).exit_code, 127);
+	char *log = exec_fx_log(work, 6);
 	CHECK_CONTAINS(log, "cannot run 'no-such-command-anvil': command not found");
 	free(log);
-	log = read_log(7);
+	log = exec_fx_log(work, 7);
 	CHECK_CONTAINS(log, "cannot execute '/nonexistent/anvil-bin': No such file");
 	free(log);
-	log = read_log(8);
+	log = exec_fx_log(work, 8);
 	CHECK_CONTAINS(log, "cannot change directory to '/nonexistent-dir'");
 	free(log);
 	teardown(e);
@@ -269,7 +244,7 @@ TEST(readopt_after_forgetting)
 	struct exec_status st9, st11;
 	CHECK_INT(exec_find(e, 9, 0, &st9), 0);
 	CHECK_INT(exec_find(e, 11, 0, &st11), 0);
-	wait_final(e, 10, 5000);
+	exec_fx_wait_final(e, 10, 5000);
 	exec_free(e); /* the agent "forgets": a new executor over the same dir */
 	CHECK_INT(exec_new(work, node, &e), 0);
 	CHECK_INT(exec_count(e), 3);
@@ -282,11 +257,11 @@ TEST(readopt_after_forgetting)
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK_INT(st.exit_code, 4);
 	CHECK(exec_next_poll_ms(e) >= 0); /* adopted ranks are polled */
-	st = wait_final(e, 9, 5000);
+	st = exec_fx_wait_final(e, 9, 5000);
 	CHECK_INT(st.exit_code, 7);
 	/* An adopted rank can be stopped. */
 	CHECK_INT(exec_stop(e, 11, 0, 1000), 0);
-	st = wait_final(e, 11, 5000);
+	st = exec_fx_wait_final(e, 11, 5000);
 	CHECK_INT(st.signal, SIGTERM);
 	CHECK(!alive(st11.pid));
 	/* A forgotten rank is not adopted again; an acked one stays acked here. */
@@ -315,7 +290,7 @@ TEST(stop_all_with_cap)
 	sleep_ms(50);
 	exec_stop_all(e, 100);
 	for (int i = 0; i < 3; i++)
-		CHECK_INT(wait_final(e, 20 + i, 3000).signal, SIGKILL);
+		CHECK_INT(exec_fx_wait_final(e, 20 + i, 3000).signal, SIGKILL);
 	CHECK_INT(exec_running(e), 0);
 	teardown(e);
 }
@@ -340,9 +315,9 @@ static char *run_whoami(struct exec *e, int64_t attempt)
 	      "echo ppid=$PPID; grep -E ':(pids|freezer):' /proc/self/cgroup; "
 	      "echo fds:; ls /proc/$$/fd; echo end",
 	      NULL);
-	struct exec_status st = wait_final(e, attempt, 5000);
+	struct exec_status st = exec_fx_wait_final(e, attempt, 5000);
 	CHECK_INT(st.exit_code, 0);
-	char *log = read_log(attempt);
+	char *log = exec_fx_log(work, attempt);
 	/* Nothing of the agent's or the shim's leaks in. */
 	CHECK_CONTAINS(log, "fds:\n0\n1\n2\nend\n");
 	return log;
@@ -417,7 +392,7 @@ TEST(reused_shim_runs_the_next_rank)
 	pid_t pid;
 	read_pids(pidfile, &pid, 1);
 	CHECK_INT(exec_stop(e, 54, 0, 1000), 0);
-	CHECK_INT(wait_final(e, 54, 5000).signal, SIGTERM);
+	CHECK_INT(exec_fx_wait_final(e, 54, 5000).signal, SIGTERM);
 	sleep_ms(50);
 	if (exec_uses_cgroups(e))
 		CHECK(!alive(pid));
@@ -443,8 +418,8 @@ TEST(no_spare_left_starts_directly)
 	/* rank 31's shim is the pool's and comes back: no refill is due */
 	CHECK(exec_next_poll_ms(e) != 0);
 	for (int64_t a = 31; a <= 32; a++) {
-		CHECK_INT(wait_final(e, a, 5000).exit_code, 0);
-		char *log = read_log(a);
+		CHECK_INT(exec_fx_wait_final(e, a, 5000).exit_code, 0);
+		char *log = exec_fx_log(work, a);
 		check_rank_cgroup(e, log, a);
 		free(log);
 	}
@@ -472,9 +447,9 @@ TEST(big_launch_starts_directly)
 	big[SHIM_SPARE_MAX_REQUEST + 99] = '\0';
 	const char *env[] = {big, NULL};
 	start(e, 34, "echo len=${#BIG}", env);
-	CHECK_INT(wait_final(e, 34, 5000).exit_code, 0);
+	CHECK_INT(exec_fx_wait_final(e, 34, 5000).exit_code, 0);
 	free(big);
-	char *log = read_log(34);
+	char *log = exec_fx_log(work, 34);
 	char want[64];
 	snprintf(want, sizeof(want), "len=%d\n", SHIM_SPARE_MAX_REQUEST + 95);
 	CHECK_CONTAINS(log, want);
@@ -546,7 +521,7 @@ TEST(crash_leaves_no_spare_and_rank_is_adopted)
 	struct exec_status s;
 	CHECK_INT(exec_find(e, 40, 0, &s), 0);
 	CHECK_INT(s.state, EXEC_RUNNING);
-	s = wait_final(e, 40, 5000);
+	s = exec_fx_wait_final(e, 40, 5000);
 	CHECK_INT(s.state, EXEC_EXITED);
 	CHECK_INT(s.exit_code, 7);
 	teardown(e);
@@ -579,8 +554,8 @@ TEST(empty_output_dir_is_reused)
 	snprintf(spares, sizeof(spares), "%s/spare-output", work);
 	start(e, 60, "true", NULL);
 	start(e, 61, "echo hi > \"$ANVIL_OUTPUT_DIR/x\"", NULL);
-	CHECK_INT(wait_final(e, 60, 5000).exit_code, 0);
-	CHECK_INT(wait_final(e, 61, 5000).exit_code, 0);
+	CHECK_INT(exec_fx_wait_final(e, 60, 5000).exit_code, 0);
+	CHECK_INT(exec_fx_wait_final(e, 61, 5000).exit_code, 0);
 	forget(e, 60);
 	forget(e, 61);
 	snprintf(path, sizeof(path), "%s/output/60", work);
@@ -589,9 +564,9 @@ TEST(empty_output_dir_is_reused)
 	CHECK(access(path, F_OK) == 0);
 	CHECK_INT(entries(spares), 1);
 	start(e, 62, "ls -A \"$ANVIL_OUTPUT_DIR\"; echo end; pwd", NULL);
-	CHECK_INT(wait_final(e, 62, 5000).exit_code, 0);
+	CHECK_INT(exec_fx_wait_final(e, 62, 5000).exit_code, 0);
 	CHECK_INT(entries(spares), 0);
-	char *log = read_log(62);
+	char *log = exec_fx_log(work, 62);
 	char want[256];
 	snprintf(want, sizeof(want), "end\n%s/output/62\n", work);
 	CHECK_CONTAINS(log, want);
@@ -614,7 +589,7 @@ TEST(journal_rolls_and_keeps_unforgotten_ranks)
 	start(e, 70, "sleep 0.6; exit 5", NULL);
 	for (int64_t a = 71; a < 76; a++) {
 		start(e, a, "exit 3", NULL);
-		CHECK_INT(wait_final(e, a, 5000).exit_code, 3);
+		CHECK_INT(exec_fx_wait_final(e, a, 5000).exit_code, 3);
 		if (a % 2)
 			forget(e, a); /* 71, 73, 75 */
 	}
@@ -622,7 +597,7 @@ TEST(journal_rolls_and_keeps_unforgotten_ranks)
 	char first[256];
 	snprintf(first, sizeof(first), "%s/ranks-1.jsonl", work);
 	CHECK(access(first, F_OK) == 0);
-	CHECK_INT(wait_final(e, 70, 5000).exit_code, 5);
+	CHECK_INT(exec_fx_wait_final(e, 70, 5000).exit_code, 5);
 	exec_poll(e);
 	CHECK(access(first, F_OK) != 0);
 	exec_free(e);
@@ -664,7 +639,7 @@ TEST(older_work_dir_is_adopted)
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK_INT(st.exit_code, 4);
 	CHECK_INT(st.job_id, 800);
-	char *log = read_log(80);
+	char *log = exec_fx_log(work, 80);
 	CHECK_STR(log, "old\n");
 	free(log);
 	/* Its record moved into the journal: a restart still knows it. */

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "exec_fixture.h"
 
 static char work[64];
 static char node[32];
@@ -65,26 +66,12 @@ static void start(struct exec *e, int64_t attempt, const char *script, struct li
 static char *run(struct exec *e, int64_t attempt, const char *script, struct limits l)
 {
 	start(e, attempt, script, l);
-	struct exec_status st;
-	int64_t end = now_ms() + 5000;
-	for (;;) {
-		exec_poll(e);
-		CHECK_INT(exec_find(e, attempt, 0, &st), 0);
-		if (st.state != EXEC_RUNNING)
-			break;
-		if (now_ms() > end)
-			FAIL_AT("attempt %lld still running", (long long)attempt);
-		sleep_ms(5);
-	}
+	struct exec_status st = exec_fx_wait_final(e, attempt, 5000);
 	CHECK_INT(st.state, EXEC_EXITED);
-	char *path = exec_log_path(work, attempt, 0);
-	struct buf b;
-	buf_init(&b);
-	CHECK_INT(read_file(path, 1 << 20, &b), 0);
-	free(path);
+	char *log = exec_fx_log(work, attempt);
 	if (st.exit_code != 0)
-		FAIL_AT("attempt %lld exited %d: %s", (long long)attempt, st.exit_code, b.data);
-	return buf_detach(&b);
+		FAIL_AT("attempt %lld exited %d: %s", (long long)attempt, st.exit_code, log);
+	return log;
 }
 
 /* LROOT/<attempt>-0 of a limit; NULL (and a note) without that hierarchy. */
@@ -231,23 +218,6 @@ TEST(rank_without_limits_gets_no_limit_cgroups)
 	teardown(e);
 }
 
-/* Fake GPUs: char nodes 195:0, 195:1 (and nvidiactl, 195:255) with no
- * driver behind them. Opening one the devices cgroup allows fails with
- * ENXIO; one it denies, with EPERM. */
-static char *make_gpu_nodes(void)
-{
-	char *dir = xasprintf("%s/dev", work);
-	CHECK_INT(mkdir_p(dir, 0755), 0);
-	static const int minors[] = {0, 1, 255};
-	for (int i = 0; i < 3; i++) {
-		char *p = xasprintf("%s/nv%d", dir, minors[i]);
-		if (mknod(p, S_IFCHR | 0666, makedev(195, (unsigned)minors[i])) != 0)
-			FAIL_AT("mknod %s: %s (the test runs as root)", p, strerror(errno));
-		free(p);
-	}
-	return dir;
-}
-
 /* The shell's open of each node, as the rank sees it. */
 static char *open_nodes(struct exec *e, int64_t attempt, const char *dev, struct limits l)
 {
@@ -269,7 +239,7 @@ static void check_open(const char *log, int minor, int err)
 TEST(device_isolation_denies_other_gpus)
 {
 	struct exec *e = setup();
-	char *dev = make_gpu_nodes();
+	char *dev = exec_fx_gpu_nodes(work);
 	/* Without isolation both GPUs are open to a rank (no driver: ENXIO). */
 	exec_set_device_isolation(e, 0);
 	char *log = open_nodes(e, 4, dev, (struct limits){0});
