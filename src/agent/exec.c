@@ -1116,27 +1116,6 @@ static void spares_refill(struct exec *e, int64_t now)
 	}
 }
 
-/* A restarted agent removes the spares of the one before it. */
-static void spares_remove_stale(struct exec *e)
-{
-	DIR *d = e->cgroup_root ? opendir(e->cgroup_root) : NULL;
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		if (strncmp(de->d_name, "spare-", 6) != 0)
-			continue;
-		char *path = xasprintf("%s/%s", e->cgroup_root, de->d_name);
-		log_info("removing a stale spare cgroup=%s", path);
-		doom_cgroup(e, path);
-	}
-	if (d)
-		closedir(d);
-	/* A killed process leaves its cgroup a moment after the signal. */
-	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
-		sleep_ms(5);
-		tidy_doomed(e);
-	}
-}
-
 void exec_set_spares(struct exec *e, int n)
 {
 	e->want_spares = n < 0 ? 0 : n > EXEC_SPARES_MAX ? EXEC_SPARES_MAX : n;
@@ -1484,15 +1463,23 @@ static void legacy_load_all(struct exec *e)
 	free(top);
 }
 
-/* A rank's group (cgroup_root/<attempt>-<rank>) that no record tells of:
- * the journal lost its lines (damaged, or removed). Nothing could report
- * its end or stop it when asked, so its processes are stopped now and the
- * rank is reported lost, which the server acts on as for any lost rank. */
-static void orphans_stop(struct exec *e)
+/* What a restarted agent finds in its cgroup root: the spares of the one
+ * before it, removed; and a rank's group (<attempt>-<rank>) that no record
+ * tells of, because the journal lost its lines (damaged, or removed).
+ * Nothing could report that rank's end or stop it when asked, so its
+ * processes are stopped now and the rank is reported lost, which the
+ * server acts on as for any lost rank. One pass, after the journal. */
+static void stale_cgroups_remove(struct exec *e)
 {
 	DIR *d = e->cgroup_root ? opendir(e->cgroup_root) : NULL;
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "spare-", 6) == 0) {
+			char *path = xasprintf("%s/%s", e->cgroup_root, de->d_name);
+			log_info("removing a stale spare cgroup=%s", path);
+			doom_cgroup(e, path);
+			continue;
+		}
 		char head[32];
 		const char *dash = strchr(de->d_name, '-');
 		size_t len = dash ? (size_t)(dash - de->d_name) : 0;
@@ -1518,6 +1505,11 @@ static void orphans_stop(struct exec *e)
 	}
 	if (d)
 		closedir(d);
+	/* A killed process leaves its cgroup a moment after the signal. */
+	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
+		sleep_ms(5);
+		tidy_doomed(e);
+	}
 }
 
 static void load_all(struct exec *e)
@@ -1526,7 +1518,7 @@ static void load_all(struct exec *e)
 	journal_read(e->journal, on_line, e);
 	e->loading = 0;
 	legacy_load_all(e);
-	orphans_stop(e);
+	stale_cgroups_remove(e);
 	for (size_t i = 0; i < e->n; i++)
 		adopt(e, e->ranks[i]);
 }
@@ -1603,7 +1595,6 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	e->isolate = iso && *iso ? strcmp(iso, "0") != 0 : access("/dev/nvidiactl", F_OK) == 0;
 	if (e->isolate)
 		log_info("GPU device isolation on: ranks open only their own GPUs");
-	spares_remove_stale(e);
 	load_all(e);
 	*out = e;
 	return 0;

@@ -213,10 +213,8 @@ void httpd_error(struct httpd_req *req, int code, const char *msg)
 {
 	/* the message may quote what the request carried, in any bytes */
 	char *fixed = msg ? jv_utf8_fix(msg) : NULL;
-	json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", err_name(code), "message",
-	                      fixed ? fixed
-	                      : msg ? msg
-	                            : err_msg(code));
+	const char *text = fixed ? fixed : msg ? msg : err_msg(code);
+	json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", err_name(code), "message", text);
 	char *s = jv_dump(o);
 	httpd_json(req, err_http(code), s);
 	free(s);

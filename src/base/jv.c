@@ -256,7 +256,7 @@ char *jv_utf8_fix(const char *s)
 		return NULL;
 	char *out = xstrdup(s);
 	unsigned char *q = (unsigned char *)out;
-	for (i = 0; q[i];) {
+	while (q[i]) { /* from the first bad byte on */
 		n = utf8_seq(q + i);
 		if (n > 0) {
 			i += (size_t)n;

@@ -34,9 +34,9 @@ int fd_above_stdio(int fd);
 /* Removes a directory tree (best effort); 0 or the first negative errno. */
 int rm_rf(const char *path);
 
-/* snprintf for text that ends up in JSON (a job's or node's reason): where
- * the result is cut short, a UTF-8 sequence cut in two at the end is
- * dropped too, so UTF-8 in stays UTF-8 out. Returns what snprintf does. */
+/* snprintf for text that ends up in JSON, which must be UTF-8: where the
+ * result is cut short, a UTF-8 sequence cut in two at the end is dropped
+ * too, so UTF-8 in stays UTF-8 out. Returns what snprintf does. */
 int text_printf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Parses a decimal integer in [min, max]; 0 or ERR_INVALID. */

@@ -168,19 +168,16 @@ static int dispatch(int argc, char **argv, const struct cliargs *pre)
  * than dropped or mangled on the way. */
 static int args_are_utf8(int argc, char **argv)
 {
+	static const char why[] =
+	        "is not UTF-8 text: anvil sends it as JSON, which holds UTF-8 only";
 	for (int i = 1; i < argc; i++) {
 		char *fixed = jv_utf8_fix(argv[i]);
-		if (fixed) {
-			fprintf(stderr,
-			        "anvil: argument %d, '%s' (with '?' for the bytes in question), is "
-			        "not "
-			        "UTF-8 text: anvil sends what it is given as JSON, which holds "
-			        "UTF-8 "
-			        "only\n",
-			        i, fixed);
-			free(fixed);
-			return 0;
-		}
+		if (!fixed)
+			continue;
+		fprintf(stderr, "anvil: argument %d, '%s' ('?' for each byte in question), %s\n", i,
+		        fixed, why);
+		free(fixed);
+		return 0;
 	}
 	return 1;
 }

@@ -185,8 +185,9 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		k->state = RANK_EXITED;
 		k->exit_code = (int)jv_int(rep, "exit_code", 0);
 		k->signal = (int)jv_int(rep, "signal", 0);
-		if (jv_str(rep, "error", NULL)) /* the agent lost it, and says why */
-			text_printf(k->error, sizeof(k->error), "%s", jv_str(rep, "error", ""));
+		const char *lost = jv_str(rep, "error", NULL); /* the agent lost it: why */
+		if (lost)
+			text_printf(k->error, sizeof(k->error), "%s", lost);
 	} else if (strcmp(s, "failed_to_start") == 0) {
 		k->state = RANK_FAILED_START;
 		text_printf(k->error, sizeof(k->error), "%s",
