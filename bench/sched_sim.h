@@ -53,7 +53,7 @@ struct sim_summary {
 	int seeds;                /* 1, or pooled over this many (--seeds) */
 	int p95_wins;             /* --seeds: seeds where anvil's 8-16-node p95 <= FIFO's */
 	double worst_util_margin; /* --seeds: least (anvil - FIFO) useful utilization */
-	double util[NENGINES], useful_util[NENGINES]; /* --seeds: means */
+	double util[NENGINES], useful_util[NENGINES]; /* --seeds: useful_util only, a mean */
 	int64_t large_p50[NENGINES], large_p95[NENGINES];
 	int64_t large_mean[NENGINES], large_p99[NENGINES]; /* --seeds only */
 };
