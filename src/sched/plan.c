@@ -115,15 +115,19 @@ static void give_release(struct sched *s, int who)
 /* The first job that cannot start gets the GPUs that the earliest releases
  * would give it: est_start_ms is when, and from now on those GPUs leave the
  * live view (a later job may still use them if it ends before then, see
- * plan_backfill). */
+ * plan_backfill). What attempts stopping for another job free is that
+ * job's: it counts for no one else's reservation. */
 void plan_reserve(struct sched *s, int job, struct sched_shape *sh, int slot, struct sched_wait *w)
 {
 	int n = collect_releases(s), mark = fit_mark(s), found = 0;
 	int64_t at = 0;
 	for (int k = 0; k < n && !found;) {
 		at = s->rel_time[s->rel_tmp[k]];
-		while (k < n && s->rel_time[s->rel_tmp[k]] == at)
-			give_release(s, s->rel_who[s->rel_tmp[k++]]);
+		for (; k < n && s->rel_time[s->rel_tmp[k]] == at; k++) {
+			int who = s->rel_who[s->rel_tmp[k]];
+			if (who < 0 || s->run[who].for_job < 0 || s->run[who].for_job == job)
+				give_release(s, who);
+		}
 		found = fit_check(s, slot, sh->gpus, sh->nodes);
 	}
 	found = found && fit_find(s, slot, sh->gpus, sh->nodes);
@@ -349,71 +353,115 @@ static int young(const struct sched *s, int r)
 	return min > 0 && s->snap->now_ms - s->snap->running[r].start_ms < min;
 }
 
-/* Gives back would-be victims' GPUs, cheapest first, until the job fits;
- * the candidates are left in s->victims. 1 if it fits with no young
- * victim. Young attempts are counted (they are the cheapest, and stopping
- * costly old work now, when cheap work will do in a few minutes, would
- * lose more), but a fit that needs one is 0: the job waits for them to
- * come of age. An attempt stopping for another pending job is not counted:
- * what it frees is that job's. */
+/* How job may take attempt r as a victim now: 0 not at all, 1 priority,
+ * 2 reclaim (may_preempt()), 3 already stopping (for this job or none). */
+static int victim_kind(const struct sched *s, int job, int r)
+{
+	if (s->run[r].taken)
+		return 0;
+	if (s->snap->running[r].stopping)
+		return s->run[r].for_job < 0 || s->run[r].for_job == job ? 3 : 0;
+	int why = may_preempt(s, job, r);
+	return why == 2 && !reclaimable(s, r) ? 0 : why;
+}
+
+/* Gives back would-be victims' GPUs until the job fits; the candidates
+ * are left in s->victims. What is stopping already and borrowed GPUs it
+ * may reclaim come first (reclaim is a guarantee: the borrowers run at that
+ * risk, young or not), lower-priority work second, each cheapest first
+ * (the order of s->run_order). 1 if it fits; -1 if it fits only with a
+ * young priority victim: young attempts are counted (they are the
+ * cheapest, and stopping costly old work now, when cheap work will do in a
+ * few minutes, would lose more), but the job waits for them to come of age
+ * (s->young_until); 0 if it does not fit. An attempt stopping for another
+ * pending job is not counted: what it frees is that job's. */
 static int gather_victims(struct sched *s, int job, struct sched_shape *sh, int slot)
 {
 	const struct sched_snapshot *snap = s->snap;
 	s->victims = sched_grow(s->victims, &s->victimcap, snap->nrunning + 1, sizeof(int));
 	s->nvictims = 0;
-	int any_young = 0;
-	for (int k = 0; k < snap->nrunning; k++) {
-		int r = s->run_order[k], why = 0;
-		if (s->run[r].taken || !touches(s, slot, r))
-			continue;
-		if (snap->running[r].stopping) {
-			if (s->run[r].for_job >= 0 && s->run[r].for_job != job)
+	s->young_until = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < snap->nrunning; k++) {
+			int r = s->run_order[k];
+			if (!touches(s, slot, r))
 				continue;
-		} else {
-			why = may_preempt(s, job, r);
-			if (why == 0 || (why == 2 && !reclaimable(s, r)))
+			int kind = victim_kind(s, job, r);
+			if (kind == 0 || (kind == 1) != (pass == 1))
 				continue;
-			any_young |= young(s, r);
+			if (kind == 2)
+				s->qt_taken[s->run[r].qt] += s->run[r].gpus;
+			if (kind == 1 && young(s, r)) {
+				int64_t until =
+				        snap->running[r].start_ms + snap->config.min_runtime_ms;
+				s->young_until = until > s->young_until ? until : s->young_until;
+			}
+			give_running(s, r);
+			s->victims[s->nvictims++] = r;
+			if (fit_check(s, slot, sh->gpus, sh->nodes))
+				return s->young_until ? -1 : 1;
 		}
-		if (why == 2)
-			s->qt_taken[s->run[r].qt] += s->run[r].gpus;
-		give_running(s, r);
-		s->victims[s->nvictims++] = r;
-		if (fit_check(s, slot, sh->gpus, sh->nodes))
-			return !any_young;
 	}
 	return 0;
 }
 
-/* GPU-ms the victims that the chosen assignment (s->pick) needs would
- * lose. */
-static double victims_cost(struct sched *s, const struct sched_shape *sh)
+/* The loss limit, for the victims that the chosen assignment (s->pick)
+ * needs: 1 if the job may stop them. Reclaimed and already stopping ones
+ * cost nothing here. Priority victims holding at most preempt_max_ratio
+ * times the GPUs the job asks for may always be stopped, so equals stop
+ * each other whatever they have run; larger ones only if they lose at most
+ * preempt_loss_pct % of the GPU-time the job has waited (work since their
+ * last checkpoint and a restart on every GPU, lost_work()): waiting a
+ * little longer (running work ends all the time) is cheaper than throwing
+ * much away, and the longer a job waits the more it may stop, so it still
+ * gets its turn. *prio_gpus: the priority victims' GPUs. */
+static int worth_it(struct sched *s, int job, const struct sched_shape *sh, int64_t *prio_gpus)
 {
+	const struct sched_config *cfg = &s->snap->config;
+	const struct sched_job *j = &s->snap->pending[job];
 	double cost = 0;
+	*prio_gpus = 0;
 	for (int k = 0; k < sh->nodes; k++)
 		s->want[s->pick[k]] |= s->pick_gpus[k];
-	for (int v = 0; v < s->nvictims; v++)
-		if (!s->snap->running[s->victims[v]].stopping && intersects(s, s->victims[v]))
-			cost += lost_work(s, s->victims[v]);
+	for (int v = 0; v < s->nvictims; v++) {
+		int r = s->victims[v];
+		if (s->snap->running[r].stopping || !intersects(s, r) ||
+		    may_preempt(s, job, r) != 1)
+			continue;
+		cost += s->run[r].lost;
+		*prio_gpus += s->run[r].gpus;
+	}
 	for (int k = 0; k < sh->nodes; k++)
 		s->want[s->pick[k]] = 0;
-	return cost;
-}
-
-/* Whether the work the victims lose is at most preempt_loss_pct % of the
- * GPU-time the job has waited: waiting a little longer (running work ends
- * all the time) is cheaper than throwing away much, and the longer a job
- * waits the more it may stop, so it still gets its turn. */
-static int worth_it(struct sched *s, int job, const struct sched_shape *sh)
-{
-	int pct = s->snap->config.preempt_loss_pct;
-	const struct sched_job *j = &s->snap->pending[job];
-	if (pct <= 0)
+	int64_t ask = (int64_t)sh->gpus * sh->nodes;
+	if (cfg->preempt_loss_pct <= 0 || *prio_gpus == 0 ||
+	    (cfg->preempt_max_ratio > 0 && *prio_gpus <= (int64_t)cfg->preempt_max_ratio * ask))
 		return 1;
 	int64_t since = j->requeued_ms > j->submit_ms ? j->requeued_ms : j->submit_ms;
 	int64_t waited = s->snap->now_ms > since ? s->snap->now_ms - since : 0;
-	double may = (double)waited * (double)sh->gpus * (double)sh->nodes * pct / 100.0;
-	return victims_cost(s, sh) <= may;
+	return cost <= (double)waited * (double)ask * cfg->preempt_loss_pct / 100.0;
+}
+
+/* Adds attempt r, a victim of kind `kind` (victim_kind()), to what w says
+ * holds the job's GPUs: the first one's job, the GPUs on nodes of the
+ * job's slot, whose they are. */
+static void note_blocker(const struct sched *s, int slot, int r, int kind, struct sched_wait *w)
+{
+	const struct sched_running *a = &s->snap->running[r];
+	if (w->blockers++ == 0)
+		w->blocker_job = a->job_id;
+	for (int k = 0; k < a->nranks; k++)
+		if (slot < 0 || s->slotmask[a->ranks[k].node] >> slot & 1)
+			w->blocker_gpus += __builtin_popcountll(a->ranks[k].gpus);
+	if (kind == 1)
+		w->blocker_kind |= SCHED_BLOCK_PRIORITY;
+	if (kind == 2) {
+		w->blocker_team =
+		        (w->blocker_kind & SCHED_BLOCK_BORROWED) && w->blocker_team != a->team
+		                ? 0
+		                : a->team;
+		w->blocker_kind |= SCHED_BLOCK_BORROWED;
+	}
 }
 
 static void forget_taken(struct sched *s)
@@ -422,11 +470,12 @@ static void forget_taken(struct sched *s)
 		s->qt_taken[s->run[s->victims[v]].qt] = 0;
 }
 
-/* Stops the victims whose GPUs the job's assignment uses, and holds the
- * assignment's free GPUs for it so no later job takes them meanwhile. */
-static int apply_preemption(struct sched *s, int job, struct sched_shape *sh)
+/* Stops the victims whose GPUs the job's assignment uses (each noted in
+ * w), and holds the assignment's free GPUs for it so no later job takes
+ * them meanwhile. */
+static void apply_preemption(struct sched *s, int job, struct sched_shape *sh, int slot,
+                             struct sched_wait *w)
 {
-	int stopped = 0;
 	for (int k = 0; k < sh->nodes; k++)
 		s->want[s->pick[k]] |= s->pick_gpus[k];
 	for (int v = 0; v < s->nvictims; v++) {
@@ -434,7 +483,8 @@ static int apply_preemption(struct sched *s, int job, struct sched_shape *sh)
 		if (!intersects(s, r))
 			continue;
 		s->run[r].taken = 1;
-		stopped++;
+		int kind = may_preempt(s, job, r);
+		note_blocker(s, slot, r, kind, w);
 		if (s->snap->running[r].stopping)
 			continue;
 		/* a stopped attempt no longer counts against its team's quota */
@@ -445,7 +495,7 @@ static int apply_preemption(struct sched *s, int job, struct sched_shape *sh)
 		memset(p, 0, sizeof(*p)); /* padding too: results compare byte for byte */
 		p->attempt_id = s->snap->running[r].attempt_id;
 		p->for_job_id = s->snap->pending[job].id;
-		p->reclaim = may_preempt(s, job, r) == 2;
+		p->reclaim = kind == 2;
 	}
 	/* ... and its quota, so no later job of its team spends what the
 	 * victims give back before it can start */
@@ -458,15 +508,15 @@ static int apply_preemption(struct sched *s, int job, struct sched_shape *sh)
 		fit_set_free(s, i, s->free[i] & ~s->pick_gpus[k]);
 	}
 	s->gen++;
-	return stopped;
 }
 
 /* For a job with no assignment now, admitted against its quota (on
  * borrowed quota if `borrowed`): 1 if stopping lower-priority work, or
  * other teams' borrowed work where the job is within its own quota (or
  * waiting for attempts already stopping), makes it fit, with the victims
- * chosen and w PREEMPTING; else 0, with w->blockers and w->blocker_nodes
- * saying what such work holds. Never stops anything unless the job then
+ * chosen and w PREEMPTING (a: how many, and whose, in the blocker fields);
+ * else 0, with the blocker fields saying what such work holds and w->held
+ * why it is not stopped yet. Never stops anything unless the job then
  * fits. */
 int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,
                  struct sched_wait *w)
@@ -483,25 +533,35 @@ int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, int
 		sched_msort(s->run_order, s->tmp_int, s->snap->nrunning, victim_cmp, s);
 		s->run_order_done = 1;
 	}
-	int before = s->slots[slot].tot[sh->gpus];
 	int mark = fit_mark(s);
-	int fits = gather_victims(s, job, sh, slot) && fit_find(s, slot, sh->gpus, sh->nodes);
+	int64_t prio_gpus = 0;
+	int gathered = gather_victims(s, job, sh, slot);
+	int fits = gathered > 0 && fit_find(s, slot, sh->gpus, sh->nodes);
 	if (fits) {
 		fit_choose(s, sh->gpus, sh->nodes);
-		fits = worth_it(s, job, sh);
+		fits = worth_it(s, job, sh, &prio_gpus);
+		if (!fits) {
+			w->held = SCHED_HELD_LOSS;
+			w->held_gpus = prio_gpus;
+		}
 	}
-	int after = s->slots[slot].tot[sh->gpus];
 	fit_rollback(s, mark);
 	forget_taken(s);
 	if (!fits) {
-		w->blockers = 0;
-		for (int v = 0; v < s->nvictims; v++)
-			w->blockers += !s->snap->running[s->victims[v]].stopping;
-		w->blocker_nodes = after - before;
+		for (int v = 0; v < s->nvictims; v++) {
+			int r = s->victims[v];
+			if (!s->snap->running[r].stopping)
+				note_blocker(s, slot, r, may_preempt(s, job, r), w);
+		}
+		if (gathered < 0) {
+			w->held = SCHED_HELD_YOUNG;
+			w->held_until_ms = s->young_until;
+		}
 		return 0;
 	}
 	w->reason = SCHED_WAIT_PREEMPTING;
-	w->a = apply_preemption(s, job, sh);
+	apply_preemption(s, job, sh, slot, w);
+	w->a = w->blockers;
 	w->b = 0;
 	return 1;
 }

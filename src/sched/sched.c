@@ -536,7 +536,11 @@ static void rank_policy(struct sched *s)
  * victim aged past it, or a team below it in fair share) would find its
  * GPUs taken and stop them again, or find its team's quota spent and start
  * as a borrower, to be reclaimed by the very team it reclaimed from. Each
- * stopping attempt learns the index of the pending job it stops for. */
+ * stopping attempt learns the index of the pending job it stops for.
+ * Among them, the job whose victims were chosen first goes first: its
+ * victims are the first to be gone, and a later one decided before it
+ * would take what they freed (both find whole free nodes, and best fit
+ * cannot tell whose they were). */
 static void mark_resuming(struct sched *s)
 {
 	const struct sched_snapshot *snap = s->snap;
@@ -606,11 +610,16 @@ static void build_jobs(struct sched *s)
 		struct sched_item *it = &s->items[j];
 		int level = sched_overdue(s, j);
 		it->k1 = (uint64_t)!s->job_first[j] << 63;
-		if (level < 2)
-			it->k1 |= (uint64_t)1 << 62 | (uint64_t)(uint32_t)s->queues[qt->queue].rank
-			                                      << 32;
-		if (level < 1)
-			it->k1 |= (uint64_t)1 << 31 | (uint32_t)s->teams[qt->team].rank;
+		if (s->job_first[j]) { /* first held, first served: see mark_resuming() */
+			if (job->held_since_ms > 0)
+				it->k1 |= (uint64_t)job->held_since_ms & (((uint64_t)1 << 62) - 1);
+		} else {
+			if (level < 2)
+				it->k1 |= (uint64_t)1 << 62 |
+				          (uint64_t)(uint32_t)s->queues[qt->queue].rank << 32;
+			if (level < 1)
+				it->k1 |= (uint64_t)1 << 31 | (uint32_t)s->teams[qt->team].rank;
+		}
 		/* higher priority first: store it negated (it fits: |prio| < 2^62);
 		 * overdue jobs go in submission order */
 		it->prio = level ? 0 : -prio;

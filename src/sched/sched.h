@@ -51,15 +51,23 @@
  *      team's lower-priority jobs in the same queue, or (b) another team's
  *      attempts admitted on borrowed quota in its queue, while that team is
  *      still above its nominal quota (reclaim). It happens only if stopping
- *      the chosen victims makes the job fit, and victims are chosen to lose
- *      the least work (GPU-time since their last checkpoint; checkpointing
- *      attempts first). Churn guards: an attempt younger than
+ *      the chosen victims makes the job fit. Victims: first what is already
+ *      stopping for it, then borrowed attempts it may reclaim, then
+ *      lower-priority work, each in order of the least work lost (GPU-time
+ *      since their last checkpoint; checkpointing attempts first).
+ *      Reclaim is a guarantee: a job within its team's nominal quota gets
+ *      borrowed GPUs back whatever the borrowers lose and however young
+ *      they are (a borrower runs at that risk, as in Kueue). Priority
+ *      preemption has two churn guards: an attempt younger than
  *      config.min_runtime_ms is never a victim (work just started, often a
  *      requeued victim, gets to run), and where young attempts would be
- *      needed the job waits for them rather than stop older, costlier work;
- *      the victims may lose at most config.preempt_loss_pct % of the
- *      GPU-time the job has waited, so a job that would soon start anyway
- *      throws little away. The job then holds the free part of its
+ *      needed the job waits for them rather than stop older, costlier work
+ *      (sched_wait.held says so, with the time); and the loss limit: the
+ *      priority victims may hold at most config.preempt_max_ratio times the
+ *      GPUs the job asks for, or else lose at most config.preempt_loss_pct %
+ *      of the GPU-time the job has waited. So equals always may stop each
+ *      other, and a one-GPU job does not stop a 16-node gang until it has
+ *      waited long. The job then holds the free part of its
  *      assignment and its quota. Holds outlive the cycle: a job that
  *      attempts are stopping_for, or whose victims stopped less than
  *      SCHED_HOLD_MS ago (held_since_ms, set by the caller), is decided
@@ -111,6 +119,7 @@
 #define SCHED_DEFAULT_MIN_RUNTIME_MS   (5 * 60 * 1000LL)   /* sched_config.min_runtime_ms */
 #define SCHED_HOLD_MS                  (15 * 60 * 1000LL)  /* see sched_job.held_since_ms */
 #define SCHED_DEFAULT_PREEMPT_LOSS_PCT 50                  /* sched_config.preempt_loss_pct */
+#define SCHED_DEFAULT_PREEMPT_RATIO    2                   /* sched_config.preempt_max_ratio */
 #define SCHED_DEFAULT_OVERDUE_MS       (30 * 60 * 1000LL)  /* sched_config.overdue_ms */
 #define SCHED_DEFAULT_STARVE_MS        (4 * 3600 * 1000LL) /* sched_config.starve_ms */
 #define SCHED_DEFAULT_RESTART_COST_MS  (10 * 60 * 1000LL)  /* sched_config.restart_cost_ms */
@@ -207,8 +216,14 @@ struct sched_config {
 	int max_reservations;    /* blocked jobs that get a reservation (>= 1) */
 	int64_t min_runtime_ms;  /* an attempt younger than this is never a victim (0: any
 	                         * age); SCHED_DEFAULT_MIN_RUNTIME_MS is the usual value */
-	int preempt_loss_pct;    /* victims may lose at most this % of the GPU-time the job
-	                         * has waited (0: no limit); SCHED_DEFAULT_PREEMPT_LOSS_PCT */
+	int preempt_max_ratio;   /* priority victims holding at most this many times the
+	                         * GPUs the job asks for may always be stopped (0: none
+	                         * may, only preempt_loss_pct decides);
+	                         * SCHED_DEFAULT_PREEMPT_RATIO */
+	int preempt_loss_pct;    /* ... larger ones only if they lose at most this % of the
+	                         * GPU-time the job has waited (0: no loss limit at all,
+	                         * the ratio aside); SCHED_DEFAULT_PREEMPT_LOSS_PCT.
+	                         * Neither applies to reclaim. */
 	int64_t overdue_ms;      /* a job waiting longer goes ahead of its queue's others, in
 	                         * submission order (0: never); SCHED_DEFAULT_OVERDUE_MS */
 	int64_t starve_ms;       /* ... and this long ahead of every other queue's (0: never);
@@ -254,15 +269,34 @@ enum sched_reason {
 	                   * with enough usable GPUs in one block, b = needed */
 };
 
+/* What holds a waiting job's GPUs and could be stopped for it. */
+#define SCHED_BLOCK_PRIORITY 1 /* lower-priority work */
+#define SCHED_BLOCK_BORROWED 2 /* another team's borrowed quota, to reclaim */
+
+/* Why the preemption that would make a job fit does not happen yet. */
+enum sched_held {
+	SCHED_HELD_NONE,
+	SCHED_HELD_YOUNG, /* victims it needs are younger than the minimum runtime:
+	                   * until held_until_ms */
+	SCHED_HELD_LOSS,  /* the loss limit: victims of held_gpus GPUs for what it asks */
+};
+
 struct sched_wait {
 	int64_t job_id;
 	enum sched_reason reason;
 	int64_t a, b;
-	int64_t blockers;      /* lower-priority jobs holding what it needs */
+	int64_t blockers;      /* attempts holding what it needs that it may stop (RESOURCES,
+	                        * TOPOLOGY), or that are stopping for it (PREEMPTING) */
+	int64_t blocker_job;   /* the job of the first of them (the cheapest to stop) */
+	int64_t blocker_gpus;  /* GPUs they hold on nodes it could use */
+	int blocker_kind;      /* SCHED_BLOCK_* bits */
+	uint32_t blocker_team; /* BORROWED: the borrowing team, if one (0: several) */
+	enum sched_held held;
+	int64_t held_until_ms; /* HELD_YOUNG: when the last victim it needs comes of age */
+	int64_t held_gpus;     /* HELD_LOSS: GPUs the priority victims hold */
 	int64_t est_start_ms;  /* estimated start (0: unknown): its reservation's time if
 	                        * `reserved`, else the estimate's dry run (sched_cycle()) */
 	int reserved;          /* GPUs are reserved for it from est_start_ms on */
-	int64_t blocker_nodes; /* fitting nodes the blockers' GPUs would add */
 	int64_t most_free;     /* RESOURCES, UNFIT: most free (usable) GPUs on one matching node */
 	int64_t idle_quota;    /* QUOTA: idle GPUs of the queue to borrow; -1: no borrowing */
 };
@@ -309,10 +343,16 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
                     char *why, size_t whylen);
 
-/* Plain words for a wait, e.g. "needs 16 nodes x 8 GPUs in one block; the
- * largest free block has 11 nodes; 3 lower-priority jobs hold 5 more". */
-void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, char *out,
-                     size_t outlen);
+/* The string interned as id (borrowed, valid until the caller's names
+ * change), or NULL. */
+typedef const char *(*sched_name_fn)(void *ctx, uint32_t id);
+
+/* Plain words for a wait, e.g. "needs 2 GPUs on one node; the most free on a
+ * matching node is 0; job 1 (lower priority) holds 2 GPUs it could use, and
+ * may be preempted at 20:46:00 UTC, when its minimum runtime ends". name
+ * (may be NULL) names teams; without it they are "team #ID". */
+void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, sched_name_fn name,
+                     void *ctx, char *out, size_t outlen);
 
 /* Decays a usage figure: usage * 0.5^(elapsed / half_life). */
 double sched_decay(double usage, int64_t elapsed_ms, int64_t half_life_ms);

@@ -243,6 +243,7 @@ struct sched {
 	int run_order_done;
 	int preempt_tries;
 	int preempt_borrowing; /* plan_preempt()'s job is admitted on borrowed quota */
+	int64_t young_until;   /* gather_victims(): when its young victims come of age */
 	int nborrow_holds;
 
 	/* the undo log of dry runs */

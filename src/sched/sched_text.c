@@ -28,25 +28,106 @@ static const char *s_(long long n)
 	return n == 1 ? "" : "s";
 }
 
-static void add_blockers(const struct sched_wait *w, char *out, size_t len, size_t *used)
+/* "2026-12-01 20:46:00 UTC" */
+static void utc(int64_t ms, char *out, size_t len)
 {
-	if (w->blockers > 0)
-		add(out, len, used, "; %lld lower-priority job%s hold%s %lld more",
-		    (long long)w->blockers, s_(w->blockers), w->blockers == 1 ? "s" : "",
-		    (long long)w->blocker_nodes);
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	snprintf(out, len, "?");
+	if (gmtime_r(&t, &tm))
+		strftime(out, len, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+struct names {
+	sched_name_fn fn;
+	void *ctx;
+};
+
+/* Whose the blockers' GPUs are: "lower priority", "borrowed by team a". */
+static void add_kind(const struct sched_wait *w, const struct names *nm, char *out, size_t len,
+                     size_t *used)
+{
+	const char *team = w->blocker_team && nm->fn ? nm->fn(nm->ctx, w->blocker_team) : NULL;
+	if (w->blocker_kind & SCHED_BLOCK_PRIORITY)
+		add(out, len, used, "lower priority%s",
+		    w->blocker_kind & SCHED_BLOCK_BORROWED ? " or borrowed" : "");
+	else if (w->blocker_kind & SCHED_BLOCK_BORROWED && team)
+		add(out, len, used, "borrowed by team %s", team);
+	else if (w->blocker_kind & SCHED_BLOCK_BORROWED && w->blocker_team)
+		add(out, len, used, "borrowed by team #%u", (unsigned)w->blocker_team);
+	else if (w->blocker_kind & SCHED_BLOCK_BORROWED)
+		add(out, len, used, "borrowed by other teams");
+	else
+		add(out, len, used, "stopping");
+}
+
+/* "job 1 (lower priority)" or "3 jobs (lower priority; job 1 first)" */
+static void add_whose(const struct sched_wait *w, const struct names *nm, char *out, size_t len,
+                      size_t *used)
+{
+	if (w->blockers == 1)
+		add(out, len, used, "job %lld (", (long long)w->blocker_job);
+	else
+		add(out, len, used, "%lld jobs (", (long long)w->blockers);
+	add_kind(w, nm, out, len, used);
+	if (w->blockers != 1)
+		add(out, len, used, "; job %lld first", (long long)w->blocker_job);
+	add(out, len, used, ")");
+}
+
+/* What holds the GPUs a waiting job needs, and when or whether it may be
+ * stopped for it. */
+static void add_blockers(const struct sched_wait *w, const struct sched_job *job,
+                         const struct names *nm, char *out, size_t len, size_t *used)
+{
+	char when[40];
+	if (w->blockers > 0) {
+		add(out, len, used, "; ");
+		add_whose(w, nm, out, len, used);
+		add(out, len, used, " hold%s %lld GPU%s it could use", w->blockers == 1 ? "s" : "",
+		    (long long)w->blocker_gpus, s_(w->blocker_gpus));
+	}
+	if (w->held == SCHED_HELD_YOUNG) {
+		utc(w->held_until_ms, when, sizeof(when));
+		if (w->blockers == 1)
+			add(out, len, used,
+			    ", and may be preempted at %s, when its minimum runtime ends", when);
+		else
+			add(out, len, used,
+			    "; they may be preempted at %s, when their minimum runtime ends", when);
+	} else if (w->held == SCHED_HELD_LOSS) {
+		long long ask = job ? (long long)job->gpus * job->nodes : 0;
+		add(out, len, used,
+		    "; not preempted: that would stop %lld GPUs of work for the %lld it asks for, "
+		    "more than the loss limit allows until it has waited longer",
+		    (long long)w->held_gpus, ask);
+	}
 	if (w->reserved && w->est_start_ms > 0) { /* an estimate moves every cycle: not in words */
-		time_t t = (time_t)(w->est_start_ms / 1000);
-		struct tm tm;
-		char when[32] = "?";
-		if (gmtime_r(&t, &tm))
-			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		utc(w->est_start_ms, when, sizeof(when));
 		add(out, len, used, "; expected to start by %s", when);
 	}
 }
 
-static void resources_text(const struct sched_wait *w, int gpus, char *out, size_t len,
-                           size_t *used)
+static void preempting_text(const struct sched_wait *w, const struct names *nm, char *out,
+                            size_t len, size_t *used)
 {
+	if (w->blockers == 0) {
+		add(out, len, used, "stopping %lld running attempt%s to make room", (long long)w->a,
+		    s_(w->a));
+		return;
+	}
+	add(out, len, used, "stopping ");
+	add_whose(w, nm, out, len, used);
+	if (w->blocker_kind == SCHED_BLOCK_BORROWED)
+		add(out, len, used, " to reclaim its team's quota");
+	else
+		add(out, len, used, " to make room");
+}
+
+static void resources_text(const struct sched_wait *w, const struct sched_job *job,
+                           const struct names *nm, char *out, size_t len, size_t *used)
+{
+	int gpus = job ? job->gpus : 0;
 	if (w->b <= 1)
 		add(out, len, used,
 		    "needs %d GPU%s on one node; the most free on a matching node is %lld", gpus,
@@ -56,7 +137,7 @@ static void resources_text(const struct sched_wait *w, int gpus, char *out, size
 		    "needs %lld nodes × %d GPU%s; %lld matching node%s %s %d free now",
 		    (long long)w->b, gpus, s_(gpus), (long long)w->a, s_(w->a),
 		    w->a == 1 ? "has" : "have", gpus);
-	add_blockers(w, out, len, used);
+	add_blockers(w, job, nm, out, len, used);
 }
 
 static void quota_text(const struct sched_wait *w, const struct sched_job *job, char *out,
@@ -78,23 +159,24 @@ static void quota_text(const struct sched_wait *w, const struct sched_job *job, 
 		    (long long)w->idle_quota, s_(w->idle_quota));
 }
 
-void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, char *out,
-                     size_t outlen)
+void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, sched_name_fn name,
+                     void *ctx, char *out, size_t outlen)
 {
 	size_t used = 0;
+	const struct names nm = {name, ctx};
 	int gpus = job ? job->gpus : 0;
 	if (!out || outlen == 0)
 		return;
 	out[0] = '\0';
 	switch (w->reason) {
 	case SCHED_WAIT_NONE: add(out, outlen, &used, "placed"); break;
-	case SCHED_WAIT_RESOURCES: resources_text(w, gpus, out, outlen, &used); break;
+	case SCHED_WAIT_RESOURCES: resources_text(w, job, &nm, out, outlen, &used); break;
 	case SCHED_WAIT_TOPOLOGY:
 		add(out, outlen, &used,
 		    "needs %lld nodes × %d GPU%s in one block; the largest free block has %lld "
 		    "node%s",
 		    (long long)w->b, gpus, s_(gpus), (long long)w->a, s_(w->a));
-		add_blockers(w, out, outlen, &used);
+		add_blockers(w, job, &nm, out, outlen, &used);
 		break;
 	case SCHED_WAIT_QUOTA: quota_text(w, job, out, outlen, &used); break;
 	case SCHED_WAIT_RESERVED:
@@ -104,12 +186,7 @@ void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, ch
 		    "the reservation",
 		    (long long)w->a);
 		break;
-	case SCHED_WAIT_PREEMPTING:
-		add(out, outlen, &used,
-		    "stopping %lld running attempt%s of lower-priority or borrowed "
-		    "work to make room",
-		    (long long)w->a, s_(w->a));
-		break;
+	case SCHED_WAIT_PREEMPTING: preempting_text(w, &nm, out, outlen, &used); break;
 	case SCHED_WAIT_UNFIT:
 		if (w->b <= 1)
 			add(out, outlen, &used,

@@ -298,6 +298,7 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	                                     .preemption = 1,
 	                                     .max_reservations = SCHED_DEFAULT_RESERVATIONS,
 	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
+	                                     .preempt_max_ratio = st->preempt_max_ratio,
 	                                     .preempt_loss_pct = st->preempt_loss_pct,
 	                                     .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
 	                                     .starve_ms = SCHED_DEFAULT_STARVE_MS,
@@ -415,6 +416,13 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	state_attempt_stop(st, a);
 }
 
+/* Teams in a wait's words: the scheduler knows interned ids. */
+static const char *name_of(void *ctx, uint32_t id)
+{
+	const struct state *st = ctx;
+	return id >= 1 && (int)id <= st->names.n ? st->names.v[id - 1] : NULL;
+}
+
 /* A full cycle explains every waiting job; the others (many a second in a
  * burst) only the jobs never explained yet, so that a new job has its
  * reason at once while the text and the estimate of the rest are redone
@@ -428,7 +436,7 @@ static void apply_wait(struct state *st, const struct sched_wait *w, int full)
 	struct sched_job sj;
 	fill_job(st, j, &sj);
 	char why[256];
-	sched_wait_text(w, &sj, why, sizeof(why));
+	sched_wait_text(w, &sj, name_of, st, why, sizeof(why));
 	j->est_start_ms = w->est_start_ms;
 	if (strcmp(why, j->reason) != 0) {
 		text_printf(j->reason, sizeof(j->reason), "%s", why);

@@ -33,6 +33,7 @@ struct server_config {
 	int full_sync;
 	int threads;
 	int64_t preempt_min_runtime_ms;
+	int64_t preempt_max_ratio;
 	int64_t preempt_loss_pct;
 	int64_t preempt_restart_cost_ms;
 	int64_t half_life_ms;
@@ -59,9 +60,13 @@ static const char usage[] =
         "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
         "  --log-level LEVEL    error, warn, info or debug (default info)\n"
         "  --check-config       validate the options and exit\n"
-        "  --preempt-min-runtime DUR  attempts younger than this are never preempted (5m)\n"
-        "  --preempt-loss-pct N       victims lose at most N% of the GPU-time the job has\n"
-        "                             waited (50; 0 = no limit)\n"
+        "  --preempt-min-runtime DUR  attempts younger than this are never preempted for\n"
+        "                             priority (5m; reclaim of borrowed quota ignores it)\n"
+        "  --preempt-max-ratio N      a job may stop lower-priority work holding up to N\n"
+        "                             times the GPUs it asks for (2; 0 = only by the loss\n"
+        "                             limit)\n"
+        "  --preempt-loss-pct N       ... more only if that loses at most N% of the GPU-time\n"
+        "                             the job has waited (50; 0 = no limit)\n"
         "  --preempt-restart-cost DUR what stopping an attempt costs per GPU beyond its\n"
         "                             lost work, in victim choice and that limit (10m)\n"
         "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n";
@@ -104,8 +109,9 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	c->port = 7070;
 	c->node_timeout_ms = 30000;
 	c->threads = 2;
-	c->preempt_min_runtime_ms = 5 * 60 * 1000;
-	c->preempt_loss_pct = 50;
+	c->preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
+	c->preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
+	c->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	c->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->level = LOG_INFO;
@@ -145,6 +151,9 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 		} else if (strcmp(f, "--preempt-min-runtime") == 0) {
 			if (parse_duration_ms(v, &c->preempt_min_runtime_ms))
 				return bad(f, v, "is not a duration such as 0s, 30s or 5m");
+		} else if (strcmp(f, "--preempt-max-ratio") == 0) {
+			if (parse_i64(v, 0, 1000000, &c->preempt_max_ratio))
+				return bad(f, v, "is not a number from 0 to 1000000");
 		} else if (strcmp(f, "--preempt-loss-pct") == 0) {
 			if (parse_i64(v, 0, 100000, &c->preempt_loss_pct))
 				return bad(f, v, "is not a percentage from 0 to 100000");
@@ -273,6 +282,7 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state_open = 1;
 	s->state.wake = agentproto_wake;
 	s->state.preempt_min_runtime_ms = c->preempt_min_runtime_ms;
+	s->state.preempt_max_ratio = (int)c->preempt_max_ratio;
 	s->state.preempt_loss_pct = (int)c->preempt_loss_pct;
 	s->state.preempt_restart_cost_ms = c->preempt_restart_cost_ms;
 	s->state.usage_half_life_ms = c->half_life_ms;
@@ -298,11 +308,12 @@ int server_main(int argc, char **argv)
 		return rc;
 	if (check_only) {
 		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms "
-		       "full-sync=%s preempt-min-runtime=%lldms preempt-loss-pct=%lld "
-		       "preempt-restart-cost=%lldms\n",
+		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
+		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms\n",
 		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
-		       (long long)c.preempt_loss_pct, (long long)c.preempt_restart_cost_ms);
+		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
+		       (long long)c.preempt_restart_cost_ms);
 		return 0;
 	}
 	log_init("server", c.level);

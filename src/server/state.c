@@ -330,6 +330,7 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	st->usage_half_life_ms = 24 * 3600 * 1000LL;
 	st->aging_ms = 60 * 1000;
 	st->preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
+	st->preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
 	st->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	st->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	int rc = store_open(db_path, full_sync, &st->store);

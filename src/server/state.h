@@ -91,6 +91,7 @@ struct state {
 	int64_t usage_half_life_ms;
 	int64_t aging_ms;
 	int64_t preempt_min_runtime_ms;  /* sched_config.min_runtime_ms */
+	int preempt_max_ratio;           /* sched_config.preempt_max_ratio */
 	int preempt_loss_pct;            /* sched_config.preempt_loss_pct */
 	int64_t preempt_restart_cost_ms; /* sched_config.restart_cost_ms */
 	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */

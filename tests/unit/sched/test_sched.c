@@ -6,7 +6,7 @@ static void text_of(const struct sched_result *res, const struct fx *f, int64_t 
 {
 	const struct sched_wait *w = fx_wait(res, id);
 	CHECK(w != NULL);
-	sched_wait_text(w, fx_find_job(&f->snap, id), buf, len);
+	sched_wait_text(w, fx_find_job(&f->snap, id), NULL, NULL, buf, len);
 }
 
 TEST(best_fit_fills_partly_used_node)
@@ -684,11 +684,14 @@ TEST(no_preemption_when_it_would_not_fit)
 	const struct sched_wait *w = fx_wait(&res, 10);
 	CHECK_INT(w->reason, SCHED_WAIT_RESOURCES);
 	CHECK_INT(w->blockers, 1);
-	CHECK_INT(w->blocker_nodes, 1);
+	CHECK_INT(w->blocker_gpus, 8);
+	CHECK_INT(w->blocker_job, 100001);
+	CHECK_INT(w->blocker_kind, SCHED_BLOCK_PRIORITY);
+	CHECK_INT(w->held, SCHED_HELD_NONE);
 	char buf[256];
 	text_of(&res, f, 10, buf, sizeof(buf));
-	CHECK_STR(buf, "needs 2 nodes × 8 GPUs; 0 matching nodes have 8 free now; 1 lower-priority "
-	               "job holds 1 more");
+	CHECK_STR(buf, "needs 2 nodes × 8 GPUs; 0 matching nodes have 8 free now; job 100001 "
+	               "(lower priority) holds 8 GPUs it could use");
 	sched_free(s);
 	fx_free(f);
 }
@@ -1140,25 +1143,26 @@ TEST(wait_text_wording)
 	                       .a = 11,
 	                       .b = 16,
 	                       .blockers = 3,
-	                       .blocker_nodes = 5};
-	sched_wait_text(&w, &j, buf, sizeof(buf));
+	                       .blocker_job = 7,
+	                       .blocker_gpus = 40,
+	                       .blocker_kind = SCHED_BLOCK_PRIORITY};
+	sched_wait_text(&w, &j, NULL, NULL, buf, sizeof(buf));
 	CHECK_STR(buf,
 	          "needs 16 nodes × 8 GPUs in one block; the largest free block has 11 nodes; 3 "
-	          "lower-priority jobs hold 5 more");
+	          "jobs (lower priority; job 7 first) hold 40 GPUs it could use");
 	w = (struct sched_wait){.reason = SCHED_WAIT_QUOTA, .a = 64, .b = 64, .idle_quota = -1};
 	j.nodes = 1;
-	sched_wait_text(&w, &j, buf, sizeof(buf));
+	sched_wait_text(&w, &j, NULL, NULL, buf, sizeof(buf));
 	CHECK_STR(buf, "team quota 64/64 GPUs used in queue; it asks for 8; borrowing disabled for "
 	               "this queue");
 	w.idle_quota = 2;
-	sched_wait_text(&w, &j, buf, sizeof(buf));
+	sched_wait_text(&w, &j, NULL, NULL, buf, sizeof(buf));
 	CHECK_CONTAINS(buf, "; only 2 idle GPUs to borrow in the queue");
 	w = (struct sched_wait){.reason = SCHED_WAIT_PREEMPTING, .a = 2};
-	sched_wait_text(&w, &j, buf, sizeof(buf));
-	CHECK_STR(buf,
-	          "stopping 2 running attempts of lower-priority or borrowed work to make room");
+	sched_wait_text(&w, &j, NULL, NULL, buf, sizeof(buf));
+	CHECK_STR(buf, "stopping 2 running attempts to make room");
 	char tiny[8];
-	sched_wait_text(&w, &j, tiny, sizeof(tiny));
+	sched_wait_text(&w, &j, NULL, NULL, tiny, sizeof(tiny));
 	CHECK_STR(tiny, "stoppin");
 }
 

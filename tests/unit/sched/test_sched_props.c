@@ -48,6 +48,7 @@ static void gen_policy(struct fx *f)
 	f->snap.config.max_reservations = 1 + (int)rnd(3);
 	f->snap.config.min_runtime_ms = rnd(2) ? 0 : 1000 + rnd(30000);
 	f->snap.config.preempt_loss_pct = rnd(2) ? 0 : 50 + (int)rnd(100);
+	f->snap.config.preempt_max_ratio = rnd(2) ? 0 : 1 + (int)rnd(4);
 	f->snap.config.overdue_ms = rnd(2) ? 0 : 5000 + rnd(40000);
 	f->snap.config.starve_ms = rnd(2) ? 0 : f->snap.config.overdue_ms * (2 + rnd(3));
 	f->snap.now_ms = 100000;
@@ -267,8 +268,9 @@ static void check_preemptions(const struct sched_snapshot *snap, const struct sc
 		const struct sched_job *j = fx_find_job(snap, p->for_job_id);
 		CHECK(j != NULL);
 		CHECK_INT(fx_wait(res, j->id)->reason, SCHED_WAIT_PREEMPTING);
-		/* never a young victim: a requeued one gets to run first */
-		CHECK(!snap->config.min_runtime_ms ||
+		/* never a young victim of priority: a requeued one gets to run
+		 * first; reclaim takes borrowed GPUs back whatever their age */
+		CHECK(p->reclaim || !snap->config.min_runtime_ms ||
 		      snap->now_ms - r->start_ms >= snap->config.min_runtime_ms);
 		if (p->reclaim) {
 			int has;
@@ -423,11 +425,11 @@ TEST(random_cycles_keep_invariants)
 
 struct sim_job {
 	struct sched_job job;
-	int arrive;        /* step */
-	int64_t remaining; /* ms of work left */
-	int running, done, preempted, starts;
-	int64_t held_since; /* its victims' preemption, until it starts */
-	int64_t requeued;   /* when its last attempt was preempted */
+	int arrive;                           /* step */
+	int64_t remaining;                    /* ms of work left */
+	int running, done, preempted, starts; /* preempted: for priority */
+	int64_t held_since;                   /* its victims' preemption, until it starts */
+	int64_t requeued;                     /* when its last attempt was preempted */
 	uint64_t freed[12]; /* per node: GPUs its victims freed, until it starts */
 };
 
@@ -610,10 +612,11 @@ static void sim_apply(struct sim *sm, const struct sched_result *res, int step)
 			sm->atts[m].stopping = 1;
 			sm->atts[m].stop_step = step;
 			sm->atts[m].stopping_for = pr->for_job_id;
-			sm->jobs[sm->atts[m].job].preempted++;
 			sm->jobs[pr->for_job_id - 1].held_since = (int64_t)step * SIM_STEP_MS;
 			if (pr->reclaim)
 				sim_reclaim(sm, pr->for_job_id, sm->jobs[sm->atts[m].job].job.id);
+			else
+				sm->jobs[sm->atts[m].job].preempted++;
 		}
 		sm->preemptions++;
 	}
@@ -676,11 +679,15 @@ TEST(long_run_no_starvation_no_preemption_loop)
 	int most = 0;
 	for (int k = 0; k < SIM_JOBS; k++)
 		most = sm->jobs[k].preempted > most ? sm->jobs[k].preempted : most;
-	/* bounded: each preemption makes a higher job fit, a victim has run at
-	 * least SIM_MIN_RUN_MS (a requeued one is not stopped again at once),
-	 * and what victims free goes to the job they stopped for, so no job is
-	 * preempted over and over (the allowance was 50 a job, 900 in all, when
-	 * freed GPUs could go to whoever sorted first) */
+	/* bounded: each preemption makes a higher job fit, a victim of priority
+	 * has run at least SIM_MIN_RUN_MS (a requeued one is not stopped again
+	 * at once), and what victims free goes to the job they stopped for, so
+	 * no job is preempted over and over (the allowance was 50 a job, 900 in
+	 * all, when freed GPUs could go to whoever sorted first). Reclaim takes
+	 * borrowed GPUs back at any age (a job of team 3, which has no quota,
+	 * is reclaimed each time it borrows what a team within quota then asks
+	 * for): each is for a different job, and sim_reclaim() checks that no
+	 * two jobs take GPUs back and forth. */
 	CHECK(most <= 8);
 	CHECK(sm->preemptions > 0 && sm->preemptions <= SIM_JOBS / 2);
 	CHECK_INT(stolen, 0);
