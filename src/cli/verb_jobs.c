@@ -46,10 +46,14 @@ static void add_placement(struct clitable *t, const json_t *placement)
 
 static void add_row(struct clitable *t, const json_t *job, int64_t now_ms)
 {
+	const char *state = verb_str(job, "state");
 	clitable_add(t, "%lld", (long long)verb_int(job, "id", -1));
 	clitable_add(t, "%s", verb_str(job, "name"));
-	clitable_add(t, "%s", verb_str(job, "state"));
-	add_placement(t, json_object_get(job, "placement"));
+	clitable_add(t, "%s%s", state,
+	             json_is_true(json_object_get(job, "borrowed")) ? " (borrowed)" : "");
+	/* A pending job runs nowhere, whatever an older server says of the
+	 * attempt it was requeued from. */
+	add_placement(t, strcmp(state, "pending") == 0 ? NULL : json_object_get(job, "placement"));
 	clitable_add(t, "%s", verb_str(job, "queue"));
 	clitable_add(t, "%lld", (long long)verb_int(job, "nodes", 0));
 	clitable_add(t, "%lld", (long long)verb_int(job, "gpus", 0));
@@ -123,6 +127,7 @@ const struct verb verb_jobs = {
         .opts = opts,
         .usage = "[--state S] [--limit N] [--json]",
         .summary = "list jobs, newest first",
-        .help = "Lists jobs, newest first: id, name, state, queue, size, time since submission,\n"
+        .help = "Lists jobs, newest first: id, name, state (\"(borrowed)\" when admitted on\n"
+                "another team's idle quota), where it runs, queue, size, time since submission,\n"
                 "run time, exit code, command, and why a pending job waits.\n",
 };

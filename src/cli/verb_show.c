@@ -91,14 +91,34 @@ static void gpu_list(const json_t *gpus, char *out, size_t n)
 	}
 }
 
+/* Why the attempt ended: "requeued: preempted for job 7 (higher priority)",
+ * "ended: rank 0 on node-1 exited non-zero", or while its ranks are being
+ * stopped "stopping: ...". Nothing for an attempt that runs undisturbed. */
+static void end_line(const json_t *a, struct buf *out)
+{
+	const char *why = verb_str(a, "end_reason");
+	const char *state = verb_str(a, "state");
+	if (!*why)
+		return;
+	buf_printf(out, "  %s: ",
+	           strcmp(state, "preempted") == 0 ? "requeued"
+	           : verb_state_final(state)       ? "ended"
+	                                           : "stopping");
+	verb_add_clean(out, why);
+	buf_adds(out, "\n");
+}
+
 static void render_attempt(const json_t *a, struct buf *out)
 {
 	buf_printf(out, "\nattempt %lld (id %lld): %s", (long long)verb_int(a, "number", 0),
 	           (long long)verb_int(a, "id", -1), verb_str(a, "state"));
+	if (json_is_true(json_object_get(a, "borrowed")))
+		buf_adds(out, " on borrowed quota");
 	if (*verb_str(a, "master_addr"))
 		buf_printf(out, ", master %s:%lld", verb_str(a, "master_addr"),
 		           (long long)verb_int(a, "master_port", 0));
 	buf_adds(out, "\n");
+	end_line(a, out);
 	struct clitable *t =
 	        clitable_new(7, "RANK", "NODE", "GPUS", "STATE", "PID", "EXIT", "SIGNAL");
 	clitable_indent(t, 2);
@@ -156,5 +176,6 @@ const struct verb verb_show = {
         .usage = "[--json] JOB",
         .summary = "show one job: its state, attempts and ranks",
         .help = "Shows JOB: state (and why it waits), queue, size, command, times, exit code,\n"
-                "and each attempt with its ranks: node, GPUs, state, pid, exit code, signal.\n",
+                "and each attempt: whether it ran on borrowed quota, why it ended or was\n"
+                "requeued, and its ranks: node, GPUs, state, pid, exit code, signal.\n",
 };

@@ -121,7 +121,7 @@ void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
 		return;
 	a->preempted = 1; /* ends as preempted: the job goes back to its queue */
 	a->preempted_for = 0;
-	text_printf(a->requeue_reason, sizeof(a->requeue_reason), "%s", why);
+	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why);
 	struct job *j = state_job(st, a->job_id);
 	if (j) {
 		text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);

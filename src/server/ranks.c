@@ -65,11 +65,11 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		j->exit_code = 0;
 		j->start_ms = 0;
 		state_pending_add(st, j);
-		if (*a->requeue_reason)
-			text_printf(j->reason, sizeof(j->reason), "requeued: %s",
-			            a->requeue_reason);
+		if (!*a->end_reason)
+			text_printf(a->end_reason, sizeof(a->end_reason), "preempted");
+		text_printf(j->reason, sizeof(j->reason), "requeued: %s", a->end_reason);
 		state_event(st, "job.requeued", j->id, 0, "attempt %lld %s; job requeued",
-		            (long long)a->id, *a->requeue_reason ? a->requeue_reason : "preempted");
+		            (long long)a->id, a->end_reason);
 		return;
 	}
 	j->state = s;
@@ -90,6 +90,8 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		text_printf(j->reason, sizeof(j->reason), "cancelled by request");
 	else if (a->timed_out)
 		text_printf(j->reason, sizeof(j->reason), "stopped at its time limit");
+	/* The job's reason is final now; the attempt keeps it as its own. */
+	text_printf(a->end_reason, sizeof(a->end_reason), "%s", j->reason);
 	state_event(st, "job.finished", j->id, 0, "job %lld %s exit_code=%d", (long long)j->id,
 	            job_state_name(s), j->exit_code);
 }

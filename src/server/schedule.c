@@ -406,13 +406,19 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 	struct job *for_job = state_job(st, pr->for_job_id);
 	if (for_job) /* what its victims free is held for it (sched.h) */
 		for_job->preempt_held_ms = wall_ms();
-	text_printf(j->reason, sizeof(j->reason), "preempted for job %lld (%s); will be requeued",
-	            (long long)pr->for_job_id,
-	            pr->reclaim ? "its team reclaims its quota" : "higher priority");
+	/* The cause stays with the attempt (shown by `anvil show`); the job's
+	 * reason gives way to its next wait once it is requeued. */
+	if (pr->reclaim)
+		text_printf(a->end_reason, sizeof(a->end_reason),
+		            "reclaimed by team %s for job %lld", for_job ? for_job->team : "?",
+		            (long long)pr->for_job_id);
+	else
+		text_printf(a->end_reason, sizeof(a->end_reason),
+		            "preempted for job %lld (higher priority)", (long long)pr->for_job_id);
+	text_printf(j->reason, sizeof(j->reason), "%s; will be requeued", a->end_reason);
 	state_mark_job(st, j);
-	state_event(st, "job.preempted", j->id, 0, "attempt %lld preempted for job %lld (%s)",
-	            (long long)a->id, (long long)pr->for_job_id,
-	            pr->reclaim ? "reclaim" : "priority");
+	state_event(st, "job.preempted", j->id, 0, "attempt %lld %s", (long long)a->id,
+	            a->end_reason);
 	state_attempt_stop(st, a);
 }
 

@@ -446,7 +446,28 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
 	if (a->preempted)
 		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
+	json_object_set_new(o, "end_reason", json_string(a->end_reason));
 	return o;
+}
+
+/* Listings show where the current attempt runs: "node-1:0,1" per rank. */
+static json_t *placement_json(struct state *st, const struct attempt *a)
+{
+	json_t *where = json_array();
+	for (int i = 0; i < a->nranks; i++) {
+		struct node *n = state_node(st, a->ranks[i].node_id);
+		char text[96 + 4 * MODEL_MAX_GPUS];
+		int len = snprintf(text, sizeof(text), "%s", n ? n->name : "?");
+		for (int g = 0, first = 1; g < MODEL_MAX_GPUS; g++) {
+			if (!(a->ranks[i].gpus & (1ull << g)))
+				continue;
+			len += snprintf(text + len, sizeof(text) - (size_t)len, "%s%d",
+			                first ? ":" : ",", g);
+			first = 0;
+		}
+		json_array_append_new(where, json_string(text));
+	}
+	return where;
 }
 
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
@@ -475,24 +496,13 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 		for (int i = 0; i < j->nattempts; i++)
 			json_array_append_new(arr, attempt_json(st, j->attempts[i]));
 		json_object_set_new(o, "attempts", arr);
-	} else if (j->nattempts) {
-		/* Listings show where the current attempt runs: "node-1:0,1". */
-		const struct attempt *a = j->attempts[j->nattempts - 1];
-		json_t *where = json_array();
-		for (int i = 0; i < a->nranks; i++) {
-			struct node *n = state_node(st, a->ranks[i].node_id);
-			char text[96 + 4 * MODEL_MAX_GPUS];
-			int len = snprintf(text, sizeof(text), "%s", n ? n->name : "?");
-			for (int g = 0, first = 1; g < MODEL_MAX_GPUS; g++) {
-				if (!(a->ranks[i].gpus & (1ull << g)))
-					continue;
-				len += snprintf(text + len, sizeof(text) - (size_t)len, "%s%d",
-				                first ? ":" : ",", g);
-				first = 0;
-			}
-			json_array_append_new(where, json_string(text));
-		}
-		json_object_set_new(o, "placement", where);
+	} else {
+		/* A requeued job runs nowhere until its next attempt: the
+		 * attempt that was preempted is history, not its placement. */
+		const struct attempt *a = j->nattempts ? j->attempts[j->nattempts - 1] : NULL;
+		int placed = a && a->state != JOB_PREEMPTED && j->state != JOB_PENDING;
+		json_object_set_new(o, "placement", placed ? placement_json(st, a) : json_array());
+		json_object_set_new(o, "borrowed", json_boolean(placed && a->borrowed));
 	}
 	return o;
 }

@@ -136,6 +136,8 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	a->preempted_for = jv_int(extra, "preempted_for", 0);
 	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
 	json_decref(extra);
+	const unsigned char *why = sqlite3_column_text(s, 11);
+	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why ? (const char *)why : "");
 	return a;
 }
 
@@ -189,7 +191,8 @@ static int load_jobs(sqlite3 *db, const struct store_loader *l)
 	if (sqlite3_prepare_v2(
 	            db,
 	            "SELECT id, job_id, number, state, ending, master_addr, master_port, "
-	            "start_ms, end_ms, ranks, extra FROM attempts ORDER BY job_id, number",
+	            "start_ms, end_ms, ranks, extra, end_reason FROM attempts "
+	            "ORDER BY job_id, number",
 	            -1, &as, NULL)) {
 		sqlite3_finalize(js);
 		return -EIO;

@@ -85,15 +85,19 @@ struct attempt {
 	int64_t id;
 	int64_t job_id;
 	int number;
-	enum job_state state;     /* scheduled, running, or a final state */
-	int ending;               /* stop every rank that still runs */
-	int preempted;            /* ending because the scheduler preempted it */
-	int borrowed;             /* admitted on another team's idle quota */
-	int64_t preempted_for;    /* the job it made room for */
-	int timed_out;            /* in memory: stopped at its time limit */
-	int fault;                /* in memory: failed by a GPU fault (server/nodes.c) */
-	char requeue_reason[160]; /* in memory: why it was stopped to be requeued */
-	int64_t checkpoint_ms;    /* newest checkpoint any rank reported (wall ms); 0 none */
+	enum job_state state;  /* scheduled, running, or a final state */
+	int ending;            /* stop every rank that still runs */
+	int preempted;         /* ending because the scheduler preempted it */
+	int borrowed;          /* admitted on another team's idle quota */
+	int64_t preempted_for; /* the job it made room for */
+	int timed_out;         /* in memory: stopped at its time limit */
+	int fault;             /* in memory: failed by a GPU fault (server/nodes.c) */
+	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
+	/* Why it ended, or why it is being stopped to be requeued ("preempted
+	 * for job 7 (higher priority)", "GPU 1 of node node-2 quarantined: ...");
+	 * "" while it runs undisturbed. Stored: the job's own reason moves on
+	 * (the next wait, the next attempt), this stays with the attempt. */
+	char end_reason[256];
 	char master_addr[64];
 	int master_port;
 	int64_t start_ms;

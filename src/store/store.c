@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 enum {
 	ST_BEGIN,
@@ -47,8 +47,9 @@ static const char *sql_text[ST_N] = {
                        "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
                        "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
-                           "master_addr, master_port, start_ms, end_ms, ranks, extra) VALUES "
-                           "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           "master_addr, master_port, start_ms, end_ms, ranks, extra, "
+                           "end_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                           "?12)",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
 };
@@ -77,13 +78,15 @@ static const char schema[] =
 
 /* Schema migrations, applied in order to a database older than each step.
  * Version 2: the scheduler's fields (teams, quotas, constraints, labels) as
- * JSON in an `extra` column per table. */
+ * JSON in an `extra` column per table. Version 3: why each attempt ended
+ * (or is being stopped to be requeued); older attempts read as "". */
 static const char *const migrations[] = {
         [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE nodes ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE queues ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "CREATE TABLE IF NOT EXISTS teams(name TEXT PRIMARY KEY, extra TEXT NOT NULL);",
+        [3] = "ALTER TABLE attempts ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';",
 };
 
 struct store {
@@ -353,6 +356,7 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	                          "checkpoint_ms", (json_int_t)a->checkpoint_ms);
 	bind_json(s, 11, extra);
 	json_decref(extra);
+	sqlite3_bind_text(s, 12, a->end_reason, -1, SQLITE_STATIC);
 	return step_done(st, s, "attempt put");
 }
 

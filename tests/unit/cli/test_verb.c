@@ -73,11 +73,11 @@ TEST(jobs_table)
 	buf_init(&out);
 	verb_jobs_render(jobs, 1790000125000, &out);
 	CHECK_STR(out.data,
-	          "ID  NAME   STATE    WHERE                  QUEUE    NODES  GPUS/NODE  AGE    "
+	          "ID  NAME   STATE    WHERE  QUEUE    NODES  GPUS/NODE  AGE    "
 	          "RUNTIME  EXIT  COMMAND                                REASON\n"
-	          " 7  train  running  -                      default      2          4  2m05s  "
+	          " 7  train  running  -      default      2          4  2m05s  "
 	          "2m02s       -  python3 train.py --msg 'it'\\''s here'  -\n"
-	          "12  -      pending  node-1:0,1 node-2:0,1  high        16          8  1m05s  "
+	          "12  -      pending  -      high        16          8  1m05s  "
 	          "-           -  sleep 1                                waiting for 16 nodes with "
 	          "8 free GPUs\n");
 	buf_reset(&out);
@@ -86,6 +86,55 @@ TEST(jobs_table)
 	CHECK_STR(out.data, "no jobs\n");
 	json_decref(empty);
 	json_decref(jobs);
+	buf_cleanup(&out);
+}
+
+/* A borrowed attempt is marked; a pending job that was requeued runs
+ * nowhere even when the server (an older one) names its last node. */
+TEST(jobs_table_marks_borrowed_and_requeued)
+{
+	json_t *jobs = load(
+	        "[{\"id\": 4, \"name\": \"b\", \"queue\": \"shared\", \"state\": \"running\","
+	        " \"borrowed\": true, \"placement\": [\"node-2:1\", \"node-3:0\"], \"gpus\": 1, "
+	        "\"nodes\": 2,"
+	        " \"command\": [\"sleep\", \"60\"], \"reason\": \"running\"},"
+	        " {\"id\": 3, \"name\": \"a\", \"queue\": \"shared\", \"state\": \"pending\","
+	        " \"borrowed\": false, \"placement\": [\"node-1:0\"], \"gpus\": 1, \"nodes\": 1,"
+	        " \"command\": [\"sleep\", \"60\"], \"reason\": \"requeued\"}]");
+	struct buf out;
+	buf_init(&out);
+	verb_jobs_render(jobs, 0, &out);
+	CHECK_CONTAINS(out.data, "4  b     running (borrowed)  node-2:1 node-3:0  shared ");
+	CHECK_CONTAINS(out.data, "3  a     pending             -                  shared ");
+	CHECK(strstr(out.data, "node-1") == NULL);
+	json_decref(jobs);
+	buf_cleanup(&out);
+}
+
+/* Each attempt says whether it was borrowed and why it ended. */
+TEST(show_attempt_causes)
+{
+	json_t *job = load(
+	        "{\"id\": 5, \"name\": \"\", \"state\": \"running\", \"attempts\": ["
+	        " {\"id\": 8, \"number\": 1, \"state\": \"preempted\", \"borrowed\": true,"
+	        "  \"end_reason\": \"reclaimed by team a for job 9\", \"ranks\": []},"
+	        " {\"id\": 11, \"number\": 2, \"state\": \"failed\", \"borrowed\": false,"
+	        "  \"end_reason\": \"rank 0 on node-1 exited non-zero\\u001b\", \"ranks\": []},"
+	        " {\"id\": 12, \"number\": 3, \"state\": \"running\", \"borrowed\": false,"
+	        "  \"end_reason\": \"GPU 1 of node node-2 quarantined: XID 48\", \"ranks\": []},"
+	        " {\"id\": 13, \"number\": 4, \"state\": \"running\", \"borrowed\": true,"
+	        "  \"end_reason\": \"\", \"ranks\": []}]}");
+	struct buf out;
+	buf_init(&out);
+	verb_show_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "attempt 1 (id 8): preempted on borrowed quota\n"
+	                         "  requeued: reclaimed by team a for job 9\n");
+	CHECK_CONTAINS(out.data, "attempt 2 (id 11): failed\n"
+	                         "  ended: rank 0 on node-1 exited non-zero?\n");
+	CHECK_CONTAINS(out.data, "attempt 3 (id 12): running\n"
+	                         "  stopping: GPU 1 of node node-2 quarantined: XID 48\n");
+	CHECK_CONTAINS(out.data, "attempt 4 (id 13): running on borrowed quota\n  RANK");
+	json_decref(job);
 	buf_cleanup(&out);
 }
 

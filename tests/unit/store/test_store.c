@@ -1,3 +1,4 @@
+#include <sqlite3.h>
 #include <stdlib.h>
 
 #include "../test.h"
@@ -55,6 +56,8 @@ static struct job *sample_job(void)
 	a->job_id = 1;
 	a->number = 1;
 	a->state = JOB_RUNNING;
+	a->borrowed = 1;
+	snprintf(a->end_reason, sizeof(a->end_reason), "reclaimed by team a for job 9");
 	snprintf(a->master_addr, sizeof(a->master_addr), "10.0.0.1");
 	a->master_port = 20007;
 	a->nranks = 2;
@@ -102,12 +105,69 @@ TEST(job_round_trips_through_sqlite)
 	CHECK_INT(l.job->attempts[0]->nranks, 2);
 	CHECK_INT(l.job->attempts[0]->ranks[1].gpus, 0xf);
 	CHECK_INT(l.job->attempts[0]->ranks[1].pid, 101);
+	CHECK_INT(l.job->attempts[0]->borrowed, 1);
+	CHECK_STR(l.job->attempts[0]->end_reason, "reclaimed by team a for job 9");
 	CHECK_STR(json_string_value(json_array_get(l.job->command, 1)), "train.py");
 	CHECK_INT(l.job->has_exit, 0);
 	CHECK_STR(l.job->team, "vision");
 	CHECK_INT(l.job->time_limit_ms, 60000);
 	CHECK_INT(l.job->checkpointing, 1);
 	CHECK_STR(json_string_value(json_object_get(l.job->constraints, "gpu_type")), "h200");
+	job_free(l.job);
+	job_free(j);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
+/* A database written at schema version 2 (no end_reason column) opens,
+ * migrates, keeps its attempts (with no end reason) and stores new ones. */
+TEST(version_2_database_migrates)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	struct job *j = sample_job();
+	CHECK_INT(store_open(path, 0, &st), 0);
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_job(st, j), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+	sqlite3 *db;
+	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_INT(sqlite3_exec(db,
+	                       "ALTER TABLE attempts DROP COLUMN end_reason;"
+	                       "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+	                       NULL, NULL, NULL),
+	          SQLITE_OK);
+	sqlite3_close(db);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.job != NULL);
+	CHECK_INT(l.job->nattempts, 1);
+	CHECK_INT(l.job->attempts[0]->borrowed, 1);
+	CHECK_STR(l.job->attempts[0]->end_reason, "");
+	char *v = NULL;
+	CHECK_INT(store_meta_get(st, "schema_version", &v), 0);
+	CHECK_STR(v, "3");
+	free(v);
+	snprintf(l.job->attempts[0]->end_reason, sizeof(l.job->attempts[0]->end_reason),
+	         "node node-2 draining: new NIC");
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_job(st, l.job), 0);
+	CHECK_INT(store_commit(st), 0);
+	job_free(l.job);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	l.job = NULL;
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.job != NULL);
+	CHECK_STR(l.job->attempts[0]->end_reason, "node node-2 draining: new NIC");
 	job_free(l.job);
 	job_free(j);
 	store_close(st);
