@@ -31,6 +31,13 @@
 
 #define UP_MAX_AGENTS 64
 
+/* The server's scheduling options, passed to it as they are (the server
+ * checks them, before anything starts: see check_server_flags). */
+static const char *const server_flags[] = {"--preempt-min-runtime", "--preempt-max-ratio",
+                                           "--preempt-loss-pct", "--preempt-restart-cost",
+                                           "--fair-share-half-life"};
+#define UP_SERVER_FLAGS (int)(sizeof(server_flags) / sizeof(server_flags[0]))
+
 struct up {
 	char home[PATH_MAX];
 	char dir[PATH_MAX + 8];
@@ -40,6 +47,8 @@ struct up {
 	int port;
 	const char *node_timeout;
 	const char *log_level;
+	const char *server_args[2 * UP_SERVER_FLAGS]; /* flag, value, ... */
+	int nserver_args;
 	pid_t server;
 	pid_t agent[UP_MAX_AGENTS];
 	char url[128];
@@ -56,6 +65,7 @@ static void on_signal(int sig)
 static const char up_usage[] =
         "usage: anvil up [--agents N] [--gpus-per-agent G] [--gpu-model NAME] [--port P]\n"
         "                [--home DIR] [--node-timeout DUR] [--log-level LEVEL]\n"
+        "                [server scheduling options, below]\n"
         "\n"
         "Runs a whole local cluster in the foreground: a server and N agents with\n"
         "simulated GPUs (backend: sim). Ctrl-C stops everything.\n"
@@ -67,6 +77,10 @@ static const char up_usage[] =
         "  --home DIR            ANVIL_HOME for this cluster (default $ANVIL_HOME or ~/.anvil)\n"
         "  --node-timeout DUR    how long a silent node stays ready (default 30s)\n"
         "\n"
+        "The server's scheduling options are passed to it (see anvil server --help):\n"
+        "  --preempt-min-runtime DUR, --preempt-max-ratio N, --preempt-loss-pct N,\n"
+        "  --preempt-restart-cost DUR, --fair-share-half-life DUR\n"
+        "\n"
         "Afterwards, from any terminal with the same ANVIL_HOME: anvil nodes, anvil run ...\n";
 
 static int up_bad(const char *flag, const char *value, const char *why)
@@ -76,6 +90,24 @@ static int up_bad(const char *flag, const char *value, const char *why)
 }
 
 int server_default_home(char *out, size_t n);
+
+/* 1 if f is one of the server's options that up passes on (set once). */
+static int server_flag(struct up *u, const char *f, const char *v)
+{
+	for (int k = 0; k < UP_SERVER_FLAGS; k++) {
+		if (strcmp(f, server_flags[k]) != 0)
+			continue;
+		for (int a = 0; a < u->nserver_args; a += 2)
+			if (strcmp(u->server_args[a], f) == 0) {
+				u->server_args[a + 1] = v;
+				return 1;
+			}
+		u->server_args[u->nserver_args++] = server_flags[k];
+		u->server_args[u->nserver_args++] = v;
+		return 1;
+	}
+	return 0;
+}
 
 static int up_flags(int argc, char **argv, struct up *u)
 {
@@ -120,7 +152,7 @@ static int up_flags(int argc, char **argv, struct up *u)
 			u->node_timeout = v;
 		} else if (strcmp(f, "--log-level") == 0) {
 			u->log_level = v;
-		} else {
+		} else if (!server_flag(u, f, v)) {
 			return up_bad(f, NULL, "is not an option of anvil up (see --help)");
 		}
 	}
@@ -165,6 +197,32 @@ static int read_client(struct up *u)
 	return rc;
 }
 
+/* Runs `anvil server --check-config` with the options up passes on, so
+ * that a bad one is refused with the server's own words before anything
+ * starts. 0 if they are fine. */
+static int check_server_flags(struct up *u)
+{
+	if (u->nserver_args == 0)
+		return 0;
+	char *argv[4 + 2 * UP_SERVER_FLAGS] = {"anvil", "server", "--check-config"};
+	int n = 3;
+	for (int a = 0; a < u->nserver_args; a++)
+		argv[n++] = (char *)u->server_args[a];
+	argv[n] = NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0)
+			dup2(fd, STDOUT_FILENO);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return ERR_UPSTREAM;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : ERR_INVALID;
+}
+
 static int start_server(struct up *u)
 {
 	char *client = xasprintf("%s/client.json", u->home);
@@ -173,19 +231,14 @@ static int start_server(struct up *u)
 	char *state = xasprintf("%s/server", u->dir);
 	char *listen = xasprintf("127.0.0.1:%d", u->port);
 	char *log = xasprintf("%s/logs/server.log", u->dir);
-	char *argv[] = {"anvil",
-	                "server",
-	                "--state-dir",
-	                state,
-	                "--listen",
-	                listen,
-	                "--home",
-	                u->home,
-	                "--node-timeout",
-	                (char *)u->node_timeout,
-	                "--log-level",
-	                (char *)u->log_level,
-	                NULL};
+	char *argv[13 + 2 * UP_SERVER_FLAGS] = {"anvil",          "server",
+	                                        "--state-dir",    state,
+	                                        "--listen",       listen,
+	                                        "--home",         u->home,
+	                                        "--node-timeout", (char *)u->node_timeout,
+	                                        "--log-level",    (char *)u->log_level};
+	for (int a = 0; a < u->nserver_args; a++)
+		argv[12 + a] = (char *)u->server_args[a];
 	u->server = spawn(argv, log);
 	int rc = u->server > 0 ? ERR_TIMEOUT : (int)u->server;
 	for (int i = 0; i < 200 && u->server > 0; i++) {
@@ -335,6 +388,8 @@ int up_main(int argc, char **argv)
 	int rc = up_flags(argc, argv, &u);
 	if (rc)
 		return rc;
+	if (check_server_flags(&u))
+		return 2; /* the server said what is wrong */
 	httpc_global_init();
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
