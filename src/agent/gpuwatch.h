@@ -43,7 +43,7 @@ struct gpuwatch;
 struct gpuwatch_config {
 	struct gpu_backend *gpus;  /* borrowed; must outlive the watcher */
 	const char *work_dir;      /* gpu-health.json lives here */
-	const char *hostname;      /* the Hostname label of the metrics */
+	const char *node_name;     /* the metrics' Hostname label: the anvil node name */
 	int64_t sample_ms;         /* 0: GPUWATCH_SAMPLE_MS */
 	const char *check_program; /* NULL: no compute check (see gpuwatch_check) */
 };

@@ -267,8 +267,10 @@ def test_metrics_validate():
         text = agent_metrics(c, name)
         line = [l for l in text.splitlines() if l.startswith("DCGM_FI_DEV_GPU_UTIL{") and
                 'gpu="%d"' % g[0] in l][0]
+        # Hostname is the node name (what `anvil nodes` lists), not the machine's
         for label in ('anvil_job="%d"' % j["id"], 'anvil_task="labelled"', 'modelName=',
-                      'UUID="GPU-', 'device="nvidia', 'anvil_backend="sim"'):
+                      'UUID="GPU-', 'device="nvidia', 'Hostname="%s"' % name,
+                      'anvil_backend="sim"'):
             assert label in line, line
         assert sample_value(text, "DCGM_FI_DEV_FB_USED", gpu=str(g[0])) == 1024.0
         rc, lints = promtool_lints(text)
