@@ -264,6 +264,7 @@ static void try_resets(struct gpuwatch *w)
 		pthread_mutex_unlock(&w->mu);
 		if (!due)
 			continue;
+		log_info("gpu reset started gpu=%d uuid=%s", i, g->info.uuid);
 		char err[256] = "", why[200] = "";
 		int rc = gpu_reset(w->b, i, err, sizeof(err));
 		struct gpu_sample s;

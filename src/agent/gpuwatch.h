@@ -17,6 +17,13 @@
  * Quarantines are written to WORK_DIR/gpu-health.json, so a restarted
  * agent keeps them until the reset and clean check.
  *
+ * A quarantined GPU stays quarantined, and so is never assigned, until all
+ * of: no desired rank uses it (gpuwatch_set_usage), the backend's reset
+ * has returned 0 (nvml: nvidia-smi --gpu-reset, seconds; sim: the file's
+ * reset_ms), and a fresh sample passes gpu_health_is_clean(). The thread
+ * waits for a reset, one GPU at a time: meanwhile no GPU is sampled and
+ * events wait (as they would behind nvidia-smi), and gpuwatch_stop() waits.
+ *
  * Who calls what: the main thread starts and stops it, reads the report
  * and tells it which GPUs ranks use (gpuwatch_set_usage); the HTTP threads
  * read metrics, the GPU list and run checks; gpuwatch_inject comes from
