@@ -419,11 +419,9 @@ static int setup(struct agent *a)
 		         : gpu_count(a->gpus) > EXEC_SPARES_MAX ? EXEC_SPARES_MAX
 		                                                : gpu_count(a->gpus);
 	exec_set_spares(a->exec, spares);
-	char hostname[256] = "";
-	gethostname(hostname, sizeof(hostname) - 1);
 	struct gpuwatch_config wc = {.gpus = a->gpus,
 	                             .work_dir = work,
-	                             .hostname = hostname,
+	                             .node_name = a->o.name,
 	                             .sample_ms = a->o.sample_ms,
 	                             .check_program = a->o.gpu_check_program};
 	if ((rc = gpuwatch_start(&wc, &a->watch))) {

@@ -62,7 +62,7 @@ struct gpuwatch {
 	int kick; /* sample now */
 	struct gpu_backend *b;
 	char *state_path;
-	char *hostname;
+	char *node_name; /* the Hostname label (dcgm.h) */
 	char *check_program;
 	int64_t sample_ms;
 	struct gpu_health_config hc;
@@ -264,6 +264,7 @@ static void try_resets(struct gpuwatch *w)
 		pthread_mutex_unlock(&w->mu);
 		if (!due)
 			continue;
+		log_info("gpu reset started gpu=%d uuid=%s", i, g->info.uuid);
 		char err[256] = "", why[200] = "";
 		int rc = gpu_reset(w->b, i, err, sizeof(err));
 		struct gpu_sample s;
@@ -319,7 +320,7 @@ int gpuwatch_start(const struct gpuwatch_config *cfg, struct gpuwatch **out)
 	pthread_mutex_init(&w->mu, NULL);
 	w->b = cfg->gpus;
 	w->state_path = xasprintf("%s/gpu-health.json", cfg->work_dir);
-	w->hostname = xstrdup(cfg->hostname ? cfg->hostname : "");
+	w->node_name = xstrdup(cfg->node_name ? cfg->node_name : "");
 	w->check_program = cfg->check_program ? xstrdup(cfg->check_program) : NULL;
 	w->sample_ms = cfg->sample_ms > 0 ? cfg->sample_ms : GPUWATCH_SAMPLE_MS;
 	gpu_health_config_default(&w->hc);
@@ -360,7 +361,7 @@ void gpuwatch_stop(struct gpuwatch *w)
 		close(w->efd);
 	pthread_mutex_destroy(&w->mu);
 	free(w->state_path);
-	free(w->hostname);
+	free(w->node_name);
 	free(w->check_program);
 	free(w);
 }
@@ -422,7 +423,7 @@ void gpuwatch_metrics(struct gpuwatch *w, struct buf *out)
 		};
 		memcpy(d[i].faults, g->faults, sizeof(d[i].faults));
 	}
-	dcgm_write(out, w->hostname, gpu_backend_name(w->b), d, w->n);
+	dcgm_write(out, w->node_name, gpu_backend_name(w->b), d, w->n);
 	pthread_mutex_unlock(&w->mu);
 }
 

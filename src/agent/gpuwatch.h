@@ -17,6 +17,13 @@
  * Quarantines are written to WORK_DIR/gpu-health.json, so a restarted
  * agent keeps them until the reset and clean check.
  *
+ * A quarantined GPU stays quarantined, and so is never assigned, until all
+ * of: no desired rank uses it (gpuwatch_set_usage), the backend's reset
+ * has returned 0 (nvml: nvidia-smi --gpu-reset, seconds; sim: the file's
+ * reset_ms), and a fresh sample passes gpu_health_is_clean(). The thread
+ * waits for a reset, one GPU at a time: meanwhile no GPU is sampled and
+ * events wait (as they would behind nvidia-smi), and gpuwatch_stop() waits.
+ *
  * Who calls what: the main thread starts and stops it, reads the report
  * and tells it which GPUs ranks use (gpuwatch_set_usage); the HTTP threads
  * read metrics, the GPU list and run checks; gpuwatch_inject comes from
@@ -43,7 +50,7 @@ struct gpuwatch;
 struct gpuwatch_config {
 	struct gpu_backend *gpus;  /* borrowed; must outlive the watcher */
 	const char *work_dir;      /* gpu-health.json lives here */
-	const char *hostname;      /* the Hostname label of the metrics */
+	const char *node_name;     /* the metrics' Hostname label: the anvil node name */
 	int64_t sample_ms;         /* 0: GPUWATCH_SAMPLE_MS */
 	const char *check_program; /* NULL: no compute check (see gpuwatch_check) */
 };

@@ -191,6 +191,12 @@ static void node_header(const json_t *node, int64_t now_ms, struct buf *out)
 	field(out, "pool", verb_str(node, "pool"));
 	field(out, "hostname", verb_str(node, "hostname"));
 	field(out, "address", verb_str(node, "address"));
+	/* Where to scrape the node's GPU metrics: the agent serves them. */
+	const char *agent = verb_str(node, "agent_url");
+	buf_reset(&tmp);
+	if (*agent)
+		buf_printf(&tmp, "%s/metrics", agent);
+	field(out, "metrics", tmp.len ? tmp.data : "");
 	clitable_duration(seen, sizeof(seen), verb_int(node, "last_seen_ms_ago", -1));
 	snprintf(s, sizeof(s), "%s%s", seen, strcmp(seen, "-") ? " ago" : "");
 	field(out, "last seen", s);

@@ -103,8 +103,7 @@ static int set(const char *s)
 /* The exporter's labels, in its order: what every series of the GPU
  * carries, before anvil's own. anvil's families leave out modelName, the
  * one camelCase label name promtool objects to. */
-static void identity_labels(struct buf *b, const struct dcgm_gpu *g, const char *hostname,
-                            int model)
+static void identity_labels(struct buf *b, const struct dcgm_gpu *g, const char *node, int model)
 {
 	const struct gpu_info *in = g->info;
 	char num[32];
@@ -116,8 +115,8 @@ static void identity_labels(struct buf *b, const struct dcgm_gpu *g, const char 
 	add_label(b, "device", num);
 	if (model)
 		add_label(b, "modelName", in->name);
-	if (set(hostname))
-		add_label(b, "Hostname", hostname);
+	if (set(node))
+		add_label(b, "Hostname", node);
 }
 
 static void backend_label(struct buf *b, const char *backend)
@@ -192,8 +191,8 @@ static void write_anvil(struct buf *out, const struct dcgm_gpu *gpus, int n,
 	}
 }
 
-void dcgm_write(struct buf *out, const char *hostname, const char *backend,
-                const struct dcgm_gpu *gpus, int n)
+void dcgm_write(struct buf *out, const char *node, const char *backend, const struct dcgm_gpu *gpus,
+                int n)
 {
 	if (n <= 0 || !gpus)
 		return;
@@ -203,13 +202,13 @@ void dcgm_write(struct buf *out, const char *hostname, const char *backend,
 	for (int i = 0; i < n; i++) {
 		buf_init(&ident[i]);
 		buf_init(&full[i]);
-		identity_labels(&full[i], &gpus[i], hostname, 1);
+		identity_labels(&full[i], &gpus[i], node, 1);
 		if (set(gpus[i].job_id))
 			add_label(&full[i], "anvil_job", gpus[i].job_id);
 		if (set(gpus[i].task))
 			add_label(&full[i], "anvil_task", gpus[i].task);
 		backend_label(&full[i], backend);
-		identity_labels(&ident[i], &gpus[i], hostname, 0);
+		identity_labels(&ident[i], &gpus[i], node, 0);
 		backend_label(&ident[i], backend);
 	}
 	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)

@@ -8,7 +8,9 @@
  *                        device="nvidia0",modelName="NVIDIA H200",Hostname="node-7",
  *                        anvil_job="j-42",anvil_task="train",anvil_backend="sim"} 61
  *
- * Hostname is left out when empty (as the exporter does); anvil_job and
+ * Hostname is the anvil node name (the agent's --name, what `anvil nodes`
+ * lists), so a series joins the node it came from; it is left out when
+ * empty (as the exporter does). anvil_job and
  * anvil_task are there while a job uses the GPU; anvil_backend is on every
  * series of every backend but "nvml", so simulated GPUs can never pass for
  * hardware. Families come in the exporter's order, one HELP and TYPE each,
@@ -52,9 +54,10 @@ struct dcgm_gpu {
 	int64_t faults[GPU_SCOPE_COUNT]; /* findings so far, by enum gpu_scope; [NONE] unused */
 };
 
-/* Appends the exposition of n GPUs to out. hostname may be NULL or "";
- * backend is the gpu_backend_name() ("nvml", "sim", ...). */
-void dcgm_write(struct buf *out, const char *hostname, const char *backend,
-                const struct dcgm_gpu *gpus, int n);
+/* Appends the exposition of n GPUs to out. node is the anvil node name,
+ * the Hostname label; NULL or "" leaves the label out. backend is the
+ * gpu_backend_name() ("nvml", "sim", ...). */
+void dcgm_write(struct buf *out, const char *node, const char *backend, const struct dcgm_gpu *gpus,
+                int n);
 
 #endif

@@ -62,6 +62,7 @@ struct sim {
 	char driver_version[64];
 	char cuda_version[32];
 	int count;
+	int64_t reset_ms; /* how long gpu_reset() takes; set at open */
 	struct sim_gpu gpus[GPU_MAX];
 	/* XIDs waiting for events(): a ring of SIM_EVENTS_MAX. */
 	struct gpu_event queue[SIM_EVENTS_MAX];
@@ -72,6 +73,7 @@ struct sim {
 static const struct jv_field file_fields[] = {
         {"driver_version", JV_STRING, 1, 1, 63},
         {"cuda_version", JV_STRING, 1, 1, 31},
+        {"reset_ms", JV_INT, 0, 0, SIM_RESET_MS_MAX},
         {"gpus", JV_ARRAY, 1, 0, GPU_MAX},
         {NULL, 0, 0, 0, 0},
 };
@@ -277,6 +279,7 @@ static int parse_file(struct sim *s, const struct buf *text, char *err, size_t e
 	snprintf(s->driver_version, sizeof(s->driver_version), "%s",
 	         jv_str(root, "driver_version", ""));
 	snprintf(s->cuda_version, sizeof(s->cuda_version), "%s", jv_str(root, "cuda_version", ""));
+	s->reset_ms = jv_int(root, "reset_ms", SIM_RESET_MS);
 	json_t *gpus = json_object_get(root, "gpus");
 	int count = (int)json_array_size(gpus);
 	size_t i;
@@ -534,22 +537,31 @@ static int sim_events(void *state, int timeout_ms, struct gpu_event *out, int ma
 static int sim_reset(void *state, int index, char *err, size_t errlen)
 {
 	struct sim *s = state;
+	struct sim_gpu *g = &s->gpus[index];
+	pthread_mutex_lock(&s->lock);
+	int lost = g->lost;
+	pthread_mutex_unlock(&s->lock);
+	/* A reset takes time, as nvidia-smi --gpu-reset does on hardware: the
+	 * caller waits, and the GPU keeps its faults until the reset is done.
+	 * The lock is not held meanwhile, so samples, events and injections go
+	 * on; a GPU that falls off the bus during the reset fails it. A lost
+	 * GPU fails at once. (reset_ms is set at open and never changes.) */
+	if (!lost)
+		sleep_ms(s->reset_ms);
 	int rc = 0;
 	pthread_mutex_lock(&s->lock);
-	struct sim_gpu *g = &s->gpus[index];
 	if (g->lost) {
 		snprintf(err, errlen, "gpu %d: GPU fell off the bus; the node needs a reboot",
 		         index);
 		rc = ERR_UPSTREAM;
-		goto out;
+	} else {
+		accrue_energy(g);
+		g->sbe_volatile = g->dbe_volatile = 0;
+		g->remap_pending = 0;
+		g->recovery_action = GPU_RECOVERY_NONE;
+		g->held_temp_c = -1;
+		g->throttle = 0;
 	}
-	accrue_energy(g);
-	g->sbe_volatile = g->dbe_volatile = 0;
-	g->remap_pending = 0;
-	g->recovery_action = GPU_RECOVERY_NONE;
-	g->held_temp_c = -1;
-	g->throttle = 0;
-out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

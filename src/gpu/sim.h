@@ -5,7 +5,7 @@
  * wrong types, duplicate uuids and out-of-order indices are rejected with
  * the file, the field, the value and the reason):
  *
- *   {"driver_version": "sim-550.54.15", "cuda_version": "12.4",
+ *   {"driver_version": "sim-550.54.15", "cuda_version": "12.4", "reset_ms": 2000,
  *    "gpus": [{"index": 0, "uuid": "GPU-...", "name": "NVIDIA H200",
  *              "memory_bytes": 150754820096, "pci_bus_id": "00000000:18:00.0",
  *              "minor": 0, "numa_node": 0, "cpu_affinity": "0-55,112-167",
@@ -13,6 +13,8 @@
  *              "nvlink_peers": [1, 2, 3], "pcie_switch": 0}]}
  *
  * "gpus" holds 0 to GPU_MAX entries whose indices are 0, 1, ... in order.
+ * "reset_ms" (optional, 0..SIM_RESET_MS_MAX, default SIM_RESET_MS) is how
+ * long gpu_reset() takes (see below).
  * The fields after pci_bus_id are optional (files without them load as
  * before): an absent int reads -1 (unknown) in gpu_info, an absent
  * cpu_affinity "", an absent nvlink_peers no NVLink. "minor" values are
@@ -72,15 +74,19 @@
  *       back to healthy and idle: every fault above undone, aggregate ECC
  *       counters and remaps included. Queued events stay queued.
  *
- * gpu_reset() of a lost GPU fails with ERR_UPSTREAM; otherwise it clears
- * the volatile ECC counters, pending remaps, the recovery action, a held
+ * gpu_reset() of a lost GPU fails at once with ERR_UPSTREAM. Otherwise it
+ * takes reset_ms, as a reset does on hardware (nvidia-smi --gpu-reset
+ * returns after seconds), and the GPU shows its faults until then; it
+ * fails with ERR_UPSTREAM if the GPU was lost meanwhile, else clears the
+ * volatile ECC counters, pending remaps, the recovery action, a held
  * temperature and the throttle reasons, and returns 0; aggregate counters,
  * remapped rows, a remap failure, load and power stay, as on hardware.
  *
  * Threading: unlike the other backends, the sim is thread-safe (a mutex
  * inside guards its state), and gpu_events() waits without holding it, on
  * a pipe that every injected XID writes a byte to: one thread may block
- * in gpu_events() while another injects faults, samples or resets. The
+ * in gpu_events() while another injects faults, samples or resets; a
+ * reset waits its reset_ms without holding it either. The
  * event queue holds the newest SIM_EVENTS_MAX events.
  *
  * The backend reports its name as "sim" everywhere (node facts, metrics) so
@@ -92,6 +98,12 @@
 #include "gpu/gpu.h"
 
 #define SIM_EVENTS_MAX 1024
+/* How long a simulated reset takes unless the file says ("reset_ms"):
+ * long enough to see a quarantined GPU in `anvil nodes show` and the
+ * metrics. The cap keeps an agent's shutdown, which waits for a reset
+ * under way, bounded. */
+#define SIM_RESET_MS     2000
+#define SIM_RESET_MS_MAX 60000
 
 extern const struct gpu_backend_ops gpu_sim_ops;
 

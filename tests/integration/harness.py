@@ -32,9 +32,10 @@ def wait_for(pred, timeout=20.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
-def sim_gpus(path, count, model="NVIDIA H200", node=0, topo=False):
+def sim_gpus(path, count, model="NVIDIA H200", node=0, topo=False, reset_ms=None):
     """A sim file (src/gpu/sim.h). topo: an HGX-like board, NVLink islands of
-    4 GPUs, a PCIe switch per pair, NUMA 0 for the first half."""
+    4 GPUs, a PCIe switch per pair, NUMA 0 for the first half. reset_ms: how
+    long a GPU reset takes (None: the sim's default)."""
     gpus = [{"index": i, "uuid": "GPU-sim-%04d-%04d" % (node, i), "name": model,
              "memory_bytes": 150754820096, "pci_bus_id": "00000000:%02x:00.0" % (0x18 + i)}
             for i in range(count)]
@@ -45,8 +46,11 @@ def sim_gpus(path, count, model="NVIDIA H200", node=0, topo=False):
             g.update({"minor": i, "numa_node": 0 if i < count // 2 else 1,
                       "pcie_switch": i // 2,
                       "nvlink_peers": [j for j in island if j != i]})
+    board = {"driver_version": "sim-550.54.15", "cuda_version": "12.4", "gpus": gpus}
+    if reset_ms is not None:
+        board["reset_ms"] = reset_ms
     with open(path, "w") as f:
-        json.dump({"driver_version": "sim-550.54.15", "cuda_version": "12.4", "gpus": gpus}, f)
+        json.dump(board, f)
 
 
 class ApiError(Exception):
@@ -58,7 +62,7 @@ class ApiError(Exception):
 
 class Cluster:
     def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
-                 agent_args=(), topo=False):
+                 agent_args=(), topo=False, gpu_reset_ms=None):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -68,6 +72,7 @@ class Cluster:
         self.server_args = list(server_args)
         self.agent_args = list(agent_args)
         self.topo = topo
+        self.gpu_reset_ms = gpu_reset_ms
         self.ngpus = gpus
         self.server = None
         self.port = 0
@@ -114,7 +119,7 @@ class Cluster:
         os.makedirs(work, exist_ok=True)
         gpus = os.path.join(work, "gpus.json")
         if not os.path.exists(gpus):
-            sim_gpus(gpus, self.ngpus, node=i, topo=self.topo)
+            sim_gpus(gpus, self.ngpus, node=i, topo=self.topo, reset_ms=self.gpu_reset_ms)
         self.agents[i] = self._spawn(["agent", "--server", self.url, "--join-token",
                                       self.join_token, "--name", name, "--work-dir", work,
                                       "--gpus-file", gpus, "--log-level", "debug"]

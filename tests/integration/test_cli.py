@@ -50,6 +50,14 @@ def test_listings_tables_and_json():
         nj = json.loads(c.cli("nodes", "--json", check=True).stdout)
         assert sorted(n["name"] for n in nj["nodes"]) == ["node-1", "node-2"]
         assert all(n["gpus_total"] == 2 and n["backend"] == "sim" for n in nj["nodes"])
+        # nodes show: where the node's agent serves its metrics, and they are there
+        show = c.cli("nodes", "show", "node-2", check=True).stdout
+        agent_url = [n for n in nj["nodes"] if n["name"] == "node-2"][0]["agent_url"]
+        m = re.search(r"^  metrics +(\S+)$", show, re.M)
+        assert m and m.group(1) == agent_url + "/metrics", show
+        with urllib.request.urlopen(m.group(1), timeout=10) as r:
+            text = r.read().decode()
+        assert 'anvil_gpu_health{gpu="1"' in text and 'Hostname="node-2"' in text, text[:2000]
         for verb in VERBS:
             h = c.cli(verb, "--help")
             assert h.returncode == 0 and "usage" in h.stdout.lower(), (verb, h.stdout, h.stderr)

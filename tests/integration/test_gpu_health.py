@@ -7,6 +7,7 @@ the exposition validated by promtool."""
 import json
 import os
 import random
+import re
 import subprocess
 import tempfile
 import urllib.request
@@ -14,6 +15,7 @@ import urllib.request
 from harness import ApiError, cluster, run_tests, wait_for
 
 FAST = ("--gpu-sample-ms", "200")
+RESET_MS = 3000  # how long a simulated GPU reset takes in the XID 48 test
 PROMTOOL = "/usr/bin/promtool"
 
 
@@ -110,7 +112,8 @@ def test_application_xid_fails_only_the_job():
 
 
 def test_gpu_fault_quarantines_requeues_and_resets():
-    with cluster(agents=1, gpus=2, agent_args=FAST, name="gpuxid48") as c:
+    with cluster(agents=1, gpus=2, agent_args=FAST, gpu_reset_ms=RESET_MS,
+                 name="gpuxid48") as c:
         j = c.submit(["sleep", "6"], gpus=1, name="victim")
         name, g = running_on(c, j["id"])
         bad = g[0]
@@ -118,6 +121,14 @@ def test_gpu_fault_quarantines_requeues_and_resets():
         wait_for(lambda: c.job(j["id"])["state"] == "pending" or len(placement(c, j["id"])) and
                  placement(c, j["id"])[0][1] != [bad] and c.job(j["id"])["state"] == "running",
                  what="job requeued")
+        # out of service until its reset is done (RESET_MS after it went idle), and
+        # seen so in the node, `anvil nodes show` and the agent's metrics
+        assert node(c, name)["gpus"][bad]["health"] == "quarantined", node(c, name)["gpus"]
+        show = c.cli("nodes", "show", name, check=True).stdout
+        row = [l for l in show.splitlines() if re.match(r"\s*%d\s+NVIDIA H200\s" % bad, l)]
+        assert row and "quarantined: XID 48" in row[0], show
+        assert sample_value(agent_metrics(c, name), "anvil_gpu_health", gpu=str(bad),
+                            Hostname=name, state="quarantined") == 1.0
         kinds = [e["kind"] for e in events(c)]
         assert "gpu.unhealthy" in kinds and "job.requeued" in kinds, kinds
         requeued = [e for e in events(c, "job.requeued") if e["job_id"] == j["id"]]
@@ -137,6 +148,12 @@ def test_gpu_fault_quarantines_requeues_and_resets():
         assert kinds.index("gpu.unhealthy") < kinds.index("gpu.healthy"), kinds
         back = [e for e in events(c, "gpu.healthy") if "GPU %d" % bad in e["message"]]
         assert back and "clean check" in back[0]["message"], back
+        # not back at once: the reset took RESET_MS (event times are whole seconds)
+        out = [e for e in events(c, "gpu.unhealthy") if "GPU %d" % bad in e["message"]]
+        assert len(out) == 1 and len(back) == 1, (out, back)
+        assert back[0]["time_ms"] - out[0]["time_ms"] >= RESET_MS - 1000, (out, back)
+        assert sample_value(agent_metrics(c, name), "anvil_gpu_health", gpu=str(bad),
+                            state="healthy") == 1.0
 
 
 def test_unhealthy_gpu_never_assigned():
@@ -267,8 +284,10 @@ def test_metrics_validate():
         text = agent_metrics(c, name)
         line = [l for l in text.splitlines() if l.startswith("DCGM_FI_DEV_GPU_UTIL{") and
                 'gpu="%d"' % g[0] in l][0]
+        # Hostname is the node name (what `anvil nodes` lists), not the machine's
         for label in ('anvil_job="%d"' % j["id"], 'anvil_task="labelled"', 'modelName=',
-                      'UUID="GPU-', 'device="nvidia', 'anvil_backend="sim"'):
+                      'UUID="GPU-', 'device="nvidia', 'Hostname="%s"' % name,
+                      'anvil_backend="sim"'):
             assert label in line, line
         assert sample_value(text, "DCGM_FI_DEV_FB_USED", gpu=str(g[0])) == 1024.0
         rc, lints = promtool_lints(text)

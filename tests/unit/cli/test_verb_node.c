@@ -114,6 +114,7 @@ TEST(node_show_gpus_topology_and_rdma)
 	          "  pool        -\n"
 	          "  hostname    gpu-7.dc1\n"
 	          "  address     10.0.0.7\n"
+	          "  metrics     http://10.0.0.7:7071/metrics\n"
 	          "  last seen   1s ago\n"
 	          "\n"
 	          "GPU  MODEL           MEMORY  JOB  NUMA  NVLINKS  BUS ID            HEALTH\n"
@@ -155,6 +156,7 @@ TEST(node_show_without_gpus_or_inventory)
 	CHECK_CONTAINS(out.data, "  fault       GPU 0 lost\n");
 	CHECK_CONTAINS(out.data, "  faults      warning 0, job 0, gpu 0, node 0\n");
 	CHECK_CONTAINS(out.data, "\nno GPUs\n");
+	CHECK_CONTAINS(out.data, "  metrics     -\n"); /* no agent URL reported */
 	CHECK(!strstr(out.data, "topology"));
 	CHECK(!strstr(out.data, "RDMA"));
 	json_decref(node);

@@ -641,7 +641,9 @@ TEST(reset_clears_volatile_state_and_fails_on_a_lost_gpu)
 	must_inject(b, "{\"gpu\":0,\"kind\":\"temperature\",\"celsius\":95}");
 	must_inject(b, "{\"gpu\":0,\"kind\":\"throttle\",\"reasons\":8}");
 	must_inject(b, "{\"gpu\":0,\"kind\":\"load\",\"util_pct\":40}");
+	int64_t t0 = now_ms();
 	CHECK_INT(gpu_reset(b, 0, err, sizeof(err)), 0);
+	CHECK(now_ms() - t0 >= SIM_RESET_MS); /* a file without reset_ms: the default */
 	struct gpu_sample s = sample_of(b, 0);
 	CHECK_INT(s.ecc_sbe_volatile, 0);
 	CHECK_INT(s.ecc_dbe_volatile, 0);
@@ -655,11 +657,77 @@ TEST(reset_clears_volatile_state_and_fails_on_a_lost_gpu)
 	CHECK_INT(s.util_gpu_pct, 40);
 	must_inject(b, "{\"gpu\":1,\"kind\":\"lost\"}");
 	CHECK_INT(sample_of(b, 1).lost, 1);
+	t0 = now_ms();
 	CHECK_INT(gpu_reset(b, 1, err, sizeof(err)), ERR_UPSTREAM);
+	CHECK(now_ms() - t0 < SIM_RESET_MS); /* a lost GPU fails at once */
 	CHECK_CONTAINS(err, "gpu 1: GPU fell off the bus; the node needs a reboot");
 	CHECK_INT(gpu_reset(b, 2, err, sizeof(err)), ERR_NOTFOUND);
 	CHECK_CONTAINS(err, "gpu 2");
 	gpu_close(b);
+	rm_rf(dir);
+}
+
+#define RESET_FILE(ms)                                                                             \
+	"{\"driver_version\":\"sim-550.54.15\",\"cuda_version\":\"12.4\",\"reset_ms\":" ms         \
+	",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\",\"name\":\"NVIDIA H200\","                     \
+	"\"memory_bytes\":150754820096,\"pci_bus_id\":\"00000000:18:00.0\"}]}"
+
+struct resetter {
+	struct gpu_backend *b;
+	int rc;
+	int64_t took_ms;
+	char err[256];
+};
+
+static void *reset_now(void *arg)
+{
+	struct resetter *r = arg;
+	int64_t t0 = now_ms();
+	r->rc = gpu_reset(r->b, 0, r->err, sizeof(r->err));
+	r->took_ms = now_ms() - t0;
+	return NULL;
+}
+
+TEST(reset_takes_reset_ms_and_the_fault_shows_until_it_is_done)
+{
+	struct gpu_backend *b = NULL;
+	char err[512] = "";
+	CHECK_INT(open_text(RESET_FILE("400"), &b, err, sizeof(err)), 0);
+	must_inject(b, "{\"gpu\":0,\"kind\":\"xid\",\"xid\":48}");
+	struct resetter r = {.b = b};
+	pthread_t t;
+	CHECK_INT(pthread_create(&t, NULL, reset_now, &r), 0);
+	sleep_ms(100);
+	/* mid-reset: samples still answer, and still show the fault */
+	struct gpu_sample s = sample_of(b, 0);
+	CHECK_INT(s.ecc_dbe_volatile, 1);
+	CHECK_INT(s.recovery_action, GPU_RECOVERY_GPU_RESET);
+	pthread_join(t, NULL);
+	CHECK_INT(r.rc, 0);
+	CHECK(r.took_ms >= 400);
+	s = sample_of(b, 0);
+	CHECK_INT(s.ecc_dbe_volatile, 0);
+	CHECK_INT(s.recovery_action, GPU_RECOVERY_NONE);
+	/* a GPU that falls off the bus during the reset fails it */
+	CHECK_INT(pthread_create(&t, NULL, reset_now, &r), 0);
+	sleep_ms(100);
+	must_inject(b, "{\"gpu\":0,\"kind\":\"lost\"}");
+	pthread_join(t, NULL);
+	CHECK_INT(r.rc, ERR_UPSTREAM);
+	CHECK_CONTAINS(r.err, "gpu 0: GPU fell off the bus");
+	gpu_close(b);
+	/* 0 is an instant reset; out of range is refused */
+	CHECK_INT(open_text(RESET_FILE("0"), &b, err, sizeof(err)), 0);
+	must_inject(b, "{\"gpu\":0,\"kind\":\"xid\",\"xid\":48}");
+	r.b = b;
+	reset_now(&r);
+	CHECK_INT(r.rc, 0);
+	CHECK(r.took_ms < 100);
+	CHECK_INT(sample_of(b, 0).ecc_dbe_volatile, 0);
+	gpu_close(b);
+	expect_invalid(RESET_FILE("-1"), "field 'reset_ms': -1 is below the minimum 0");
+	expect_invalid(RESET_FILE("60001"), "field 'reset_ms': 60001 is above the maximum 60000");
+	expect_invalid(RESET_FILE("\"2s\""), "field 'reset_ms': \"2s\" is not an integer");
 	rm_rf(dir);
 }
 
