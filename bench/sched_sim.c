@@ -174,6 +174,7 @@ const struct sched_config sim_config = {.aging_ms = 30 * MIN_MS,
                                         .preemption = 1,
                                         .max_reservations = SCHED_DEFAULT_RESERVATIONS,
                                         .min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS,
+                                        .preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO,
                                         .preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT,
                                         .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
                                         .starve_ms = SCHED_DEFAULT_STARVE_MS,
@@ -232,10 +233,11 @@ struct event {
 /* One job that its team could take within its nominal quota when it was
  * submitted (reclaim_due()): how long it took to start. */
 struct reclaim_wait {
-	int64_t ms;     /* first start - submission; never started: the span's end - submission */
-	uint32_t queue; /* the job's */
-	int victims;    /* VICTIMS_* bits: attempts stopped for it before its first start */
-	int started;    /* within the span */
+	int64_t ms; /* first start - submission; never started: the span's end - submission */
+	int64_t from_reclaim_ms; /* first start - the first reclaim for it (-1: none) */
+	uint32_t queue;          /* the job's */
+	int victims; /* VICTIMS_* bits: attempts stopped for it before its first start */
+	int started; /* within the span */
 };
 
 struct report {
@@ -270,7 +272,8 @@ struct sim {
 
 	/* per job (index = id - 1) */
 	int64_t *remaining, *first_start;
-	int *pend_pos; /* index in pend, or -1 */
+	int64_t *first_reclaim; /* the first reclaim for it before its first start (-1: none) */
+	int *pend_pos;          /* index in pend, or -1 */
 	int *done;
 	int64_t *placed_in;         /* cycle that placed it (checks) */
 	int64_t *preempted_for;     /* last cycle that preempted for it, or -1 */
@@ -671,19 +674,26 @@ static void preemption_apply(struct sim *s, const struct sched_preemption *pe)
 		s->rep.repeat_preemptors++; /* preempted for in an earlier cycle too */
 	s->preempted_for[j] = s->cycle_no;
 	s->held_since[j] = s->now; /* as the server records it, until the job starts */
-	if (s->first_start[j] < 0)
+	if (s->first_start[j] < 0) {
 		s->victims_for[j] |= pe->reclaim ? VICTIMS_RECLAIM : VICTIMS_PRIORITY;
-	if (log_preemptions)
+		if (pe->reclaim && s->first_reclaim[j] < 0)
+			s->first_reclaim[j] = s->now;
+	}
+	if (log_preemptions) {
+		int64_t ran = s->now + GRACE_MS - r->start_ms;
+		int64_t saved = r->checkpointing ? ran / CKPT_EVERY_MS * CKPT_EVERY_MS : 0;
 		fprintf(stderr,
 		        "preempt t=%.3fh cycle=%lld attempt=%lld (job %lld q%u team %u prio %d%s%s "
-		        "ran "
-		        "%llds) for job %lld (q%u team %u prio %d, %dx%d)%s\n",
+		        "%d GPUs ran %llds, loses %.1f GPU-h) for job %lld (q%u team %u prio %d, "
+		        "%dx%d)%s\n",
 		        (double)s->now / HOUR_MS, (long long)s->cycle_no, (long long)a,
 		        (long long)r->job_id, r->queue, r->team, r->priority,
-		        r->borrowed ? " borrowed" : "", r->checkpointing ? " ckpt" : "",
-		        (long long)((s->now - r->start_ms) / SEC_MS), (long long)job->id,
+		        r->borrowed ? " borrowed" : "", r->checkpointing ? " ckpt" : "", gpus,
+		        (long long)((s->now - r->start_ms) / SEC_MS),
+		        (double)gpus * (double)(ran - saved) / HOUR_MS, (long long)job->id,
 		        job->queue, job->team, job->priority, job->nodes, job->gpus,
 		        pe->reclaim ? " reclaim" : "");
+	}
 	heap_push(s, (struct event){s->now + GRACE_MS, a, EV_STOPPED});
 }
 
@@ -917,11 +927,14 @@ static void reclaim_waits(struct sim *s)
 			continue;
 		int64_t start = s->first_start[j];
 		int started = start >= 0 && start <= s->span_ms;
-		v[n++] =
-		        (struct reclaim_wait){.ms = (started ? start : s->span_ms) - job->submit_ms,
-		                              .queue = job->queue,
-		                              .victims = s->victims_for[j],
-		                              .started = started};
+		v[n++] = (struct reclaim_wait){
+		        .ms = (started ? start : s->span_ms) - job->submit_ms,
+		        .queue = job->queue,
+		        .from_reclaim_ms = started && s->first_reclaim[j] >= 0
+		                                   ? start - s->first_reclaim[j]
+		                                   : -1,
+		        .victims = s->victims_for[j],
+		        .started = started};
 	}
 	s->rep.reclaim = v;
 	s->rep.nreclaim = n;
@@ -954,12 +967,14 @@ static void sim_init(struct sim *s, const struct scenario *sc, const struct engi
 	s->requeued = xcalloc((size_t)njobs, sizeof(*s->requeued));
 	s->reclaim_due = xcalloc((size_t)njobs, sizeof(*s->reclaim_due));
 	s->victims_for = xcalloc((size_t)njobs, sizeof(*s->victims_for));
+	s->first_reclaim = xmalloc(sizeof(*s->first_reclaim) * (size_t)njobs);
 	s->est_first = xcalloc((size_t)njobs, sizeof(*s->est_first));
 	s->est_err = xmalloc(sizeof(*s->est_err) * (size_t)(njobs + 1));
 	s->pend_pos = xmalloc(sizeof(*s->pend_pos) * (size_t)njobs);
 	s->done = xcalloc((size_t)njobs, sizeof(*s->done));
 	for (int j = 0; j < njobs; j++) {
 		s->first_start[j] = -1;
+		s->first_reclaim[j] = -1;
 		s->placed_in[j] = -1;
 		s->preempted_for[j] = -1;
 		s->pend_pos[j] = -1;
@@ -974,6 +989,7 @@ static void sim_cleanup(struct sim *s)
 	free(s->node_stamp);
 	free(s->remaining);
 	free(s->first_start);
+	free(s->first_reclaim);
 	free(s->placed_in);
 	free(s->preempted_for);
 	free(s->held_since);
@@ -1058,9 +1074,12 @@ static const char *fmt_bytes(char *buf, size_t len, int64_t b)
 }
 
 /* Which of a run's reclaim waits a figure takes. */
-enum { RW_ALL, RW_PROD, RW_RESEARCH, RW_RECLAIMED, RW_PRIORITY, RW_NKINDS };
-static const char *const rw_names[RW_NKINDS] = {"all", "queue prod", "queue research",
+enum { RW_ALL, RW_PROD, RW_RESEARCH, RW_RECLAIMED, RW_FROM_RECLAIM, RW_PRIORITY, RW_NKINDS };
+static const char *const rw_names[RW_NKINDS] = {"all",
+                                                "queue prod",
+                                                "queue research",
                                                 "a reclaim for them",
+                                                "the same, from the first reclaim for them",
                                                 "only priority preemption for them"};
 
 struct reclaim_stats {
@@ -1079,9 +1098,10 @@ static void reclaim_stats_of(const struct reclaim_wait *v, int n, int kind,
 		if ((kind == RW_PROD && v[i].queue != TRACE_Q_PROD) ||
 		    (kind == RW_RESEARCH && v[i].queue != TRACE_Q_RESEARCH) ||
 		    (kind == RW_RECLAIMED && !(v[i].victims & VICTIMS_RECLAIM)) ||
+		    (kind == RW_FROM_RECLAIM && v[i].from_reclaim_ms < 0) ||
 		    (kind == RW_PRIORITY && v[i].victims != VICTIMS_PRIORITY))
 			continue;
-		ms[out->n++] = v[i].ms;
+		ms[out->n++] = kind == RW_FROM_RECLAIM ? v[i].from_reclaim_ms : v[i].ms;
 		out->unstarted += !v[i].started;
 		out->after_reclaim += v[i].started && (v[i].victims & VICTIMS_RECLAIM);
 		out->after_priority += v[i].started && v[i].victims == VICTIMS_PRIORITY;

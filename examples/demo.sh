@@ -79,6 +79,12 @@ for _ in $(seq 1 100); do
 done
 echo "-- the GPU was quarantined, the job requeued onto a healthy GPU, and the GPU reset once idle:"
 anvil show "$VICTIM" | sed -n '/^attempt/,$p'
+for _ in $(seq 1 150); do # the simulated reset takes 2 s, once the GPU is idle
+  anvil nodes show --json "$1" | python3 -c \
+    'import json,sys; n=json.load(sys.stdin)["node"]; sys.exit(any(g["health"]!="healthy" for g in n["gpus"]))' &&
+    break
+  sleep 0.1
+done
 anvil events -n 10
 anvil node check "$1"
 
