@@ -289,6 +289,14 @@ static int started_late(const struct sched *s, int r)
 	return sched_wait_level(&s->snap->config, a->submit_ms, a->start_ms, a->nranks);
 }
 
+/* Whether pending job `job` may reclaim borrowed quota at all: its queue
+ * has quotas and the job is within its team's (plan_preempt() is told
+ * whether it borrows). */
+static int may_reclaim(const struct sched *s, int job)
+{
+	return s->queues[s->job_queue[job]].has_quota && !s->preempt_borrowing;
+}
+
 /* Whether pending job `job` may stop running attempt r: lower-priority
  * work (a lower-priority queue, or its own team's lower-priority job in the
  * same queue), or another team's attempt admitted on borrowed quota in the
@@ -313,7 +321,7 @@ static int may_preempt(const struct sched *s, int job, int r)
 	int jt = s->qts[s->job_qt[job]].team, rt = s->qts[s->run[r].qt].team;
 	if (jt == rt)
 		return a->priority < j->priority && j->requeued_ms <= 0 && late < 1;
-	return s->queues[jq].has_quota && a->borrowed && !s->preempt_borrowing ? 2 : 0;
+	return a->borrowed && may_reclaim(s, job) ? 2 : 0;
 }
 
 /* A reclaim may take attempt r only while its team's running work stays
@@ -381,13 +389,18 @@ static int gather_victims(struct sched *s, int job, struct sched_shape *sh, int 
 	s->victims = sched_grow(s->victims, &s->victimcap, snap->nrunning + 1, sizeof(int));
 	s->nvictims = 0;
 	s->young_until = 0;
-	for (int pass = 0; pass < 2; pass++) {
-		for (int k = 0; k < snap->nrunning; k++) {
-			int r = s->run_order[k];
+	/* One pass where nothing can be reclaimed (what is stopping sorts
+	 * first); else first over the stopping and borrowed attempts alone. */
+	int passes = may_reclaim(s, job) ? 2 : 1;
+	for (int pass = 0; pass < passes; pass++) {
+		int first = passes == 2 && pass == 0;
+		int n = first ? s->nrun_first : snap->nrunning;
+		for (int k = 0; k < n; k++) {
+			int r = first ? s->run_first[k] : s->run_order[k];
 			if (!touches(s, slot, r))
 				continue;
 			int kind = victim_kind(s, job, r);
-			if (kind == 0 || (kind == 1) != (pass == 1))
+			if (kind == 0 || (passes == 2 && (kind == 1) != (pass == 1)))
 				continue;
 			if (kind == 2)
 				s->qt_taken[s->run[r].qt] += s->run[r].gpus;
@@ -531,6 +544,12 @@ int plan_preempt(struct sched *s, int job, struct sched_shape *sh, int slot, int
 			s->run[r].lost = lost_work(s, r); /* once, not per comparison */
 		}
 		sched_msort(s->run_order, s->tmp_int, s->snap->nrunning, victim_cmp, s);
+		s->nrun_first = 0;
+		for (int k = 0; k < s->snap->nrunning; k++) {
+			const struct sched_running *a = &s->snap->running[s->run_order[k]];
+			if (a->stopping || a->borrowed)
+				s->run_first[s->nrun_first++] = s->run_order[k];
+		}
 		s->run_order_done = 1;
 	}
 	int mark = fit_mark(s);

@@ -142,17 +142,18 @@ void sched_free(struct sched *s)
 	if (!s)
 		return;
 	void *arrays[] = {
-	        s->usable,      s->want,       s->free,      s->nfree,     s->slotmask,
-	        s->resv,        s->order,      s->pos,       s->ndom,      s->tmp_int,
-	        s->dom_lo,      s->dom_hi,     s->dom_clo,   s->dom_chi,   s->classes,
-	        s->shapes,      s->queues,     s->teams,     s->qts,       s->qt_taken,
-	        s->items,       s->items_tmp,  s->job_shape, s->job_qt,    s->job_queue,
-	        s->job_first,   s->run,        s->run_order, s->undo,      s->resvs,
-	        s->resv_ranks,  s->rel_time,   s->rel_who,   s->rel_tmp,   s->cand,
-	        s->victims,     s->placements, s->place_end, s->place_off, s->ranks,
-	        s->preemptions, s->waits,      s->wait_job,  s->place_job, s->est,
-	        s->est_ends,    s->est_ranks,  s->est_saved, s->run_rel,   s->run_rel_order,
-	        s->est_next,    s->estb,       s->estb_heap, s->est_qfail, s->est_qfail_step};
+	        s->usable,        s->want,        s->free,       s->nfree,     s->slotmask,
+	        s->resv,          s->order,       s->pos,        s->ndom,      s->tmp_int,
+	        s->dom_lo,        s->dom_hi,      s->dom_clo,    s->dom_chi,   s->classes,
+	        s->shapes,        s->queues,      s->teams,      s->qts,       s->qt_taken,
+	        s->items,         s->items_tmp,   s->job_shape,  s->job_qt,    s->job_queue,
+	        s->job_first,     s->run,         s->run_order,  s->run_first, s->undo,
+	        s->resvs,         s->resv_ranks,  s->rel_time,   s->rel_who,   s->rel_tmp,
+	        s->cand,          s->victims,     s->placements, s->place_end, s->place_off,
+	        s->ranks,         s->preemptions, s->waits,      s->wait_job,  s->place_job,
+	        s->est,           s->est_ends,    s->est_ranks,  s->est_saved, s->run_rel,
+	        s->run_rel_order, s->est_next,    s->estb,       s->estb_heap, s->est_qfail,
+	        s->est_qfail_step};
 	for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++)
 		free(arrays[k]);
 	fit_slots_cleanup(s);
@@ -307,6 +308,7 @@ static void reserve_space(struct sched *s, const struct sched_snapshot *snap)
 		cap = s->runcap;
 		s->run = sched_grow(s->run, &cap, r, sizeof(*s->run));
 		s->run_order = xrealloc(s->run_order, sizeof(int) * (size_t)cap);
+		s->run_first = xrealloc(s->run_first, sizeof(int) * (size_t)cap);
 		s->run_rel = xrealloc(s->run_rel, sizeof(int64_t) * (size_t)cap);
 		s->run_rel_order = xrealloc(s->run_rel_order, sizeof(int) * (size_t)cap);
 		s->runcap = cap;

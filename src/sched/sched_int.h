@@ -240,6 +240,8 @@ struct sched {
 	int runcap;
 	struct sched_run_st *run;
 	int *run_order; /* victim preference order */
+	int *run_first; /* ... its stopping and borrowed attempts alone, in that order */
+	int nrun_first;
 	int run_order_done;
 	int preempt_tries;
 	int preempt_borrowing; /* plan_preempt()'s job is admitted on borrowed quota */
