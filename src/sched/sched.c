@@ -836,6 +836,14 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 		decide(s, s->items[k].job);
 	if (!snap->config.skip_estimate)
 		plan_estimate(s);
+	/* A job that waits only for its victims' minimum runtime starts about
+	 * when that ends, whatever the dry run or a reservation says. */
+	for (int k = 0; k < s->nwaits; k++) {
+		struct sched_wait *w = &s->waits[k];
+		if (w->held == SCHED_HELD_YOUNG && w->held_until_ms > 0 &&
+		    (w->est_start_ms <= 0 || w->held_until_ms < w->est_start_ms))
+			w->est_start_ms = w->held_until_ms;
+	}
 	assert(fit_check_view(s));
 	for (int p = 0; p < s->nplacements; p++)
 		s->placements[p].ranks = s->ranks + s->place_off[p];

@@ -93,7 +93,8 @@
  *      as soon as GPUs and quota allow (each then holds them until its own
  *      limit), and sets their est_start_ms. A reserved job keeps its
  *      reservation's time (sched_wait.reserved), a preempting one gets now
- *      (it starts when its victims have stopped); a job that can never run,
+ *      (it starts when its victims have stopped), and one held back only by
+ *      its victims' minimum runtime the time that ends (when sooner); a job that can never run,
  *      lies beyond the window, or that no release in sight lets start gets
  *      0 (unknown). Time limits are upper bounds, so estimates lean late.
  *

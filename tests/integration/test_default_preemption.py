@@ -65,6 +65,9 @@ def test_equal_size_priority_preemption_after_the_minimum_runtime():
                         timeout=5, what="why says when")
         assert "job %d (lower priority) holds 2 GPUs" % low in text, text
         assert re.search(r"may be preempted at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", text), text
+        # the estimate is the end of the minimum runtime, not low's time limit (24 h)
+        est = re.search(r"estimated start in (\S+)", text)
+        assert est and "h" not in est.group(1) and "d" not in est.group(1), text
         wait_for(lambda: state(c, hi) == "running", timeout=15, what="hi preempts low")
         j = c.job(low)
         assert j["attempts"][0]["state"] == "preempted" and j["state"] == "pending", j

@@ -202,6 +202,9 @@ TEST(wait_says_who_holds_and_until_when)
 	          "needs 2 GPUs on one node; the most free on a matching node is 0; job 100001 "
 	          "(lower priority) holds 2 GPUs it could use, and may be preempted at "
 	          "1970-01-01 20:04:00 UTC, when its minimum runtime ends");
+	/* ... and it is expected to start then, not when the victim's time
+	 * limit would end it */
+	CHECK_INT(fx_wait(&res, 10)->est_start_ms, f->snap.now_ms + 4 * MIN_MS);
 	/* borrowed GPUs that are not enough: said, with the borrowing team */
 	f->runs[0].r.team = 2;
 	f->runs[0].r.borrowed = 1;
