@@ -1,6 +1,6 @@
 /* sched.h - the scheduler: a snapshot of the cluster in, decisions out.
  *
- * Pure: no I/O, no clock, no globals. The caller (server/state.c) builds a
+ * Pure: no I/O, no clock, no globals. The caller (server/schedule.c) builds a
  * struct sched_snapshot from its records, calls sched_cycle(), and applies
  * the decisions: start these placements, stop (preempt) these attempts, and
  * record why every other pending job waits. Same snapshot in, same decisions

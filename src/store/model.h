@@ -2,7 +2,8 @@
  *
  * The server owns one in-memory copy of these records (guarded by its state
  * lock) and writes every change through store.h in one transaction per
- * request. These are plain records: the transitions live in server/state.c.
+ * request. These are plain records: the server's state files make the
+ * transitions (server/jobs.c, ranks.c, nodes.c and schedule.c).
  *
  * Job (and attempt) states:
  *
