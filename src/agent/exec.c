@@ -18,7 +18,6 @@
 #include "agent/journal.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
-#include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/log.h"
@@ -27,7 +26,6 @@
 
 #define ADOPT_POLL_MS    250  /* adopted shims are not our children: no word from them */
 #define STARTING_LOST_MS 5000 /* an adopted rank whose shim never recorded its pid */
-#define LEGACY_DONE      ".anvil-layout-2" /* in attempts/: nothing of it left to adopt */
 #define CGROUP_RETRY_MS  20
 #define SPARE_RETRY_MS   1000 /* after a spare could not be made */
 #define SPARE_IDLE_MS    5000 /* a reused shim above the wanted number ends after this */
@@ -50,7 +48,6 @@ struct rank {
 	int wait_status, have_status; /* what the shim recorded */
 	int lost;                     /* EXITED without a status: error says why */
 	char *error;
-	char *legacy; /* adopted from an older agent: its rank-R.jsonl */
 	int stopping, killed;
 	int64_t kill_at; /* monotonic ms: SIGKILL due */
 	int64_t lost_at; /* monotonic ms: adopted without a pid, give up */
@@ -141,7 +138,6 @@ static void rank_free(struct rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS; i++)
 		free(r->limits[i]);
-	free(r->legacy);
 	free(r->error);
 	free(r->cgroup);
 	free(r);
@@ -187,29 +183,6 @@ static int record_write(struct exec *e, struct rank *r, int with_end)
 	int rc = journal_put(e, record_line(r, with_end));
 	r->seg = journal_seq(e->journal);
 	return rc;
-}
-
-/* An older agent's record, WORK_DIR/attempts/<id>/rank-R.jsonl: its lines
- * merged into one object; NULL when it cannot be read. */
-static json_t *legacy_load(const char *path)
-{
-	struct buf b;
-	buf_init(&b);
-	int rc = read_file(path, 64 * 1024, &b);
-	json_t *all = NULL;
-	char *line = b.data, *nl;
-	while (rc == 0 && (nl = memchr(line, '\n', b.len - (size_t)(line - b.data)))) {
-		json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
-		if (json_is_object(o)) {
-			if (!all)
-				all = json_object();
-			json_object_update(all, o);
-		}
-		json_decref(o);
-		line = nl + 1;
-	}
-	buf_cleanup(&b);
-	return all;
 }
 
 /* What the shim recorded: its pid and the command's group (once), and
@@ -269,7 +242,7 @@ static void on_line(void *ctx, uint64_t seq, json_t *o)
 		if (!r)
 			r = rank_add(e, attempt_id, (int)rank);
 		load_fields(r, o, seq);
-	} else if (r && r->state == EXEC_RUNNING && !r->legacy) {
+	} else if (r && r->state == EXEC_RUNNING) {
 		learn(r, o);
 	}
 }
@@ -278,18 +251,8 @@ static void on_line(void *ctx, uint64_t seq, json_t *o)
 static void refresh(struct exec *e)
 {
 	int need = 0;
-	for (size_t i = 0; i < e->n; i++) {
-		struct rank *r = e->ranks[i];
-		if (r->state != EXEC_RUNNING || r->sock >= 0)
-			continue;
-		if (r->legacy) {
-			json_t *rec = legacy_load(r->legacy);
-			learn(r, rec);
-			json_decref(rec);
-		} else {
-			need = 1;
-		}
-	}
+	for (size_t i = 0; i < e->n && !need; i++)
+		need = e->ranks[i]->state == EXEC_RUNNING && e->ranks[i]->sock < 0;
 	if (need)
 		journal_read(e->journal, on_line, e);
 }
@@ -373,21 +336,11 @@ static void log_final(const struct rank *r)
 		         r->signal);
 }
 
-/* An older agent's rank has ended: its record moves into the journal. */
-static void legacy_done(struct exec *e, struct rank *r)
-{
-	if (!r->legacy || record_write(e, r, 1) != 0)
-		return;
-	unlink(r->legacy);
-	free(r->legacy);
-	r->legacy = NULL;
-}
-
 /* The command ended (found by polling, or at adoption when !live).
  * Whatever the rank left behind goes with it: everything in its cgroup,
  * else its process group, but only while we watched it end (an adopted
  * rank's group may be long gone and its id reused). */
-static void finish(struct exec *e, struct rank *r, int st, const char *lost, int live)
+static void finish(struct rank *r, int st, const char *lost, int live)
 {
 	set_final(r, st, lost);
 	if (r->cgroup) {
@@ -396,7 +349,6 @@ static void finish(struct exec *e, struct rank *r, int st, const char *lost, int
 	} else if (live && r->pgid > 0) {
 		killpg(r->pgid, SIGKILL);
 	}
-	legacy_done(e, r);
 	log_final(r);
 }
 
@@ -1232,7 +1184,7 @@ static void ended(struct exec *e, struct rank *r, int st)
 		return;
 	}
 	rank_unwatch(e, r); /* the shim exits: SIGCHLD, reaped below */
-	finish(e, r, st, NULL, 1);
+	finish(r, st, NULL, 1);
 }
 
 /* Reaps the shim of a final rank (it exits after its rank). */
@@ -1261,15 +1213,15 @@ static int poll_running(struct exec *e, struct rank *r, int64_t now, int live)
 	int gone = r->sock < 0 && (r->shim < 0 || shim_gone(r));
 	/* Our own shims tell on their socket; adopted ones are polled. */
 	if ((gone || !r->own) && r->have_status) {
-		finish(e, r, r->wait_status, NULL, live);
+		finish(r, r->wait_status, NULL, live);
 		return 1;
 	}
 	if (gone) {
-		finish(e, r, 0, "the rank's shim ended without recording an exit status", live);
+		finish(r, 0, "the rank's shim ended without recording an exit status", live);
 		return 1;
 	}
 	if (r->shim == 0 && !r->own && now >= r->lost_at) {
-		finish(e, r, 0, "the agent stopped while the rank was starting", live);
+		finish(r, 0, "the agent stopped while the rank was starting", live);
 		return 1;
 	}
 	if (r->stopping && !r->killed && now >= r->kill_at) {
@@ -1367,7 +1319,7 @@ void exec_set_journal_roll(struct exec *e, int64_t bytes)
 	journal_set_roll(e->journal, bytes);
 }
 
-/* A rank loaded from the journal (or an older agent's record): final, or
+/* A rank loaded from the journal: final, or
  * running under a shim that is not our child, polled from now on. */
 static void adopt(struct exec *e, struct rank *r)
 {
@@ -1389,10 +1341,8 @@ static void adopt(struct exec *e, struct rank *r)
 	}
 	if (r->error && !r->lost) {
 		r->state = EXEC_FAILED;
-		legacy_done(e, r);
 	} else if (r->lost) {
 		set_final(r, 0, r->error);
-		legacy_done(e, r);
 	} else {
 		r->state = EXEC_RUNNING;
 		if (r->shim == 0)
@@ -1402,65 +1352,6 @@ static void adopt(struct exec *e, struct rank *r)
 	log_info("rank adopted attempt=%lld rank=%d job=%lld state=%s pid=%d",
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id,
 	         r->state == EXEC_RUNNING ? "running" : "final", (int)r->pgid);
-}
-
-/* An older agent's attempt directory, WORK_DIR/attempts/<id>/: its logs
- * are linked where this agent keeps them (the tombstones and the logs
- * endpoint find them there; ANVIL_LOG_FILE of a running rank stays
- * valid) and its records are loaded. */
-static void legacy_attempt(struct exec *e, const char *dir, int64_t attempt_id)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		char *end;
-		long rank = strncmp(de->d_name, "rank-", 5) == 0 ? strtol(de->d_name + 5, &end, 10)
-		                                                 : -1;
-		if (rank < 0 || rank >= 100000 || end == de->d_name + 5)
-			continue;
-		char *path = xasprintf("%s/%s", dir, de->d_name);
-		if (strcmp(end, ".log") == 0) {
-			char *log = exec_log_path(e->work_dir, attempt_id, (int)rank);
-			link(path, log);
-			free(log);
-		} else if (strcmp(end, ".jsonl") == 0 && !find(e, attempt_id, (int)rank, NULL)) {
-			struct rank *r = rank_add(e, attempt_id, (int)rank);
-			json_t *rec = legacy_load(path);
-			load_fields(r, rec, 0);
-			json_decref(rec);
-			r->legacy = path;
-			path = NULL;
-		}
-		free(path);
-	}
-	if (d)
-		closedir(d);
-}
-
-/* Agents before the journal kept a directory per attempt; once nothing in
- * it is left to adopt, a marker spares later starts the scan. */
-static void legacy_load_all(struct exec *e)
-{
-	char *top = xasprintf("%s/attempts", e->work_dir);
-	char *done = xasprintf("%s/%s", top, LEGACY_DONE);
-	DIR *d = access(done, F_OK) == 0 ? NULL : opendir(top);
-	struct dirent *de;
-	while (d && (de = readdir(d))) {
-		int64_t id;
-		if (parse_i64(de->d_name, 1, INT64_MAX, &id) != 0)
-			continue;
-		char *dir = xasprintf("%s/%s", top, de->d_name);
-		legacy_attempt(e, dir, id);
-		free(dir);
-	}
-	if (d) {
-		closedir(d);
-		int fd = open(done, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			close(fd);
-	}
-	free(done);
-	free(top);
 }
 
 /* What a restarted agent finds in its cgroup root: the spares of the one
@@ -1517,7 +1408,6 @@ static void load_all(struct exec *e)
 	e->loading = 1;
 	journal_read(e->journal, on_line, e);
 	e->loading = 0;
-	legacy_load_all(e);
 	stale_cgroups_remove(e);
 	for (size_t i = 0; i < e->n; i++)
 		adopt(e, e->ranks[i]);
@@ -1730,8 +1620,6 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 		return;
 	journal_put(e, json_pack("{s:I,s:i,s:b}", "attempt_id", (json_int_t)r->attempt_id, "rank",
 	                         r->rank, "forgotten", 1));
-	if (r->legacy)
-		unlink(r->legacy);
 	cgroup_tidy(r);
 	for (int k = 0; k < EXEC_LIMITS; k++)
 		if (r->limits[k]) { /* still busy: exec_poll finishes the job */
