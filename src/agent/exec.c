@@ -24,12 +24,12 @@
 #include "base/mem.h"
 #include "base/util.h"
 
-#define ADOPT_POLL_MS    250  /* adopted shims are not our children: no word from them */
-#define STARTING_LOST_MS 5000 /* an adopted rank whose shim never recorded its pid */
-#define CGROUP_RETRY_MS  20
-#define SPARE_RETRY_MS   1000 /* after a spare could not be made */
-#define SPARE_IDLE_MS    5000 /* a reused shim above the wanted number ends after this */
-#define SPARE_DIRS_MAX   64   /* empty output directories kept for reuse */
+#define ADOPT_POLL_MS      250  /* adopted shims are not our children: no word from them */
+#define STARTING_LOST_MS   5000 /* an adopted rank whose shim never recorded its pid */
+#define CGROUP_RETRY_MS    20
+#define SPARE_RETRY_MS     1000 /* after a spare could not be made */
+#define EXEC_SPARE_IDLE_MS 5000 /* a reused shim above the wanted number ends after this */
+#define SPARE_DIRS_MAX     64   /* empty output directories kept for reuse */
 
 struct rank {
 	int64_t attempt_id;
@@ -107,7 +107,7 @@ char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank)
 	return xasprintf("%s/logs/%lld-%d.log", work_dir, (long long)attempt_id, rank);
 }
 
-static struct rank *find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos)
+static struct rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos)
 {
 	for (size_t i = 0; i < e->n; i++)
 		if (e->ranks[i]->attempt_id == attempt_id && e->ranks[i]->rank == rank) {
@@ -118,7 +118,7 @@ static struct rank *find(const struct exec *e, int64_t attempt_id, int rank, siz
 	return NULL;
 }
 
-static struct rank *rank_add(struct exec *e, int64_t attempt_id, int rank)
+static struct rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank)
 {
 	if (e->n == e->cap) {
 		e->cap = e->cap ? e->cap * 2 : 16;
@@ -168,7 +168,7 @@ static json_t *record_line(const struct rank *r, int with_end)
 	return o;
 }
 
-static int journal_put(struct exec *e, json_t *o)
+static int exec_journal_put(struct exec *e, json_t *o)
 {
 	char *text = jv_dump(o);
 	json_decref(o);
@@ -178,9 +178,9 @@ static int journal_put(struct exec *e, json_t *o)
 }
 
 /* Appends the rank's line; its shim then appends to the same segment. */
-static int record_write(struct exec *e, struct rank *r, int with_end)
+static int exec_journal_write(struct exec *e, struct rank *r, int with_end)
 {
-	int rc = journal_put(e, record_line(r, with_end));
+	int rc = exec_journal_put(e, record_line(r, with_end));
 	r->seg = journal_seq(e->journal);
 	return rc;
 }
@@ -221,7 +221,7 @@ static void load_fields(struct rank *r, const json_t *o, uint64_t seq)
 	learn(r, o);
 }
 
-static void rank_drop(struct exec *e, size_t i);
+static void exec_rank_drop(struct exec *e, size_t i);
 
 /* journal_read's callback: while loading, builds the ranks; later, tells
  * running ranks what their shims recorded. */
@@ -232,15 +232,15 @@ static void on_line(void *ctx, uint64_t seq, json_t *o)
 	if (attempt_id <= 0 || rank < 0 || rank > (1 << 20))
 		return;
 	size_t i;
-	struct rank *r = find(e, attempt_id, (int)rank, &i);
+	struct rank *r = exec_rank_find(e, attempt_id, (int)rank, &i);
 	if (json_object_get(o, "forgotten")) {
 		if (r && e->loading)
-			rank_drop(e, i);
+			exec_rank_drop(e, i);
 		return;
 	}
 	if (e->loading) {
 		if (!r)
-			r = rank_add(e, attempt_id, (int)rank);
+			r = exec_rank_add(e, attempt_id, (int)rank);
 		load_fields(r, o, seq);
 	} else if (r && r->state == EXEC_RUNNING) {
 		learn(r, o);
@@ -248,7 +248,7 @@ static void on_line(void *ctx, uint64_t seq, json_t *o)
 }
 
 /* Reads what shims have appended, for ranks that have no socket to tell. */
-static void refresh(struct exec *e)
+static void exec_journal_refresh(struct exec *e)
 {
 	int need = 0;
 	for (size_t i = 0; i < e->n && !need; i++)
@@ -269,7 +269,7 @@ static void kill_rank(struct rank *r, int sig)
 }
 
 /* 1 while a final rank's limits' cgroups are still to be removed. */
-static int limits_left(const struct rank *r)
+static int exec_limits_left(const struct rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++)
 		if (r->limits[i])
@@ -278,7 +278,7 @@ static int limits_left(const struct rank *r)
 }
 
 /* A final rank's limits' cgroups go, and whatever it left in them. */
-static void limits_tidy(struct rank *r)
+static void exec_limits_tidy(struct rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++) {
 		if (!r->limits[i])
@@ -291,18 +291,18 @@ static void limits_tidy(struct rank *r)
 	}
 }
 
-static void cgroup_tidy(struct rank *r)
+static void exec_cgroup_tidy(struct rank *r)
 {
 	if (r->cgroup_left) {
 		cgroup_signal(r->cgroup, SIGKILL, r->shim > 0 ? r->shim : 0);
 		if (cgroup_remove(r->cgroup) == 0)
 			r->cgroup_left = 0;
 	}
-	limits_tidy(r);
+	exec_limits_tidy(r);
 }
 
 /* The command ended with wait status st, or was lost (st unused). */
-static void set_final(struct rank *r, int st, const char *lost)
+static void exec_set_final(struct rank *r, int st, const char *lost)
 {
 	r->state = EXEC_EXITED;
 	if (lost) {
@@ -342,10 +342,10 @@ static void log_final(const struct rank *r)
  * rank's group may be long gone and its id reused). */
 static void finish(struct rank *r, int st, const char *lost, int live)
 {
-	set_final(r, st, lost);
+	exec_set_final(r, st, lost);
 	if (r->cgroup) {
 		r->cgroup_left = 1;
-		cgroup_tidy(r);
+		exec_cgroup_tidy(r);
 	} else if (live && r->pgid > 0) {
 		killpg(r->pgid, SIGKILL);
 	}
@@ -473,7 +473,7 @@ static char *resolve(const char *cmd, const char *path_var)
 }
 
 /* open() that never returns 0, 1 or 2: the shim dup2s onto those. */
-static int open_high(const char *path, int flags, unsigned mode)
+static int exec_open_high(const char *path, int flags, unsigned mode)
 {
 	int fd = open(path, flags | O_CLOEXEC, mode);
 	return fd < 0 ? -errno : fd_above_stdio(fd);
@@ -589,7 +589,7 @@ static int dir_empty(const char *dir)
 
 /* The attempt's ranks here are all forgotten: keep its output directory
  * for reuse if nothing was written to it. */
-static void output_done(struct exec *e, int64_t attempt_id)
+static void exec_launch_output_done(struct exec *e, int64_t attempt_id)
 {
 	for (size_t i = 0; i < e->n; i++)
 		if (e->ranks[i]->attempt_id == attempt_id)
@@ -608,7 +608,7 @@ static void output_done(struct exec *e, int64_t attempt_id)
 }
 
 /* The spare directories a restarted agent finds. */
-static void spare_dirs_load(struct exec *e)
+static void exec_launch_dirs_load(struct exec *e)
 {
 	e->free_dirs = xcalloc(SPARE_DIRS_MAX, sizeof(*e->free_dirs));
 	DIR *d = opendir(e->spare_dirs);
@@ -684,7 +684,7 @@ static const char *limit_why(int err, int err2)
 	return strerror(-err);
 }
 
-static void limit_setup(struct exec *e, const char *group, int i)
+static void exec_limits_setup(struct exec *e, const char *group, int i)
 {
 	if (e->v2) {
 		/* In the rank's own cgroup: devices by an eBPF program, which
@@ -730,9 +730,9 @@ static int limit_write(int i, const char *path, const struct exec_spec *spec)
 }
 
 /* v2: the limits written into the rank's own cgroup, once it exists and
- * before the command runs (launch_spare, launch). Such a cgroup is never
+ * before the command runs (exec_spares_launch, launch). Such a cgroup is never
  * a spare's again: its limits would stay with it. */
-static void limits_inline(struct exec *e, struct rank *r, const struct exec_spec *spec)
+static void exec_limits_inline(struct exec *e, struct rank *r, const struct exec_spec *spec)
 {
 	unsigned want = spec ? limits_wanted(e, spec) : 0;
 	for (int i = 0; r->cgroup && i < EXEC_LIMITS; i++) {
@@ -776,8 +776,8 @@ static int limit_one(struct exec *e, struct rank *r, int i, const struct exec_sp
 
 /* The rank's limits' cgroups, before the launch (after launch_prepare,
  * which sets la->l anew). */
-static void limits_prepare(struct exec *e, struct rank *r, const struct exec_spec *spec,
-                           struct launch *la)
+static void exec_limits_prepare(struct exec *e, struct rank *r, const struct exec_spec *spec,
+                                struct launch *la)
 {
 	unsigned want = limits_wanted(e, spec);
 	if (e->isolate && spec->ngpu_minors < 0)
@@ -803,10 +803,10 @@ static void limits_prepare(struct exec *e, struct rank *r, const struct exec_spe
 	}
 }
 
-static void spare_discard(struct exec *e, struct spare *s);
+static void exec_spares_discard(struct exec *e, struct spare *s);
 
 /* The rank's shim runs it: its socket tells exec_poll when it ends. */
-static void rank_watch(struct exec *e, struct rank *r, struct shim sh)
+static void exec_rank_watch(struct exec *e, struct rank *r, struct shim sh)
 {
 	r->shim = sh.pid;
 	r->sock = sh.sock;
@@ -829,7 +829,7 @@ static void rank_unwatch(struct exec *e, struct rank *r)
  * then the launch is sent. 0; -ECHILD when the spare took the launch and
  * died (the rank cannot be known to run); another code when no spare was
  * used and nothing started. */
-static int launch_spare(struct exec *e, struct rank *r, struct launch *la)
+static int exec_spares_launch(struct exec *e, struct rank *r, struct launch *la)
 {
 	if (e->nspares == 0 || !shim_spare_fits(&la->l))
 		return -EAGAIN;
@@ -843,24 +843,24 @@ static int launch_spare(struct exec *e, struct rank *r, struct launch *la)
 	memmove(&e->spares[0], &e->spares[1], (size_t)--e->nspares * sizeof(e->spares[0]));
 	free(s.cgroup);
 	s.cgroup = NULL; /* it is the rank's now */
-	limits_inline(e, r, la->spec);
+	exec_limits_inline(e, r, la->spec);
 	int rc = shim_spare_launch(&s.shim, &la->l, &r->pgid);
 	if (rc == 0) {
-		rank_watch(e, r, s.shim);
+		exec_rank_watch(e, r, s.shim);
 		r->spare = 1;
 		e->started_spare++;
 		return 0;
 	}
 	log_warn("spare shim failed attempt=%lld rank=%d pid=%d error=\"%s\"",
 	         (long long)r->attempt_id, r->rank, (int)s.shim.pid, strerror(-rc));
-	spare_discard(e, &s);
+	exec_spares_discard(e, &s);
 	return rc == -ECHILD ? rc : -EAGAIN;
 }
 
 /* Starts the rank's shim: from a spare when one is ready, else forked now. */
 static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, size_t errlen)
 {
-	int rc = launch_spare(e, r, la);
+	int rc = exec_spares_launch(e, r, la);
 	if (rc == 0)
 		return 0;
 	if (rc == -ECHILD) {
@@ -868,13 +868,13 @@ static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, 
 		return rc;
 	}
 	launch_cgroup(la, r);
-	limits_inline(e, r, la->spec);
+	exec_limits_inline(e, r, la->spec);
 	struct shim sh;
 	rc = shim_spawn(&la->l, &sh, &r->pgid);
 	if (rc)
 		snprintf(err, errlen, "cannot fork: %s", strerror(-rc));
 	else
-		rank_watch(e, r, sh);
+		exec_rank_watch(e, r, sh);
 	return rc;
 }
 
@@ -882,17 +882,17 @@ static void start_failed(struct exec *e, struct rank *r, const char *why)
 {
 	r->state = EXEC_FAILED;
 	r->error = xstrdup(why);
-	record_write(e, r, 0); /* a restarted agent reports the same */
+	exec_journal_write(e, r, 0); /* a restarted agent reports the same */
 	if (r->cgroup)
 		r->cgroup_left = 1;
-	cgroup_tidy(r);
+	exec_cgroup_tidy(r);
 	log_warn("rank failed to start attempt=%lld rank=%d job=%lld error=\"%s\"",
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
 
 int exec_start(struct exec *e, const struct exec_spec *spec)
 {
-	if (find(e, spec->attempt_id, spec->rank, NULL))
+	if (exec_rank_find(e, spec->attempt_id, spec->rank, NULL))
 		return -EEXIST;
 	/* Its log outlives a forgotten rank: a rank that has run here once is
 	 * never run again, whatever a stale desired set may still list. The
@@ -900,12 +900,12 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank);
 	int log_fd = e->logs ? logpool_take(e->logs, log) : -EAGAIN;
 	if (log_fd == -EAGAIN)
-		log_fd = open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+		log_fd = exec_open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
 	if (log_fd == -EEXIST) {
 		free(log);
 		return -EALREADY;
 	}
-	struct rank *r = rank_add(e, spec->attempt_id, spec->rank);
+	struct rank *r = exec_rank_add(e, spec->attempt_id, spec->rank);
 	r->job_id = spec->job_id;
 	r->grace_ms = spec->grace_ms;
 	r->start_wall_ms = wall_ms();
@@ -921,11 +921,11 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 		snprintf(err, sizeof(err), "cannot open %s: %s", log, strerror(-rc));
 	else
 		rc = launch_prepare(e, &la, r, spec, err, sizeof(err));
-	if (rc == 0 && (rc = record_write(e, r, 0)) != 0)
+	if (rc == 0 && (rc = exec_journal_write(e, r, 0)) != 0)
 		snprintf(err, sizeof(err), "cannot write the rank record in %s: %s", e->work_dir,
 		         strerror(-rc));
 	if (rc == 0) {
-		limits_prepare(e, r, spec, &la);
+		exec_limits_prepare(e, r, spec, &la);
 		rc = launch(e, r, &la, err, sizeof(err));
 	}
 	int nlimits = la.l.njoin;
@@ -948,7 +948,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
  * in one (after a crash, say) can be killed and the cgroup removed. */
 
 /* Kills what is in the cgroup and removes it, now or from exec_poll. */
-static void doom_cgroup(struct exec *e, char *path)
+static void exec_doom_cgroup(struct exec *e, char *path)
 {
 	cgroup_signal(path, SIGKILL, 0);
 	if (cgroup_remove(path) == 0) {
@@ -959,7 +959,7 @@ static void doom_cgroup(struct exec *e, char *path)
 	e->doomed[e->ndoomed++] = path;
 }
 
-static void tidy_doomed(struct exec *e)
+static void exec_tidy_doomed(struct exec *e)
 {
 	for (size_t i = e->ndoomed; i-- > 0;) {
 		cgroup_signal(e->doomed[i], SIGKILL, 0);
@@ -971,7 +971,7 @@ static void tidy_doomed(struct exec *e)
 }
 
 /* Ends a spare that is out of the pool: it exits on EOF, SIGKILL makes sure. */
-static void spare_discard(struct exec *e, struct spare *s)
+static void exec_spares_discard(struct exec *e, struct spare *s)
 {
 	shim_close(&s->shim);
 	if (s->shim.pid > 0) {
@@ -980,7 +980,7 @@ static void spare_discard(struct exec *e, struct spare *s)
 			;
 	}
 	if (s->cgroup)
-		doom_cgroup(e, s->cgroup);
+		exec_doom_cgroup(e, s->cgroup);
 	s->cgroup = NULL;
 	s->shim.pid = 0;
 }
@@ -1018,11 +1018,11 @@ out:
 }
 
 /* Pool shims running a rank now: each goes back to the pool when its rank
- * ends (spare_reuse), so it counts toward the number. Making up for them
+ * ends (exec_spares_reuse), so it counts toward the number. Making up for them
  * at once would fork and attach a new shim at every start and end an
  * extra one later: cgroup v1 attaches that cost ~10 ms of kernel time
  * each, in the way of the next start. */
-static int spares_out(const struct exec *e)
+static int exec_spares_out(const struct exec *e)
 {
 	int n = 0;
 	for (size_t i = 0; i < e->n; i++)
@@ -1032,7 +1032,7 @@ static int spares_out(const struct exec *e)
 }
 
 /* Drops spares that died, then makes up the number. */
-static void spares_refill(struct exec *e, int64_t now)
+static void exec_spares_refill(struct exec *e, int64_t now)
 {
 	for (int i = e->nspares; i-- > 0;) {
 		struct spare *s = &e->spares[i];
@@ -1042,18 +1042,18 @@ static void spares_refill(struct exec *e, int64_t now)
 		s->shim.pid = 0;
 		struct spare gone = *s;
 		memmove(s, s + 1, (size_t)(--e->nspares - i) * sizeof(*s));
-		spare_discard(e, &gone);
+		exec_spares_discard(e, &gone);
 	}
 	/* Extras: at once when the number was lowered, else the oldest once
 	 * it has idled long enough (it would be the next one used). */
 	while (e->nspares > e->want_spares &&
-	       (e->trim || now >= e->spares[0].since + SPARE_IDLE_MS)) {
+	       (e->trim || now >= e->spares[0].since + EXEC_SPARE_IDLE_MS)) {
 		struct spare gone = e->spares[0];
 		memmove(&e->spares[0], &e->spares[1], (size_t)--e->nspares * sizeof(e->spares[0]));
-		spare_discard(e, &gone);
+		exec_spares_discard(e, &gone);
 	}
 	e->trim = 0;
-	int out = spares_out(e);
+	int out = exec_spares_out(e);
 	if (e->nspares + out >= e->want_spares || now < e->spare_retry_at)
 		return;
 	while (e->nspares + out < e->want_spares) {
@@ -1113,7 +1113,7 @@ static void stop_rank(struct rank *r, int64_t cap_ms)
 
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms)
 {
-	struct rank *r = find(e, attempt_id, rank, NULL);
+	struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	if (!r)
 		return ERR_NOTFOUND;
 	stop_rank(r, cap_ms);
@@ -1144,10 +1144,10 @@ static int shim_gone(struct rank *r)
 /* A finished rank's shim, waiting for a launch in the rank's cgroup with
  * nothing else left in it, becomes a spare again: the cgroup is renamed
  * back to a spare's. 1 when it did. */
-static int spare_reuse(struct exec *e, struct rank *r)
+static int exec_spares_reuse(struct exec *e, struct rank *r)
 {
 	/* Up to the maximum: a burst ends ranks as fast as it starts them; the
-	 * extras end once idle for SPARE_IDLE_MS. */
+	 * extras end once idle for EXEC_SPARE_IDLE_MS. */
 	if (!r->spare || e->want_spares == 0 || e->nspares >= EXEC_SPARES_MAX || r->shim <= 0 ||
 	    r->inline_limits)
 		return 0;
@@ -1178,8 +1178,8 @@ static void ended(struct exec *e, struct rank *r, int st)
 {
 	r->wait_status = st;
 	r->have_status = 1;
-	if (spare_reuse(e, r)) {
-		set_final(r, st, NULL);
+	if (exec_spares_reuse(e, r)) {
+		exec_set_final(r, st, NULL);
 		log_final(r);
 		return;
 	}
@@ -1196,7 +1196,7 @@ static void reap(struct rank *r)
 	}
 }
 
-static int poll_running(struct exec *e, struct rank *r, int64_t now, int live)
+static int exec_poll_running(struct exec *e, struct rank *r, int64_t now, int live)
 {
 	if (r->sock >= 0) {
 		struct shim sh = {.pid = r->shim, .sock = r->sock};
@@ -1235,7 +1235,7 @@ static int poll_running(struct exec *e, struct rank *r, int64_t now, int live)
 
 /* Old journal segments go once no running rank's shim writes to them;
  * what they say of ranks not yet forgotten moves to the current one. */
-static void compact(struct exec *e)
+static void exec_journal_compact(struct exec *e)
 {
 	uint64_t old[4];
 	size_t n = journal_old(e->journal, old, 4);
@@ -1248,7 +1248,7 @@ static void compact(struct exec *e)
 		int rc = 0;
 		for (size_t i = 0; i < e->n && rc == 0; i++)
 			if (e->ranks[i]->seg == old[k])
-				rc = record_write(e, e->ranks[i], 1);
+				rc = exec_journal_write(e, e->ranks[i], 1);
 		if (rc == 0)
 			journal_drop(e->journal, old[k]);
 	}
@@ -1258,31 +1258,31 @@ int exec_poll(struct exec *e)
 {
 	int changed = 0;
 	int64_t now = now_ms();
-	refresh(e);
+	exec_journal_refresh(e);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		if (r->state == EXEC_RUNNING)
-			changed += poll_running(e, r, now, 1);
+			changed += exec_poll_running(e, r, now, 1);
 		else
 			reap(r);
-		cgroup_tidy(r);
+		exec_cgroup_tidy(r);
 	}
 	for (size_t i = e->nexiting; i-- > 0;)
 		if (waitpid(e->exiting[i], NULL, WNOHANG) != 0)
 			e->exiting[i] = e->exiting[--e->nexiting];
-	tidy_doomed(e);
-	spares_refill(e, now);
-	compact(e);
+	exec_tidy_doomed(e);
+	exec_spares_refill(e, now);
+	exec_journal_compact(e);
 	return changed;
 }
 
 int64_t exec_next_poll_ms(const struct exec *e)
 {
 	int64_t now = now_ms(), next = -1;
-	if (e->nspares + spares_out(e) < e->want_spares)
+	if (e->nspares + exec_spares_out(e) < e->want_spares)
 		next = now >= e->spare_retry_at ? 0 : e->spare_retry_at - now;
 	else if (e->nspares > e->want_spares)
-		next = e->trim ? 0 : e->spares[0].since + SPARE_IDLE_MS - now;
+		next = e->trim ? 0 : e->spares[0].since + EXEC_SPARE_IDLE_MS - now;
 	if (next < -1)
 		next = 0;
 	if (e->ndoomed && (next < 0 || next > CGROUP_RETRY_MS))
@@ -1290,7 +1290,7 @@ int64_t exec_next_poll_ms(const struct exec *e)
 	for (size_t i = 0; i < e->n; i++) {
 		const struct rank *r = e->ranks[i];
 		int64_t in = -1;
-		if (r->cgroup_left || limits_left(r))
+		if (r->cgroup_left || exec_limits_left(r))
 			in = CGROUP_RETRY_MS;
 		if (r->state == EXEC_RUNNING && r->sock < 0)
 			in = ADOPT_POLL_MS;
@@ -1342,12 +1342,12 @@ static void adopt(struct exec *e, struct rank *r)
 	if (r->error && !r->lost) {
 		r->state = EXEC_FAILED;
 	} else if (r->lost) {
-		set_final(r, 0, r->error);
+		exec_set_final(r, 0, r->error);
 	} else {
 		r->state = EXEC_RUNNING;
 		if (r->shim == 0)
 			r->lost_at = now_ms() + STARTING_LOST_MS; /* the shim may still write it */
-		poll_running(e, r, now_ms(), 0);
+		exec_poll_running(e, r, now_ms(), 0);
 	}
 	log_info("rank adopted attempt=%lld rank=%d job=%lld state=%s pid=%d",
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id,
@@ -1368,7 +1368,7 @@ static void stale_cgroups_remove(struct exec *e)
 		if (strncmp(de->d_name, "spare-", 6) == 0) {
 			char *path = xasprintf("%s/%s", e->cgroup_root, de->d_name);
 			log_info("removing a stale spare cgroup=%s", path);
-			doom_cgroup(e, path);
+			exec_doom_cgroup(e, path);
 			continue;
 		}
 		char head[32];
@@ -1381,29 +1381,29 @@ static void stale_cgroups_remove(struct exec *e)
 		head[len] = '\0';
 		if (parse_i64(head, 1, INT64_MAX, &attempt) != 0 ||
 		    parse_i64(dash + 1, 0, 1 << 20, &rank) != 0 ||
-		    find(e, attempt, (int)rank, NULL))
+		    exec_rank_find(e, attempt, (int)rank, NULL))
 			continue;
-		struct rank *r = rank_add(e, attempt, (int)rank);
+		struct rank *r = exec_rank_add(e, attempt, (int)rank);
 		log_warn("a rank that no journal record tells of: stopping it attempt=%lld rank=%d "
 		         "cgroup=%s",
 		         (long long)attempt, (int)rank, r->cgroup);
-		set_final(r, 0,
-		          "the agent lost its record of this rank (its journal was damaged or "
-		          "removed) and stopped its processes");
-		doom_cgroup(e, r->cgroup);
+		exec_set_final(r, 0,
+		               "the agent lost its record of this rank (its journal was damaged or "
+		               "removed) and stopped its processes");
+		exec_doom_cgroup(e, r->cgroup);
 		r->cgroup = NULL;
-		record_write(e, r, 1);
+		exec_journal_write(e, r, 1);
 	}
 	if (d)
 		closedir(d);
 	/* A killed process leaves its cgroup a moment after the signal. */
 	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
 		sleep_ms(5);
-		tidy_doomed(e);
+		exec_tidy_doomed(e);
 	}
 }
 
-static void load_all(struct exec *e)
+static void exec_journal_load(struct exec *e)
 {
 	e->loading = 1;
 	journal_read(e->journal, on_line, e);
@@ -1431,7 +1431,7 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	struct journal *j = NULL;
 	if ((rc = journal_open(work_dir, &j)) != 0)
 		return rc;
-	int null_fd = open_high("/dev/null", O_RDWR, 0);
+	int null_fd = exec_open_high("/dev/null", O_RDWR, 0);
 	int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (null_fd < 0 || epoll_fd < 0) {
 		rc = null_fd < 0 ? null_fd : -errno;
@@ -1447,7 +1447,7 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	e->epoll_fd = epoll_fd;
 	e->journal = j;
 	e->spare_dirs = spare_dirs;
-	spare_dirs_load(e);
+	exec_launch_dirs_load(e);
 	e->want_spares = EXEC_SPARES_DEFAULT;
 	char *pool = xasprintf("%s/spare-logs", work_dir);
 	int prc = logpool_start(pool, &e->logs);
@@ -1479,13 +1479,13 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	if (e->v2)
 		log_info("cgroup v2 root=%s", e->cgroup_root);
 	for (int i = 0; i < EXEC_LIMITS; i++)
-		limit_setup(e, group, i);
+		exec_limits_setup(e, group, i);
 	free(group);
 	const char *iso = getenv("ANVIL_DEVICE_ISOLATION");
 	e->isolate = iso && *iso ? strcmp(iso, "0") != 0 : access("/dev/nvidiactl", F_OK) == 0;
 	if (e->isolate)
 		log_info("GPU device isolation on: ranks open only their own GPUs");
-	load_all(e);
+	exec_journal_load(e);
 	*out = e;
 	return 0;
 }
@@ -1496,10 +1496,10 @@ void exec_free(struct exec *e)
 		return;
 	logpool_stop(e->logs);
 	for (int i = 0; i < e->nspares; i++)
-		spare_discard(e, &e->spares[i]);
+		exec_spares_discard(e, &e->spares[i]);
 	for (int tries = 0; e->ndoomed && tries < 20; tries++) {
 		sleep_ms(5);
-		tidy_doomed(e);
+		exec_tidy_doomed(e);
 	}
 	for (size_t i = 0; i < e->ndoomed; i++)
 		free(e->doomed[i]);
@@ -1515,9 +1515,10 @@ void exec_free(struct exec *e)
 		if (r->sock >= 0)
 			close(r->sock); /* a shim still running a rank exits after it */
 		/* A killed process leaves its cgroup a moment after the signal. */
-		for (int tries = 0; (r->cgroup_left || limits_left(r)) && tries < 20; tries++) {
-			cgroup_tidy(r);
-			if (r->cgroup_left || limits_left(r))
+		for (int tries = 0; (r->cgroup_left || exec_limits_left(r)) && tries < 20;
+		     tries++) {
+			exec_cgroup_tidy(r);
+			if (r->cgroup_left || exec_limits_left(r))
 				sleep_ms(5);
 		}
 		rank_free(r);
@@ -1593,7 +1594,7 @@ void exec_get(const struct exec *e, size_t i, struct exec_status *out)
 int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_status *out)
 {
 	size_t i;
-	if (!find(e, attempt_id, rank, &i))
+	if (!exec_rank_find(e, attempt_id, rank, &i))
 		return ERR_NOTFOUND;
 	exec_get(e, i, out);
 	return 0;
@@ -1601,12 +1602,12 @@ int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_st
 
 void exec_ack(struct exec *e, int64_t attempt_id, int rank)
 {
-	struct rank *r = find(e, attempt_id, rank, NULL);
+	struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	if (r && r->state != EXEC_RUNNING)
 		r->acked = 1;
 }
 
-static void rank_drop(struct exec *e, size_t i)
+static void exec_rank_drop(struct exec *e, size_t i)
 {
 	rank_free(e->ranks[i]);
 	e->ranks[i] = e->ranks[--e->n];
@@ -1615,15 +1616,15 @@ static void rank_drop(struct exec *e, size_t i)
 void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 {
 	size_t i;
-	struct rank *r = find(e, attempt_id, rank, &i);
+	struct rank *r = exec_rank_find(e, attempt_id, rank, &i);
 	if (!r || r->state == EXEC_RUNNING)
 		return;
-	journal_put(e, json_pack("{s:I,s:i,s:b}", "attempt_id", (json_int_t)r->attempt_id, "rank",
-	                         r->rank, "forgotten", 1));
-	cgroup_tidy(r);
+	exec_journal_put(e, json_pack("{s:I,s:i,s:b}", "attempt_id", (json_int_t)r->attempt_id,
+	                              "rank", r->rank, "forgotten", 1));
+	exec_cgroup_tidy(r);
 	for (int k = 0; k < EXEC_LIMITS; k++)
 		if (r->limits[k]) { /* still busy: exec_poll finishes the job */
-			doom_cgroup(e, r->limits[k]);
+			exec_doom_cgroup(e, r->limits[k]);
 			r->limits[k] = NULL;
 		}
 	reap(r);
@@ -1631,6 +1632,6 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 		e->exiting = xrealloc(e->exiting, (e->nexiting + 1) * sizeof(*e->exiting));
 		e->exiting[e->nexiting++] = r->shim;
 	}
-	rank_drop(e, i);
-	output_done(e, attempt_id);
+	exec_rank_drop(e, i);
+	exec_launch_output_done(e, attempt_id);
 }
