@@ -11,8 +11,9 @@
  * Structure, one thread (the HTTP server has its own):
  *   agent.c    flags, setup, the event loop, shutdown
  *   syncer.c   the sync long poll on curl multi and reconciliation
- *   exec.c     ranks: start, stop, reap, re-adopt (shim.c, cgroup.c,
- *              journal.c: the ranks' records)
+ *   exec*.c    ranks: start, stop, reap, re-adopt (its files by concern
+ *              in exec_int.h; shim.c, cgroup.c, journal.c: the ranks'
+ *              records)
  *   ident.c    node.json, registration, facts
  *   serve.c    the agent's HTTP endpoints
  */

@@ -4,7 +4,7 @@
  *
  * A process group is not enough to stop a rank: a process that calls
  * setsid() leaves it. A cgroup keeps every descendant, so stopping a rank
- * signals every pid in its cgroup.procs. The executor (exec.c) creates one
+ * signals every pid in its cgroup.procs. The executor (exec.h) creates one
  * cgroup per rank under ROOT = <mount><agent's own cgroup>/anvil/<node>,
  * and the rank's command joins it itself (writes "0" to cgroup.procs)
  * before exec, so nothing it forks can escape.

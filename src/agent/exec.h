@@ -29,10 +29,7 @@
  *
  * two new files per rank, so a new executor over the same work dir
  * (exec_new) re-adopts the ranks that still run and reads the real exit
- * status of those that ended. Work dirs of agents before the journal
- * (attempts/<attempt_id>/rank-R.{jsonl,log} and output/) are read once:
- * their logs are linked into logs/, their ranks adopted, and a finished
- * one's record moves into the journal.
+ * status of those that ended.
  *
  *   exec_start ──► RUNNING ──(command ends, exec_poll)──────────► EXITED
  *       │             └─exec_stop: TERM to group and cgroup,     ▲

@@ -17,7 +17,7 @@
  * snapshot per rank) into the current one. The current segment rolls to a
  * new one past JOURNAL_ROLL_BYTES.
  *
- * Owned by the executor's thread (exec.c); not thread-safe.
+ * Owned by the executor's thread (exec_journal.c); not thread-safe.
  */
 #ifndef ANVIL_AGENT_JOURNAL_H
 #define ANVIL_AGENT_JOURNAL_H

@@ -36,7 +36,8 @@
  *                        ▲  └──shim_close / agent gone: EOF──► exits 0
  *                        └───────(command ended: SHIM_ENDED)──────┘
  *
- * Owned by exec.c, which owns the launch strings and fds.
+ * Owned by the executor (exec_launch.c, exec_spares.c), which owns the
+ * launch strings and fds.
  */
 #ifndef ANVIL_AGENT_SHIM_H
 #define ANVIL_AGENT_SHIM_H

@@ -614,45 +614,4 @@ TEST(journal_rolls_and_keeps_unforgotten_ranks)
 	teardown(e);
 }
 
-/* A work dir of an agent before the journal: attempts/<id>/rank-R.jsonl
- * and rank-R.log. The ranks are adopted, the logs served from the new
- * place, and a finished rank is never run again. */
-TEST(older_work_dir_is_adopted)
-{
-	log_init("test", LOG_WARN);
-	snprintf(work, sizeof(work), "/tmp/anvil-exec-XXXXXX");
-	CHECK(mkdtemp(work) != NULL);
-	snprintf(node, sizeof(node), "test-%d", (int)getpid());
-	char dir[256], path[300];
-	snprintf(dir, sizeof(dir), "%s/attempts/80", work);
-	CHECK_INT(mkdir_p(dir, 0755), 0);
-	snprintf(path, sizeof(path), "%s/rank-0.jsonl", dir);
-	const char *rec = "{\"attempt_id\":80,\"rank\":0,\"job_id\":800,\"grace_ms\":100,"
-	                  "\"start_time_ms\":1}\n{\"shim\":1,\"pgid\":1}\n{\"wait_status\":1024}\n";
-	CHECK_INT(write_file_atomic(path, rec, strlen(rec), 0644), 0);
-	snprintf(path, sizeof(path), "%s/rank-0.log", dir);
-	CHECK_INT(write_file_atomic(path, "old\n", 4, 0644), 0);
-	struct exec *e = NULL;
-	CHECK_INT(exec_new(work, node, &e), 0);
-	struct exec_status st;
-	CHECK_INT(exec_find(e, 80, 0, &st), 0);
-	CHECK_INT(st.state, EXEC_EXITED);
-	CHECK_INT(st.exit_code, 4);
-	CHECK_INT(st.job_id, 800);
-	char *log = exec_fx_log(work, 80);
-	CHECK_STR(log, "old\n");
-	free(log);
-	/* Its record moved into the journal: a restart still knows it. */
-	snprintf(path, sizeof(path), "%s/rank-0.jsonl", dir);
-	CHECK(access(path, F_OK) != 0);
-	exec_free(e);
-	CHECK_INT(exec_new(work, node, &e), 0);
-	CHECK_INT(exec_find(e, 80, 0, &st), 0);
-	CHECK_INT(st.exit_code, 4);
-	forget(e, 80);
-	const char *argv[] = {"true", NULL};
-	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 80, .argv = argv}), -EALREADY);
-	teardown(e);
-}
-
 TEST_MAIN()
