@@ -143,7 +143,7 @@ static int node_update(struct state *st, struct node *n, const json_t *body, cha
 		const char *pool = jv_str(body, "pool", NULL);
 		n->pool = pool && *pool ? xstrdup(pool) : NULL;
 	}
-	n->s_cached = 0;
+	state_sched_forget_node(st, n);
 	n->dirty = 1;
 	st->nodes_dirty = 1;
 	st->need_schedule = 1;

@@ -234,6 +234,7 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 	state_job_cache(st, j);
 	rc = state_fits_ever(st, j, err, errlen);
 	if (rc) {
+		state_sched_forget_job(st, j);
 		job_free(j);
 		return rc;
 	}
@@ -257,6 +258,7 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 		log_error("cannot persist a new job: %s", store_error(st->store));
 		snprintf(err, errlen, "cannot persist the job (%s); nothing was submitted",
 		         store_error(st->store));
+		state_sched_forget_job(st, j);
 		job_free(j);
 		return rc;
 	}

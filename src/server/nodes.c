@@ -101,7 +101,7 @@ void state_node_facts(struct state *st, struct node *n, const json_t *f)
 	json_decref(n->facts);
 	n->facts = keep;
 	n->dirty = 1;
-	n->s_cached = 0;
+	state_sched_forget_node(st, n);
 	st->nodes_dirty = 1;
 }
 
@@ -110,7 +110,7 @@ void state_node_facts(struct state *st, struct node *n, const json_t *f)
 static void node_dirty(struct state *st, struct node *n)
 {
 	n->dirty = 1;
-	n->s_cached = 0;
+	state_sched_forget_node(st, n);
 	st->nodes_dirty = 1;
 	st->need_schedule = 1;
 }

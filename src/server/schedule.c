@@ -3,9 +3,12 @@
  * Every function runs with the state lock held (see state.h).
  *
  * The snapshot's nodes are st->nodes in order, so a node index in a result
- * is an index into st->nodes. Strings are interned once per job and node
- * (state_job_cache, node_cache) and the snapshot arrays live in struct
- * scratch, reused from cycle to cycle.
+ * is an index into st->nodes. The snapshot arrays live in struct scratch,
+ * reused from cycle to cycle, and so do the glue's caches: the interned ids
+ * of each job's queue, team and constraints and of each node's pool, labels
+ * and GPU model, made once (state_job_cache, node_cache) so that a cycle
+ * interns nothing. The records (store/model.h) know nothing of them; the
+ * state files that change what a cache holds call state_sched_forget_*.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +22,35 @@
 #include "sched/sched.h"
 #include "server/state.h"
 
+/* A node's scheduling attributes, interned (node_cache). */
+struct node_cache {
+	uint32_t labels[SCHED_MAX_LABELS], block, rack, sw, pool, model;
+	uint64_t mem_mib;
+	uint8_t nlabels;
+	uint8_t cached; /* 0: never made, or forgotten since */
+};
+
+/* A job's queue, team and constraints, interned (state_job_cache): 48 bytes,
+ * as they took inside struct job. */
+struct job_cache {
+	uint32_t queue, team, model, pool, sel[SCHED_MAX_SELECTORS];
+	uint64_t min_mem_mib;
+	uint8_t nsel;
+	uint8_t cached; /* 0: never made, or forgotten since */
+};
+
 struct scratch {
+	/* The caches are arrays indexed like st->nodes and st->jobs, by id - 1:
+	 * both kinds of id are dense from 1 (state.h), so a lookup in the
+	 * snapshot's loops is an index, not a hash, and allocates nothing once
+	 * the array has grown to the newest id. A job's entry stays after it
+	 * leaves pending: its running attempts are described with its queue
+	 * and team (fill_running), what it holds never changes after submission,
+	 * and dropping it would free nothing from a dense array. */
+	struct node_cache *nodec;
+	size_t capnodec;
+	struct job_cache *jobc;
+	size_t capjobc;
 	struct sched_node *nodes;
 	size_t capnodes;
 	struct sched_job *jobs;
@@ -47,6 +78,8 @@ void state_sched_free(struct state *st)
 {
 	struct scratch *x = st->scratch;
 	if (x) {
+		free(x->nodec);
+		free(x->jobc);
 		free(x->nodes);
 		free(x->jobs);
 		free(x->running);
@@ -62,24 +95,75 @@ void state_sched_free(struct state *st)
 	st->sched = NULL;
 }
 
+/* The snapshot buffers and the caches, made on first use. */
+static struct scratch *scratch_of(struct state *st)
+{
+	if (!st->scratch)
+		st->scratch = xcalloc(1, sizeof(struct scratch));
+	return st->scratch;
+}
+
+/* Grows a cache array to hold index need - 1; new entries are all 0 (not
+ * cached). Ids grow by one, so the capacity doubles to keep that amortised. */
+static void *grow_cache(void *arr, size_t size, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return arr;
+	size_t ncap = *cap * 2 > need ? *cap * 2 : need + 64;
+	arr = xrealloc(arr, size * ncap);
+	memset((char *)arr + size * *cap, 0, size * (ncap - *cap));
+	*cap = ncap;
+	return arr;
+}
+
+static struct job_cache *job_slot(struct state *st, const struct job *j)
+{
+	struct scratch *x = scratch_of(st);
+	x->jobc = grow_cache(x->jobc, sizeof(*x->jobc), &x->capjobc, (size_t)j->id);
+	return &x->jobc[j->id - 1];
+}
+
 void state_job_cache(struct state *st, struct job *j)
 {
-	j->s_queue = state_intern(st, j->queue);
-	j->s_team = state_intern(st, j->team);
-	j->s_model = state_intern(st, jv_str(j->constraints, "gpu_type", NULL));
-	j->s_pool = state_intern(st, jv_str(j->constraints, "pool", NULL));
-	j->s_min_mem_mib = (uint64_t)jv_int(j->constraints, "min_gpu_memory_bytes", 0) >> 20;
-	j->s_nsel = 0;
+	struct job_cache *c = job_slot(st, j);
+	c->queue = state_intern(st, j->queue);
+	c->team = state_intern(st, j->team);
+	c->model = state_intern(st, jv_str(j->constraints, "gpu_type", NULL));
+	c->pool = state_intern(st, jv_str(j->constraints, "pool", NULL));
+	c->min_mem_mib = (uint64_t)jv_int(j->constraints, "min_gpu_memory_bytes", 0) >> 20;
+	c->nsel = 0;
 	const char *k;
 	json_t *v;
 	json_object_foreach (json_object_get(j->constraints, "selectors"), k, v) {
-		if (j->s_nsel == SCHED_MAX_SELECTORS)
+		if (c->nsel == SCHED_MAX_SELECTORS)
 			break;
 		char *kv = xasprintf("%s=%s", k, json_string_value(v));
-		j->s_sel[j->s_nsel++] = state_intern(st, kv);
+		c->sel[c->nsel++] = state_intern(st, kv);
 		free(kv);
 	}
-	j->s_cached = 1;
+	c->cached = 1;
+}
+
+static const struct job_cache *job_cache_of(struct state *st, struct job *j)
+{
+	struct job_cache *c = job_slot(st, j);
+	if (!c->cached)
+		state_job_cache(st, j);
+	return c;
+}
+
+void state_sched_forget_job(struct state *st, const struct job *j)
+{
+	struct scratch *x = st->scratch;
+	if (x && j->id >= 1 && (size_t)j->id <= x->capjobc)
+		x->jobc[j->id - 1].cached = 0;
+}
+
+void state_sched_forget_node(struct state *st, const struct node *n)
+{
+	struct scratch *x = st->scratch;
+	if (x && n->id >= 1 && (size_t)n->id <= x->capnodec)
+		x->nodec[n->id - 1].cached = 0;
 }
 
 /* GPU models are matched case-insensitively on what users type ("h200")
@@ -97,42 +181,47 @@ static uint32_t model_id(struct state *st, const char *model)
 	return state_intern(st, low);
 }
 
-static void node_cache(struct state *st, struct node *n)
+static const struct node_cache *node_cache(struct state *st, const struct node *n)
 {
-	n->s_model = n->ngpus ? model_id(st, n->gpus[0].model) : 0;
-	n->s_mem_mib = n->ngpus ? n->gpus[0].memory_bytes >> 20 : 0;
-	n->s_pool = state_intern(st, n->pool);
-	n->s_block = state_intern(st, jv_str(n->labels, "block", NULL));
-	n->s_rack = state_intern(st, jv_str(n->labels, "rack", NULL));
-	n->s_sw = state_intern(st, jv_str(n->labels, "switch", NULL));
-	n->s_nlabels = 0;
+	struct scratch *x = scratch_of(st);
+	x->nodec = grow_cache(x->nodec, sizeof(*x->nodec), &x->capnodec, (size_t)n->id);
+	struct node_cache *c = &x->nodec[n->id - 1];
+	if (c->cached)
+		return c;
+	c->model = n->ngpus ? model_id(st, n->gpus[0].model) : 0;
+	c->mem_mib = n->ngpus ? n->gpus[0].memory_bytes >> 20 : 0;
+	c->pool = state_intern(st, n->pool);
+	c->block = state_intern(st, jv_str(n->labels, "block", NULL));
+	c->rack = state_intern(st, jv_str(n->labels, "rack", NULL));
+	c->sw = state_intern(st, jv_str(n->labels, "switch", NULL));
+	c->nlabels = 0;
 	const char *k;
 	json_t *v;
 	json_object_foreach (n->labels, k, v) {
-		if (n->s_nlabels == SCHED_MAX_LABELS || !json_is_string(v))
+		if (c->nlabels == SCHED_MAX_LABELS || !json_is_string(v))
 			continue;
 		char *kv = xasprintf("%s=%s", k, json_string_value(v));
-		n->s_labels[n->s_nlabels++] = state_intern(st, kv);
+		c->labels[c->nlabels++] = state_intern(st, kv);
 		free(kv);
 	}
-	n->s_cached = 1;
+	c->cached = 1;
+	return c;
 }
 
 static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 {
-	if (!n->s_cached)
-		node_cache(st, n);
+	const struct node_cache *c = node_cache(st, n);
 	memset(s, 0, sizeof(*s));
 	uint64_t all = 0;
 	for (int g = 0; g < n->ngpus; g++)
 		all |= 1ull << n->gpus[g].index;
 	s->id = n->id;
-	s->block = n->s_block;
-	s->rack = n->s_rack;
-	s->sw = n->s_sw;
-	s->pool = n->s_pool;
-	s->gpu_model = n->s_model;
-	s->gpu_mem_mib = n->s_mem_mib;
+	s->block = c->block;
+	s->rack = c->rack;
+	s->sw = c->sw;
+	s->pool = c->pool;
+	s->gpu_model = c->model;
+	s->gpu_mem_mib = c->mem_mib;
 	s->gpus_all = all;
 	s->gpus_healthy = all & ~n->gpus_unhealthy;
 	s->gpus_free = s->gpus_healthy & ~n->gpus_used;
@@ -140,43 +229,32 @@ static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 	memcpy(s->nvlink, n->nvlink, sizeof(s->nvlink[0]) * (size_t)s->nnvlink);
 	s->nnear = n->nnear <= SCHED_MAX_NEAR ? n->nnear : 0;
 	memcpy(s->near, n->near, sizeof(s->near[0]) * (size_t)s->nnear);
-	s->nlabels = n->s_nlabels;
-	memcpy(s->labels, n->s_labels, sizeof(s->labels));
+	s->nlabels = c->nlabels;
+	memcpy(s->labels, c->labels, sizeof(s->labels));
 	s->schedulable = n->state == NODE_READY && n->admin == NODE_READY;
 }
 
 static void fill_job(struct state *st, struct job *j, struct sched_job *s)
 {
-	if (!j->s_cached)
-		state_job_cache(st, j);
+	const struct job_cache *c = job_cache_of(st, j);
 	memset(s, 0, sizeof(*s));
 	s->id = j->id;
-	s->queue = j->s_queue;
-	s->team = j->s_team;
+	s->queue = c->queue;
+	s->team = c->team;
 	s->priority = j->priority;
 	s->submit_ms = j->submit_ms;
 	s->gpus = j->gpus;
 	s->nodes = j->nodes;
 	s->time_limit_ms = j->time_limit_ms;
-	s->gpu_model = j->s_model;
-	s->min_gpu_mem_mib = j->s_min_mem_mib;
-	s->pool = j->s_pool;
-	s->nselectors = j->s_nsel;
-	memcpy(s->selectors, j->s_sel, sizeof(s->selectors));
+	s->gpu_model = c->model;
+	s->min_gpu_mem_mib = c->min_mem_mib;
+	s->pool = c->pool;
+	s->nselectors = c->nsel;
+	memcpy(s->selectors, c->sel, sizeof(s->selectors));
 	s->checkpointing = j->checkpointing;
 	s->held_since_ms = j->preempt_held_ms;
 	if (j->nattempts > 0 && j->attempts[j->nattempts - 1]->state == JOB_PREEMPTED)
 		s->requeued_ms = j->attempts[j->nattempts - 1]->end_ms;
-}
-
-/* The scheduler and its snapshot buffers, made on first use. */
-static struct scratch *scratch_of(struct state *st)
-{
-	if (!st->sched) {
-		st->sched = sched_new();
-		st->scratch = xcalloc(1, sizeof(struct scratch));
-	}
-	return st->scratch;
 }
 
 int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
@@ -225,12 +303,13 @@ static int fill_running(struct state *st, struct scratch *x)
 	for (int i = 0; i < st->nactive; i++) {
 		const struct attempt *a = st->active[i];
 		struct job *j = state_job(st, a->job_id);
+		const struct job_cache *c = job_cache_of(st, j);
 		struct sched_running *r = &x->running[i];
 		memset(r, 0, sizeof(*r));
 		r->attempt_id = a->id;
 		r->job_id = j->id;
-		r->queue = j->s_queue;
-		r->team = j->s_team;
+		r->queue = c->queue;
+		r->team = c->team;
 		r->priority = j->priority;
 		r->submit_ms = j->submit_ms;
 		r->start_ms = a->start_ms > 0 ? a->start_ms : j->submit_ms;
@@ -478,6 +557,8 @@ static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 	st->sched_last_ms = t0 / 1000;
 	if (full)
 		st->sched_full_ms = st->sched_last_ms;
+	if (!st->sched)
+		st->sched = sched_new();
 	struct sched_snapshot snap;
 	build(st, scratch_of(st), &snap);
 	snap.config.skip_estimate = !full;

@@ -94,8 +94,8 @@ struct state {
 	int preempt_max_ratio;           /* sched_config.preempt_max_ratio */
 	int preempt_loss_pct;            /* sched_config.preempt_loss_pct */
 	int64_t preempt_restart_cost_ms; /* sched_config.restart_cost_ms */
-	void *sched; /* struct sched *, with its snapshot scratch (schedule.c) */
-	void *scratch;
+	void *sched;                     /* struct sched *, made by the first cycle (schedule.c) */
+	void *scratch;                   /* schedule.c's snapshot buffers and interned-id caches */
 
 	struct job **dirty_jobs;
 	int ndirty_jobs, capdirty_jobs;
@@ -177,8 +177,19 @@ void state_pending_remove(struct state *st, struct job *j);
 void state_attempt_stop(struct state *st, struct attempt *a);
 void state_pending_add(struct state *st, struct job *j);
 void state_active_add(struct state *st, struct attempt *a);
-/* Interns the job's queue, team and constraints for the scheduler. */
+/* Interns the job's queue, team and constraints for the scheduler, into the
+ * glue's own table (schedule.c), not into the record. */
 void state_job_cache(struct state *st, struct job *j);
+/* The glue keeps its interned copy of what it reads from a record until told
+ * to forget it; the next cycle (or state_fits_ever) interns it again.
+ * Call state_sched_forget_node when a node's pool, labels or GPUs may have
+ * changed (nodes.c and api_nodes.c call it on every change to a node's facts
+ * or settings), and state_sched_forget_job when a job's queue, team or
+ * constraints change (never, after submission, today) or when a job that was
+ * cached is freed without being indexed (a refused submission: its id goes
+ * to the next one). */
+void state_sched_forget_node(struct state *st, const struct node *n);
+void state_sched_forget_job(struct state *st, const struct job *j);
 /* 0 if j could ever run on the registered nodes, else ERR_UNFIT + why. */
 int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
 void state_mark_job(struct state *st, struct job *j); /* dirty: flush writes it */

@@ -3,7 +3,10 @@
  * The server owns one in-memory copy of these records (guarded by its state
  * lock) and writes every change through store.h in one transaction per
  * request. These are plain records: the server's state files make the
- * transitions (server/jobs.c, ranks.c, nodes.c and schedule.c).
+ * transitions (server/jobs.c, ranks.c, nodes.c and schedule.c). Fields
+ * marked "in memory" are not stored but are the server's record state; what
+ * the scheduler glue derives from a record (interned ids) lives in the
+ * glue's own table (server/schedule.c), not here.
  *
  * Job (and attempt) states:
  *
@@ -127,11 +130,6 @@ struct job {
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	int explained;           /* in memory: a full cycle gave it a reason */
-	/* interned for the scheduler (server/schedule.c); valid when s_cached */
-	int s_cached;
-	uint32_t s_queue, s_team, s_model, s_pool, s_sel[4];
-	int s_nsel;
-	uint64_t s_min_mem_mib;
 	enum job_state state;
 	int64_t submit_ms;
 	int64_t start_ms;
@@ -162,11 +160,6 @@ struct node {
 	char *backend;
 	json_t *labels; /* operator-set {"key": "value"}: block, rack, switch, ... */
 	char *pool;
-	/* interned for the scheduler (server/schedule.c); valid when s_cached */
-	int s_cached;
-	uint32_t s_labels[8], s_block, s_rack, s_sw, s_pool, s_model;
-	int s_nlabels;
-	uint64_t s_mem_mib;
 	int cpus;
 	uint64_t memory_bytes;
 	enum node_state state; /* NODE_READY or NODE_LOST: does its agent answer */

@@ -138,6 +138,11 @@ def test_gang_packs_into_one_switch_and_constraints_hold():
         assert node_of_blocker not in nodes
         sel = c.submit(["true"], gpus=1, selectors={"disk": "nvme"})["id"]
         assert c.wait_job(sel)["attempts"][0]["ranks"][0]["node"] == "node-4"
+        # The scheduler glue has interned every node's labels by now: a
+        # label set later must reach it (state_sched_forget_node).
+        c.cli("node", "label", "node-3", "disk=ssd", check=True)
+        ssd = c.submit(["true"], gpus=1, selectors={"disk": "ssd"})["id"]
+        assert c.wait_job(ssd)["attempts"][0]["ranks"][0]["node"] == "node-3"
         try:
             c.submit(["true"], gpus=1, gpu_type="a100")
             raise AssertionError("a job for a GPU model no node has must be rejected")
