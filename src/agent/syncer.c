@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "base/wire.h"
 
 #define CALLS          2
 #define BACKOFF_MIN_MS 50
@@ -153,37 +154,42 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* One entry of "ranks"; final reports are remembered for the ack. */
+/* One entry of "ranks" (base/wire.h, wire_report); final reports are
+ * remembered for the ack. */
 static json_t *report(struct exec *ex, struct call *c, const struct exec_status *st)
 {
-	json_t *o =
-	        json_pack("{s:I,s:i}", "attempt_id", (json_int_t)st->attempt_id, "rank", st->rank);
+	const struct wire_record *r = &wire_report;
+	json_t *o = json_object();
+	wire_set(o, r, "attempt_id", json_integer(st->attempt_id));
+	wire_set(o, r, "rank", json_integer(st->rank));
 	if (st->state == EXEC_RUNNING) {
-		json_object_set_new(o, "state", json_string(st->pid ? "running" : "starting"));
+		wire_set(o, r, "state", json_string(st->pid ? "running" : "starting"));
 		if (st->pid)
-			json_object_set_new(o, "pid", json_integer(st->pid));
+			wire_set(o, r, "pid", json_integer(st->pid));
 		/* One stat; the directory exists only for checkpointing jobs. */
 		int64_t ckpt = exec_checkpoint_ms(ex, st->job_id);
 		if (ckpt > 0)
-			json_object_set_new(o, "checkpoint_ms", json_integer(ckpt));
+			wire_set(o, r, "checkpoint_ms", json_integer(ckpt));
 		return o;
 	}
 	if (st->state == EXEC_EXITED) {
-		json_object_set_new(o, "state", json_string("exited"));
-		json_object_set_new(o, "exit_code", json_integer(st->exit_code));
-		json_object_set_new(o, "signal", json_integer(st->signal));
+		wire_set(o, r, "state", json_string("exited"));
+		wire_set(o, r, "exit_code", json_integer(st->exit_code));
+		wire_set(o, r, "signal", json_integer(st->signal));
 		if (st->error) /* lost: what the agent knows of why */
-			json_object_set_new(o, "error", json_string(st->error));
+			wire_set(o, r, "error", json_string(st->error));
 	} else {
-		json_object_set_new(o, "state", json_string("failed_to_start"));
-		json_object_set_new(o, "error", json_string(st->error ? st->error : "unknown"));
+		wire_set(o, r, "state", json_string("failed_to_start"));
+		wire_set(o, r, "error", json_string(st->error ? st->error : "unknown"));
 	}
 	c->acks[c->nacks++] = (struct ack){st->attempt_id, st->rank};
 	return o;
 }
 
+/* The sync request (base/wire.h, wire_sync_request). */
 static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 {
+	const struct wire_record *r = &wire_sync_request;
 	struct exec *ex = s->cfg.exec;
 	json_t *ranks = json_array();
 	c->acks = xcalloc(exec_count(ex) + 1, sizeof(*c->acks));
@@ -193,17 +199,19 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 		if (st.state == EXEC_RUNNING || !st.acked)
 			json_array_append_new(ranks, report(ex, c, &st));
 	}
-	json_t *o = json_pack("{s:I,s:I,s:I,s:o}", "node_id", (json_int_t)s->node_id, "generation",
-	                      (json_int_t)s->generation, "wait_ms", (json_int_t)wait_ms, "ranks",
-	                      ranks);
+	json_t *o = json_object();
+	wire_set(o, r, "node_id", json_integer(s->node_id));
+	wire_set(o, r, "generation", json_integer(s->generation));
+	wire_set(o, r, "wait_ms", json_integer(wait_ms));
+	wire_set(o, r, "ranks", ranks);
 	c->facts_version = 0;
 	if (s->facts) {
-		json_object_set(o, "facts", s->facts);
+		wire_set(o, r, "facts", json_incref(s->facts));
 		c->facts_version = s->facts_version;
 	}
 	c->health_version = 0;
 	if (s->health) {
-		json_object_set(o, "health", s->health);
+		wire_set(o, r, "health", json_incref(s->health));
 		c->health_version = s->health_version;
 	}
 	char *body = jv_dump(o);
@@ -273,32 +281,6 @@ static void recovered(struct syncer *s)
 	s->auth_tries = 0;
 }
 
-static const struct jv_field desired_fields[] = {
-        {"attempt_id", JV_INT, 1, 1, INT64_MAX},
-        {"job_id", JV_INT, 0, 0, INT64_MAX},
-        {"rank", JV_INT, 1, 0, 1 << 20},
-        {"command", JV_STRINGS, 1, 1, 1024},
-        {"cwd", JV_STRING, 0, 0, 4096},
-        {"gpus", JV_ARRAY, 0, 0, 1024},
-        {"grace_ms", JV_INT, 0, 0, 600000},
-        {"env", JV_STRING_MAP, 0, 0, 4096},
-        {"cpu_millis", JV_INT, 0, 1, 1LL << 40},
-        {"memory_bytes", JV_INT, 0, 1, INT64_MAX},
-        {NULL, 0, 0, 0, 0},
-};
-
-/* The fields we know of d: a newer server may send more. */
-static json_t *pick_known(const json_t *d, const struct jv_field *fields)
-{
-	json_t *o = json_object();
-	for (const struct jv_field *f = fields; json_is_object(d) && f->name; f++) {
-		json_t *v = json_object_get(d, f->name);
-		if (v)
-			json_object_set(o, f->name, v);
-	}
-	return o;
-}
-
 /* The device minors of the rank's GPUs, from the agent's table by index:
  * how many, or -1 when one is not known (the rank is then not isolated). */
 static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int max)
@@ -319,8 +301,8 @@ static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int
 static void start_desired(struct syncer *s, const json_t *d)
 {
 	char why[256];
-	json_t *o = pick_known(d, desired_fields);
-	if (jv_check(o, desired_fields, why, sizeof(why)) != 0) {
+	json_t *o = wire_known(d, &wire_desired);
+	if (wire_check(o, &wire_desired, why, sizeof(why)) != 0) {
 		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
 		goto out;
 	}
@@ -410,18 +392,12 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 
 static void answered(struct syncer *s, struct call *c)
 {
-	static const struct jv_field fields[] = {
-	        {"generation", JV_INT, 1, INT64_MIN, INT64_MAX},
-	        {"node_timeout_ms", JV_INT, 0, 0, INT64_MAX},
-	        {"ranks", JV_ARRAY, 1, 0, 0},
-	        {NULL, 0, 0, 0, 0},
-	};
 	char why[256];
 	json_t *o = NULL;
 	int rc = jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why));
 	if (rc == 0) {
-		json_t *known = pick_known(o, fields);
-		rc = jv_check(known, fields, why, sizeof(why));
+		json_t *known = wire_known(o, &wire_sync_answer);
+		rc = wire_check(known, &wire_sync_answer, why, sizeof(why));
 		json_decref(known);
 	}
 	if (rc) {

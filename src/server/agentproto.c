@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "base/wire.h"
 #include "server/server.h"
 
 static const struct jv_field gpu_fields[] = {
@@ -53,16 +54,6 @@ static const struct jv_field facts_fields[] = {
         {NULL, 0, 0, 0, 0},
 };
 
-static const struct jv_field sync_fields[] = {
-        {"node_id", JV_INT, 1, 1, INT64_MAX},
-        {"generation", JV_INT, 0, 0, INT64_MAX},
-        {"wait_ms", JV_INT, 0, 0, 600000},
-        {"facts", JV_OBJECT, 0, 0, 0},
-        {"ranks", JV_ARRAY, 0, 0, 100000},
-        {"health", JV_OBJECT, 0, 0, 0},
-        {NULL, 0, 0, 0, 0},
-};
-
 /* The agent's GPU health report (agent/gpuwatch.c). */
 static const struct jv_field health_fields[] = {
         {"gpus", JV_ARRAY, 0, 0, 64},
@@ -89,18 +80,6 @@ static const struct jv_field finding_fields[] = {
         {"scope", JV_STRING, 1, 1, 15},   {"code", JV_STRING, 0, 0, 31},
         {"reason", JV_STRING, 0, 0, 255}, {"wall_ms", JV_INT, 0, 0, INT64_MAX},
         {"counted", JV_BOOL, 0, 0, 0},    {NULL, 0, 0, 0, 0},
-};
-
-static const struct jv_field report_fields[] = {
-        {"attempt_id", JV_INT, 1, 1, INT64_MAX},
-        {"rank", JV_INT, 1, 0, 1023},
-        {"state", JV_STRING, 1, 1, 31},
-        {"pid", JV_INT, 0, 0, INT32_MAX},
-        {"exit_code", JV_INT, 0, 0, 255},
-        {"signal", JV_INT, 0, 0, 128},
-        {"error", JV_STRING, 0, 0, 4096},
-        {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX},
-        {NULL, 0, 0, 0, 0},
 };
 
 /* Checks every element of the array field key of o against fields. */
@@ -255,14 +234,14 @@ void agentproto_release_all(struct server *s)
 
 static int validate_sync(const json_t *body, char *err, size_t errlen)
 {
-	int rc = jv_check(body, sync_fields, err, errlen);
+	int rc = wire_check(body, &wire_sync_request, err, errlen);
 	const json_t *facts = json_object_get(body, "facts");
 	if (rc == 0 && facts)
 		rc = check_facts(facts, facts_fields, err, errlen);
 	const json_t *health = json_object_get(body, "health");
 	if (rc == 0 && health)
 		rc = check_health(health, err, errlen);
-	return rc ? rc : check_each(body, "ranks", report_fields, err, errlen);
+	return rc ? rc : wire_check_each(body, "ranks", &wire_report, err, errlen);
 }
 
 static int sync_locked(struct server *s, struct httpd_req *req, const json_t *body)

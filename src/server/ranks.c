@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "base/wire.h"
 #include "server/state.h"
 
 static struct attempt *attempt_by_id(struct state *st, int64_t id)
@@ -306,19 +307,24 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	return env;
 }
 
-/* A rank's desired entry (docs/api.md, agent sync); the limits only when set. */
+/* A rank's desired entry (base/wire.h, wire_desired); the limits only when set. */
 static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
                              const struct rank *k, const struct node *n)
 {
-	json_t *d = json_pack("{s:I,s:I,s:i,s:O,s:o,s:o,s:I,s:o}", "attempt_id", (json_int_t)a->id,
-	                      "job_id", (json_int_t)j->id, "rank", k->rank, "command", j->command,
-	                      "cwd", j->cwd ? json_string(j->cwd) : json_null(), "gpus",
-	                      state_gpu_list(k->gpus), "grace_ms", (json_int_t)j->grace_ms, "env",
-	                      rank_env(st, j, a, k, n));
-	if (d && j->cpu_millis > 0)
-		json_object_set_new(d, "cpu_millis", json_integer(j->cpu_millis));
-	if (d && j->memory_bytes > 0)
-		json_object_set_new(d, "memory_bytes", json_integer(j->memory_bytes));
+	const struct wire_record *r = &wire_desired;
+	json_t *d = json_object();
+	wire_set(d, r, "attempt_id", json_integer(a->id));
+	wire_set(d, r, "job_id", json_integer(j->id));
+	wire_set(d, r, "rank", json_integer(k->rank));
+	wire_set(d, r, "command", json_incref(j->command));
+	wire_set(d, r, "cwd", j->cwd ? json_string(j->cwd) : json_null());
+	wire_set(d, r, "gpus", state_gpu_list(k->gpus));
+	wire_set(d, r, "grace_ms", json_integer(j->grace_ms));
+	wire_set(d, r, "env", rank_env(st, j, a, k, n));
+	if (j->cpu_millis > 0)
+		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
+	if (j->memory_bytes > 0)
+		wire_set(d, r, "memory_bytes", json_integer(j->memory_bytes));
 	return d;
 }
 
@@ -340,8 +346,11 @@ json_t *state_desired(struct state *st, struct node *n)
 			json_array_append(ranks, k->desired);
 		}
 	}
-	return json_pack("{s:I,s:I,s:o}", "generation", (json_int_t)n->generation,
-	                 "node_timeout_ms", (json_int_t)st->node_timeout_ms, "ranks", ranks);
+	json_t *o = json_object();
+	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
+	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->node_timeout_ms));
+	wire_set(o, &wire_sync_answer, "ranks", ranks);
+	return o;
 }
 
 /* ---- silent nodes ---- */

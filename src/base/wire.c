@@ -1,0 +1,146 @@
+#include "base/wire.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+static const struct wire_field sync_request_fields[] = {
+        {"node_id", JV_INT, 1, 1, INT64_MAX, "the node's id, from register"},
+        {"generation", JV_INT, 0, 0, INT64_MAX,
+         "the generation of the last answer the agent applied"},
+        {"wait_ms", JV_INT, 0, 0, 600000,
+         "how long the server may hold the poll (capped at half the node timeout)"},
+        {"facts", JV_OBJECT, 0, 0, 0, "the node's facts as in register, while they changed"},
+        {"ranks", JV_ARRAY, 0, 0, 100000,
+         "a report (below) of every rank started and not yet acknowledged"},
+        {"health", JV_OBJECT, 0, 0, 0, "the GPU health report, while it changed"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field report_fields[] = {
+        {"attempt_id", JV_INT, 1, 1, INT64_MAX, "the attempt the rank belongs to"},
+        {"rank", JV_INT, 1, 0, 1023, "the rank's number in its attempt"},
+        {"state", JV_STRING, 1, 1, 31, "`starting`, `running`, `exited` or `failed_to_start`"},
+        {"pid", JV_INT, 0, 0, INT32_MAX, "the rank's process, once it runs"},
+        {"exit_code", JV_INT, 0, 0, 255, "with `exited`: the exit status (255 when lost)"},
+        {"signal", JV_INT, 0, 0, 128, "with `exited`: the signal that killed it, else 0"},
+        {"error", JV_STRING, 0, 0, 4096,
+         "with `failed_to_start`, or `exited` when the agent lost the rank: why"},
+        {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX,
+         "wall-clock time of the rank's newest checkpoint"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field sync_answer_fields[] = {
+        {"generation", JV_INT, 1, INT64_MIN, INT64_MAX,
+         "the node's generation: changes whenever its desired set does"},
+        {"node_timeout_ms", JV_INT, 0, 0, INT64_MAX,
+         "how long the node may be silent before it is marked lost"},
+        {"ranks", JV_ARRAY, 1, 0, 0,
+         "a desired entry (below) for every rank the node should run now"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field desired_fields[] = {
+        {"attempt_id", JV_INT, 1, 1, INT64_MAX, "the attempt; attempt ids are never reused"},
+        {"job_id", JV_INT, 0, 0, INT64_MAX, "the attempt's job"},
+        {"rank", JV_INT, 1, 0, 1 << 20, "the rank's number in its attempt"},
+        {"command", JV_STRINGS, 1, 1, 1024, "the program and its arguments"},
+        {"cwd", JV_STRING, 0, 0, 4096, "the work directory; `null`: the agent's"},
+        {"gpus", JV_ARRAY, 0, 0, 1024, "the indexes of the node's GPUs the rank gets"},
+        {"grace_ms", JV_INT, 0, 0, 600000, "from SIGTERM to SIGKILL when it is stopped"},
+        {"env", JV_STRING_MAP, 0, 0, 4096, "the rank's environment (below)"},
+        {"cpu_millis", JV_INT, 0, 1, 1LL << 40,
+         "CPU time in thousandths of a CPU, when the job set `cpus`"},
+        {"memory_bytes", JV_INT, 0, 1, INT64_MAX,
+         "the memory limit, when the job set `memory_bytes`"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+const struct wire_record wire_sync_request = {"sync_request", sync_request_fields};
+const struct wire_record wire_report = {"report", report_fields};
+const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields};
+const struct wire_record wire_desired = {"desired", desired_fields};
+
+const struct wire_record *const wire_records[] = {
+        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, NULL,
+};
+
+const struct wire_field *wire_field(const struct wire_record *r, const char *name)
+{
+	for (const struct wire_field *f = r->fields; f->name; f++)
+		if (strcmp(f->name, name) == 0)
+			return f;
+	return NULL;
+}
+
+static int has_type(const json_t *v, enum jv_type t)
+{
+	switch (t) {
+	case JV_STRING: return json_is_string(v);
+	case JV_INT: return json_is_integer(v);
+	case JV_BOOL: return json_is_boolean(v);
+	case JV_STRINGS:
+	case JV_ARRAY: return json_is_array(v);
+	case JV_OBJECT:
+	case JV_STRING_MAP: return json_is_object(v);
+	}
+	return 0;
+}
+
+void wire_set(json_t *o, const struct wire_record *r, const char *name, json_t *v)
+{
+	const struct wire_field *f = wire_field(r, name);
+	/* A programming error, caught by every test that builds the record. */
+	if (!f || !v || !(has_type(v, f->type) || (json_is_null(v) && !f->required))) {
+		fprintf(stderr, "anvil: %s record: field '%s' is %s\n", r->name, name,
+		        f ? "of the wrong type" : "not in its table");
+		abort();
+	}
+	json_object_set_new(o, name, v);
+}
+
+int wire_check(const json_t *o, const struct wire_record *r, char *err, size_t errlen)
+{
+	struct jv_field fields[WIRE_MAX_FIELDS + 1];
+	size_t n = 0;
+	for (const struct wire_field *f = r->fields; f->name; f++) {
+		assert(n < WIRE_MAX_FIELDS);
+		fields[n++] = (struct jv_field){f->name, f->type, f->required, f->min, f->max};
+	}
+	fields[n] = (struct jv_field){NULL, 0, 0, 0, 0};
+	return jv_check(o, fields, err, errlen);
+}
+
+int wire_check_each(const json_t *o, const char *key, const struct wire_record *r, char *err,
+                    size_t errlen)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(o, key), i, e) {
+		char inner[200];
+		if (!json_is_object(e)) {
+			snprintf(err, errlen, "%s[%zu]: expected an object", key, i);
+			return ERR_INVALID;
+		}
+		if (wire_check(e, r, inner, sizeof(inner))) {
+			snprintf(err, errlen, "%s[%zu]: %.180s", key, i, inner);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
+json_t *wire_known(const json_t *o, const struct wire_record *r)
+{
+	json_t *out = json_object();
+	for (const struct wire_field *f = r->fields; json_is_object(o) && f->name; f++) {
+		json_t *v = json_object_get(o, f->name);
+		if (v)
+			json_object_set(out, f->name, v);
+	}
+	return out;
+}

@@ -1,0 +1,77 @@
+/* wire.h - the agent protocol's records, each described once.
+ *
+ * A record that crosses between the server and an agent (docs/api.md, "Agent
+ * protocol") is one field table here: name, JSON type, required or not,
+ * bounds, and a one-line meaning. The producer builds the record through
+ * wire_set(), which asserts that every field it sets is in the table with
+ * that type; the consumer validates it with wire_check(). A new field is one
+ * table entry, and tests/unit/base/test_wire.c checks the tables against the
+ * field tables of docs/api.md both ways, so the doc cannot drift either.
+ *
+ * Why base/: the server links store/ and sched/, the agent links gpu/; base/
+ * is the only library both link (putting the tables in store/ would drag
+ * SQLite into the agent). This module stays within base's rule: it depends on
+ * jv.h and jansson only, and describes JSON, not the code of either side - it
+ * names no server or agent type, and each side maps its own structs onto the
+ * fields. Each table holds the bounds its consumer has always enforced.
+ *
+ * The tables are constant data; every function is pure and thread-safe.
+ */
+#ifndef ANVIL_WIRE_H
+#define ANVIL_WIRE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/jv.h"
+
+#define WIRE_MAX_FIELDS 16
+
+struct wire_field {
+	const char *name;
+	enum jv_type type; /* bounds as in jv.h */
+	int required;
+	int64_t min;
+	int64_t max;
+	const char *meaning; /* one line; docs/api.md carries the same words */
+};
+
+struct wire_record {
+	const char *name;                /* its key in docs/api.md: <!-- wire:NAME --> */
+	const struct wire_field *fields; /* ends with a NULL name */
+};
+
+/* An agent's POST /v1/agent/sync body (the server validates it). */
+extern const struct wire_record wire_sync_request;
+/* One entry of its "ranks": the agent's report of one rank. */
+extern const struct wire_record wire_report;
+/* The server's answer to a sync (the agent validates it). */
+extern const struct wire_record wire_sync_answer;
+/* One entry of the answer's "ranks": a rank the node should run. */
+extern const struct wire_record wire_desired;
+
+/* Every record above, for the doc check; ends with NULL. */
+extern const struct wire_record *const wire_records[];
+
+/* The field called name, or NULL. */
+const struct wire_field *wire_field(const struct wire_record *r, const char *name);
+
+/* Sets field name of o to v (stolen). Asserts that r has the field and that
+ * v has its type (null only for a field that is not required): a producer
+ * cannot send a field the table does not describe. */
+void wire_set(json_t *o, const struct wire_record *r, const char *name, json_t *v);
+
+/* jv_check() against r: 0, or ERR_INVALID with a message naming the field. */
+int wire_check(const json_t *o, const struct wire_record *r, char *err, size_t errlen);
+
+/* Checks every element of the array field key of o against r; the message
+ * is prefixed "key[i]: ". */
+int wire_check_each(const json_t *o, const char *key, const struct wire_record *r, char *err,
+                    size_t errlen);
+
+/* A new object with only the fields of o that r knows (a newer peer may send
+ * more); the caller decrefs it. */
+json_t *wire_known(const json_t *o, const struct wire_record *r);
+
+#endif

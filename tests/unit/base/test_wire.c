@@ -1,0 +1,258 @@
+/* The agent protocol's field tables (base/wire.h): what wire_set() and
+ * wire_check() enforce, and that docs/api.md documents each table exactly:
+ * every field of a table has its row in the doc's table for that record, and
+ * every documented row is a field of the table. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/mem.h"
+#include "base/wire.h"
+
+#ifndef ANVIL_API_DOC
+#error "tests/CMakeLists.txt passes ANVIL_API_DOC, the path of docs/api.md"
+#endif
+
+static const char *type_text(enum jv_type t)
+{
+	switch (t) {
+	case JV_STRING: return "string";
+	case JV_INT: return "integer";
+	case JV_BOOL: return "bool";
+	case JV_STRINGS: return "array of strings";
+	case JV_OBJECT: return "object";
+	case JV_STRING_MAP: return "object of strings";
+	case JV_ARRAY: return "array";
+	}
+	return "?";
+}
+
+/* How the doc writes a field's bounds: the table's min and max, in words. */
+static void bounds_text(const struct wire_field *f, char *out, size_t n)
+{
+	long long lo = (long long)f->min, hi = (long long)f->max;
+	switch (f->type) {
+	case JV_INT:
+		if (f->min == INT64_MIN && f->max == INT64_MAX)
+			snprintf(out, n, "any");
+		else if (f->max == INT64_MAX)
+			snprintf(out, n, "≥ %lld", lo);
+		else
+			snprintf(out, n, "%lld–%lld", lo, hi);
+		return;
+	case JV_STRING:
+		if (hi > 0)
+			snprintf(out, n, lo > 0 ? "1–%lld characters" : "≤ %lld characters", hi);
+		else
+			snprintf(out, n, lo > 0 ? "non-empty" : "any");
+		return;
+	case JV_STRINGS:
+	case JV_ARRAY:
+		if (hi > 0 && lo > 0)
+			snprintf(out, n, "%lld–%lld entries", lo, hi);
+		else if (hi > 0)
+			snprintf(out, n, "≤ %lld entries", hi);
+		else if (lo > 0)
+			snprintf(out, n, "≥ %lld entries", lo);
+		else
+			snprintf(out, n, "any");
+		return;
+	case JV_STRING_MAP: snprintf(out, n, hi > 0 ? "≤ %lld entries" : "any", hi); return;
+	case JV_OBJECT:
+	case JV_BOOL: snprintf(out, n, "—"); return;
+	}
+}
+
+static void row_text(const struct wire_field *f, char *out, size_t n)
+{
+	char bounds[64];
+	bounds_text(f, bounds, sizeof(bounds));
+	snprintf(out, n, "| `%s` | %s | %s | %s | %s |", f->name, type_text(f->type),
+	         f->required ? "yes" : "no", bounds, f->meaning);
+}
+
+static char *read_doc(void)
+{
+	FILE *fp = fopen(ANVIL_API_DOC, "r");
+	if (!fp)
+		FAIL_AT("cannot open %s", ANVIL_API_DOC);
+	char *text = xcalloc(1, 1 << 20);
+	size_t len = fread(text, 1, (1 << 20) - 1, fp);
+	fclose(fp);
+	CHECK(len > 0 && len < (1 << 20) - 1);
+	return text;
+}
+
+/* The field name of a doc row ("| `name` | ..."), into out; 0 if none. */
+static int row_name(const char *line, size_t len, char *out, size_t n)
+{
+	const char *a = memchr(line, '`', len);
+	const char *b = a ? memchr(a + 1, '`', len - (size_t)(a + 1 - line)) : NULL;
+	if (!a || !b || (size_t)(b - a - 1) >= n)
+		return 0;
+	snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+	return 1;
+}
+
+/* Compares r with the table that follows <!-- wire:NAME --> in the doc;
+ * returns how many mismatches it printed. */
+static int compare_record(const char *doc, const struct wire_record *r)
+{
+	char marker[96], want[512], name[64];
+	int bad = 0;
+	snprintf(marker, sizeof(marker), "<!-- wire:%s -->\n", r->name);
+	const char *p = strstr(doc, marker);
+	if (!p) {
+		fprintf(stderr, "docs/api.md: no '%.*s' before the table of record '%s'\n",
+		        (int)strlen(marker) - 1, marker, r->name);
+		return 1;
+	}
+	p += strlen(marker);
+	const char *rows[WIRE_MAX_FIELDS * 2];
+	size_t lens[WIRE_MAX_FIELDS * 2];
+	int nrows = 0;
+	for (int line = 0; *p == '|'; line++) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (line >= 2 && nrows < WIRE_MAX_FIELDS * 2) { /* past header and rule */
+			rows[nrows] = p;
+			lens[nrows++] = len;
+		}
+		p += len + (eol ? 1 : 0);
+	}
+	for (const struct wire_field *f = r->fields; f->name; f++) {
+		row_text(f, want, sizeof(want));
+		int found = 0;
+		for (int i = 0; i < nrows && !found; i++) {
+			if (!row_name(rows[i], lens[i], name, sizeof(name)) ||
+			    strcmp(name, f->name) != 0)
+				continue;
+			found = 1;
+			if (lens[i] != strlen(want) || memcmp(rows[i], want, lens[i]) != 0) {
+				fprintf(stderr,
+				        "%s.%s: docs/api.md has\n  %.*s\nthe table says\n  %s\n",
+				        r->name, f->name, (int)lens[i], rows[i], want);
+				bad++;
+			}
+		}
+		if (!found) {
+			fprintf(stderr, "%s.%s: missing from docs/api.md; its row:\n  %s\n",
+			        r->name, f->name, want);
+			bad++;
+		}
+	}
+	for (int i = 0; i < nrows; i++) {
+		if (!row_name(rows[i], lens[i], name, sizeof(name)) || !wire_field(r, name)) {
+			fprintf(stderr,
+			        "%s: docs/api.md documents a field the table lacks:\n  %.*s\n",
+			        r->name, (int)lens[i], rows[i]);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+TEST(api_doc_documents_every_table_exactly)
+{
+	char *doc = read_doc();
+	int bad = 0;
+	for (int i = 0; wire_records[i]; i++)
+		bad += compare_record(doc, wire_records[i]);
+	free(doc);
+	CHECK_INT(bad, 0);
+}
+
+TEST(tables_are_well_formed)
+{
+	for (int i = 0; wire_records[i]; i++) {
+		int n = 0;
+		for (const struct wire_field *f = wire_records[i]->fields; f->name; f++, n++) {
+			CHECK(f->meaning && *f->meaning && !strchr(f->meaning, '|'));
+			CHECK(f->min <= f->max || f->max == 0);
+			CHECK(wire_field(wire_records[i], f->name) == f); /* no duplicates */
+		}
+		CHECK(n > 0 && n <= WIRE_MAX_FIELDS);
+	}
+}
+
+TEST(check_enforces_the_tables_bounds)
+{
+	char err[256];
+	json_t *o = json_pack("{s:i,s:i,s:s}", "attempt_id", 9, "rank", 1023, "state", "running");
+	CHECK_INT(wire_check(o, &wire_report, err, sizeof(err)), 0);
+	json_object_set_new(o, "rank", json_integer(1024));
+	CHECK_INT(wire_check(o, &wire_report, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'rank': 1024 is above the maximum 1023");
+	json_object_set_new(o, "rank", json_integer(0));
+	json_object_set_new(o, "colour", json_string("red"));
+	CHECK_INT(wire_check(o, &wire_report, err, sizeof(err)), ERR_INVALID);
+	/* ... which a consumer that tolerates newer peers drops first */
+	json_t *known = wire_known(o, &wire_report);
+	CHECK_INT(wire_check(known, &wire_report, err, sizeof(err)), 0);
+	json_decref(known);
+	json_t *body = json_pack("{s:i,s:[O]}", "node_id", 1, "ranks", o);
+	json_array_append_new(json_object_get(body, "ranks"), json_string("x"));
+	CHECK_INT(wire_check_each(body, "ranks", &wire_report, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "ranks[0]: field 'colour': unknown field");
+	json_decref(body);
+	json_decref(o);
+}
+
+/* Runs set in a child; whether it was aborted. */
+static int aborts(void (*set)(void))
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		freopen("/dev/null", "w", stderr);
+		set();
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void set_unknown(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_desired, "colour", json_string("red"));
+	json_decref(o);
+}
+
+static void set_wrong_type(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_desired, "rank", json_string("0"));
+	json_decref(o);
+}
+
+static void set_null_required(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_desired, "command", json_null());
+	json_decref(o);
+}
+
+static void set_fine(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_desired, "rank", json_integer(0));
+	wire_set(o, &wire_desired, "cwd", json_null());
+	json_decref(o);
+}
+
+TEST(set_refuses_what_the_table_does_not_describe)
+{
+	CHECK(aborts(set_unknown));
+	CHECK(aborts(set_wrong_type));
+	CHECK(aborts(set_null_required));
+	CHECK(!aborts(set_fine));
+}
+
+TEST_MAIN()

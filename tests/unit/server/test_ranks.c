@@ -1,0 +1,96 @@
+/* The server's desired entries (ranks.c), built through its real code path -
+ * register, submit, schedule, state_desired - and validated with the table
+ * the agent validates them with (base/wire.h). */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "base/jv.h"
+#include "base/wire.h"
+#include "server/state.h"
+
+static json_t *parse(const char *text)
+{
+	json_t *o = NULL;
+	char err[256];
+	if (jv_parse_object(text, strlen(text), &o, err, sizeof(err)))
+		FAIL_AT("bad fixture: %s", err);
+	return o;
+}
+
+/* The answer to node-1's sync after submitting job (JSON) to a fresh server
+ * with one 2-GPU node; the caller decrefs it. */
+static json_t *desired_for(const char *job)
+{
+	char dir[] = "/tmp/anvil-test-ranks-XXXXXX", db[64], err[256];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(db, sizeof(db), "%s/state.db", dir);
+	struct state st;
+	CHECK_INT(state_open(&st, db, 0, 30000), 0);
+	state_lock(&st);
+	json_t *facts = parse("{\"address\": \"127.0.0.1\", \"gpus\": ["
+	                      "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000},"
+	                      "{\"index\": 1, \"uuid\": \"GPU-1\", \"memory_bytes\": 1000}]}");
+	struct node *n = state_register(&st, facts, "node-1");
+	json_decref(facts);
+	json_t *body = parse(job);
+	struct job *j = NULL;
+	int rc = state_submit(&st, body, &j, err, sizeof(err));
+	if (rc)
+		FAIL_AT("submit: %s", err);
+	json_decref(body);
+	state_schedule(&st);
+	json_t *answer = state_desired(&st, n);
+	CHECK_INT(state_flush(&st), 0);
+	state_unlock(&st);
+	state_close(&st);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0);
+	return answer;
+}
+
+static void check_answer(const json_t *answer, const char *want_field)
+{
+	char err[256] = "";
+	if (wire_check(answer, &wire_sync_answer, err, sizeof(err)))
+		FAIL_AT("answer: %s", err);
+	const json_t *ranks = json_object_get(answer, "ranks");
+	CHECK_INT(json_array_size(ranks), 1);
+	if (wire_check_each(answer, "ranks", &wire_desired, err, sizeof(err)))
+		FAIL_AT("desired entry: %s", err);
+	/* every field the server sends is one the agent knows */
+	const json_t *d = json_array_get(ranks, 0);
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)d, k, v)
+		CHECK(wire_field(&wire_desired, k) != NULL);
+	if (want_field)
+		CHECK(json_object_get(d, want_field) != NULL);
+}
+
+TEST(desired_entry_passes_the_agents_table)
+{
+	json_t *a = desired_for("{\"command\": [\"python3\", \"train.py\"], \"gpus\": 2}");
+	check_answer(a, "env");
+	const json_t *d = json_array_get(json_object_get(a, "ranks"), 0);
+	CHECK(json_is_null(json_object_get(d, "cwd")));
+	CHECK(json_object_get(d, "cpu_millis") == NULL);
+	CHECK_INT(json_array_size(json_object_get(d, "gpus")), 2);
+	json_decref(a);
+}
+
+TEST(desired_entry_with_limits_cwd_and_env_passes_the_agents_table)
+{
+	json_t *a = desired_for("{\"command\": [\"sleep\", \"1\"], \"gpus\": 1, \"cpus\": 0.5,"
+	                        " \"memory_bytes\": 8388608, \"cwd\": \"/tmp\","
+	                        " \"env\": {\"A\": \"b\"}, \"checkpointing\": true}");
+	check_answer(a, "memory_bytes");
+	const json_t *d = json_array_get(json_object_get(a, "ranks"), 0);
+	CHECK_INT(jv_int(d, "cpu_millis", 0), 500);
+	CHECK_STR(jv_str(d, "cwd", ""), "/tmp");
+	CHECK_STR(jv_str(json_object_get(d, "env"), "A", ""), "b");
+	json_decref(a);
+}
+
+TEST_MAIN()
