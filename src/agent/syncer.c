@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "base/wire.h"
+#include "proto/wire.h"
 
 #define CALLS          2
 #define BACKOFF_MIN_MS 50
@@ -154,7 +154,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* One entry of "ranks" (base/wire.h, wire_report); final reports are
+/* One entry of "ranks" (proto/wire.h, wire_report); final reports are
  * remembered for the ack. */
 static json_t *report(struct exec *ex, struct call *c, const struct exec_status *st)
 {
@@ -186,7 +186,7 @@ static json_t *report(struct exec *ex, struct call *c, const struct exec_status 
 	return o;
 }
 
-/* The sync request (base/wire.h, wire_sync_request). */
+/* The sync request (proto/wire.h, wire_sync_request). */
 static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 {
 	const struct wire_record *r = &wire_sync_request;

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "base/wire.h"
+#include "proto/wire.h"
 #include "server/server.h"
 
 static const struct jv_field gpu_fields[] = {

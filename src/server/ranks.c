@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "base/wire.h"
+#include "proto/wire.h"
 #include "server/state.h"
 
 static struct attempt *attempt_by_id(struct state *st, int64_t id)
@@ -307,7 +307,7 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	return env;
 }
 
-/* A rank's desired entry (base/wire.h, wire_desired); the limits only when set. */
+/* A rank's desired entry (proto/wire.h, wire_desired); the limits only when set. */
 static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
                              const struct rank *k, const struct node *n)
 {

@@ -1,12 +1,12 @@
 /* The server's desired entries (ranks.c), built through its real code path -
  * register, submit, schedule, state_desired - and validated with the table
- * the agent validates them with (base/wire.h). */
+ * the agent validates them with (proto/wire.h). */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "../test.h"
 #include "base/jv.h"
-#include "base/wire.h"
+#include "proto/wire.h"
 #include "server/state.h"
 
 static json_t *parse(const char *text)

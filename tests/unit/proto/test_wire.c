@@ -1,4 +1,4 @@
-/* The agent protocol's field tables (base/wire.h): what wire_set() and
+/* The agent protocol's field tables (proto/wire.h): what wire_set() and
  * wire_check() enforce, and that docs/api.md documents each table exactly:
  * every field of a table has its row in the doc's table for that record, and
  * every documented row is a field of the table. */
@@ -12,7 +12,7 @@
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/mem.h"
-#include "base/wire.h"
+#include "proto/wire.h"
 
 #ifndef ANVIL_API_DOC
 #error "tests/CMakeLists.txt passes ANVIL_API_DOC, the path of docs/api.md"

@@ -5,15 +5,14 @@
  * bounds, and a one-line meaning. The producer builds the record through
  * wire_set(), which asserts that every field it sets is in the table with
  * that type; the consumer validates it with wire_check(). A new field is one
- * table entry, and tests/unit/base/test_wire.c checks the tables against the
+ * table entry, and tests/unit/proto/test_wire.c checks the tables against the
  * field tables of docs/api.md both ways, so the doc cannot drift either.
  *
- * Why base/: the server links store/ and sched/, the agent links gpu/; base/
- * is the only library both link (putting the tables in store/ would drag
- * SQLite into the agent). This module stays within base's rule: it depends on
- * jv.h and jansson only, and describes JSON, not the code of either side - it
- * names no server or agent type, and each side maps its own structs onto the
- * fields. Each table holds the bounds its consumer has always enforced.
+ * Why proto/, a library of its own: both the server and the agent link it,
+ * and it depends on base/ (jv.h) and jansson only. It describes JSON, not the
+ * code of either side - it names no server or agent type, and each side maps
+ * its own structs onto the fields. Each table holds the bounds its consumer
+ * has always enforced.
  *
  * The tables are constant data; every function is pure and thread-safe.
  */

@@ -1,4 +1,4 @@
-#include "base/wire.h"
+#include "proto/wire.h"
 
 #include <assert.h>
 #include <stdio.h>
