@@ -266,3 +266,22 @@ char *jv_utf8_fix(const char *s)
 	}
 	return out;
 }
+
+int jv_check_each(const json_t *obj, const char *key, const struct jv_field *fields, char *err,
+                  size_t errlen)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(obj, key), i, e) {
+		char inner[200];
+		if (!json_is_object(e)) {
+			snprintf(err, errlen, "%s[%zu]: expected an object", key, i);
+			return ERR_INVALID;
+		}
+		if (jv_check(e, fields, inner, sizeof(inner))) {
+			snprintf(err, errlen, "%s[%zu]: %.180s", key, i, inner);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}

@@ -33,6 +33,12 @@ struct jv_field {
 /* 0, or ERR_INVALID with a message in err. fields ends with a NULL name. */
 int jv_check(const json_t *obj, const struct jv_field *fields, char *err, size_t errlen);
 
+/* jv_check() on every element of the array obj[key] (absent: nothing to
+ * check); an element that is not an object, or fails, is named by its index
+ * in err ("ranks[3]: ..."). */
+int jv_check_each(const json_t *obj, const char *key, const struct jv_field *fields, char *err,
+                  size_t errlen);
+
 /* Parses body (len bytes, capped by the caller) as a JSON object. */
 int jv_parse_object(const char *body, size_t len, json_t **out, char *err, size_t errlen);
 

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/err.h"
-
 static const struct wire_field sync_request_fields[] = {
         {"node_id", JV_INT, 1, 1, INT64_MAX, "the node's id, from register"},
         {"generation", JV_INT, 0, 0, INT64_MAX,
@@ -103,35 +101,30 @@ void wire_set(json_t *o, const struct wire_record *r, const char *name, json_t *
 	json_object_set_new(o, name, v);
 }
 
-int wire_check(const json_t *o, const struct wire_record *r, char *err, size_t errlen)
+/* r's table as jv_check() takes it, in fields[WIRE_MAX_FIELDS + 1]. */
+static void jv_fields(const struct wire_record *r, struct jv_field *fields)
 {
-	struct jv_field fields[WIRE_MAX_FIELDS + 1];
 	size_t n = 0;
 	for (const struct wire_field *f = r->fields; f->name; f++) {
 		assert(n < WIRE_MAX_FIELDS);
 		fields[n++] = (struct jv_field){f->name, f->type, f->required, f->min, f->max};
 	}
 	fields[n] = (struct jv_field){NULL, 0, 0, 0, 0};
+}
+
+int wire_check(const json_t *o, const struct wire_record *r, char *err, size_t errlen)
+{
+	struct jv_field fields[WIRE_MAX_FIELDS + 1];
+	jv_fields(r, fields);
 	return jv_check(o, fields, err, errlen);
 }
 
 int wire_check_each(const json_t *o, const char *key, const struct wire_record *r, char *err,
                     size_t errlen)
 {
-	size_t i;
-	json_t *e;
-	json_array_foreach (json_object_get(o, key), i, e) {
-		char inner[200];
-		if (!json_is_object(e)) {
-			snprintf(err, errlen, "%s[%zu]: expected an object", key, i);
-			return ERR_INVALID;
-		}
-		if (wire_check(e, r, inner, sizeof(inner))) {
-			snprintf(err, errlen, "%s[%zu]: %.180s", key, i, inner);
-			return ERR_INVALID;
-		}
-	}
-	return 0;
+	struct jv_field fields[WIRE_MAX_FIELDS + 1];
+	jv_fields(r, fields);
+	return jv_check_each(o, key, fields, err, errlen);
 }
 
 json_t *wire_known(const json_t *o, const struct wire_record *r)

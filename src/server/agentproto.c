@@ -82,30 +82,10 @@ static const struct jv_field finding_fields[] = {
         {"counted", JV_BOOL, 0, 0, 0},    {NULL, 0, 0, 0, 0},
 };
 
-/* Checks every element of the array field key of o against fields. */
-static int check_each(const json_t *o, const char *key, const struct jv_field *fields, char *err,
-                      size_t errlen)
-{
-	size_t i;
-	json_t *e;
-	json_array_foreach (json_object_get(o, key), i, e) {
-		char inner[200];
-		if (!json_is_object(e)) {
-			snprintf(err, errlen, "%s[%zu]: expected an object", key, i);
-			return ERR_INVALID;
-		}
-		if (jv_check(e, fields, inner, sizeof(inner))) {
-			snprintf(err, errlen, "%s[%zu]: %.180s", key, i, inner);
-			return ERR_INVALID;
-		}
-	}
-	return 0;
-}
-
 static int check_facts(const json_t *facts, const struct jv_field *fields, char *err, size_t errlen)
 {
 	int rc = jv_check(facts, fields, err, errlen);
-	return rc ? rc : check_each(facts, "gpus", gpu_fields, err, errlen);
+	return rc ? rc : jv_check_each(facts, "gpus", gpu_fields, err, errlen);
 }
 
 static int check_health(const json_t *h, char *err, size_t errlen)
@@ -114,9 +94,9 @@ static int check_health(const json_t *h, char *err, size_t errlen)
 	int rc = jv_check(h, health_fields, inner, sizeof(inner));
 	const json_t *nf = json_object_get(h, "node");
 	if (rc == 0)
-		rc = check_each(h, "gpus", gpu_health_fields, inner, sizeof(inner));
+		rc = jv_check_each(h, "gpus", gpu_health_fields, inner, sizeof(inner));
 	if (rc == 0)
-		rc = check_each(h, "findings", finding_fields, inner, sizeof(inner));
+		rc = jv_check_each(h, "findings", finding_fields, inner, sizeof(inner));
 	if (rc == 0 && json_is_object(nf))
 		rc = jv_check(nf, node_fault_fields, inner, sizeof(inner));
 	enum node_fault_scope scope;
