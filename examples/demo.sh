@@ -8,6 +8,17 @@ export ANVIL_HOME
 ANVIL_HOME=$(mktemp -d /tmp/anvil-demo.XXXXXX)
 anvil() { "$ANVIL" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+job_named() {
+  anvil jobs --state all --json | python3 -c \
+    'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]==sys.argv[1]][0])' "$1"
+}
+state_of() {
+  anvil show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])'
+}
+wait_state() { # JOB STATE: up to 30 s
+  for _ in $(seq 1 300); do [ "$(state_of "$1")" = "$2" ] && return 0; sleep 0.1; done
+  echo "demo: job $1 did not become $2"; anvil show "$1"; exit 1
+}
 
 UP_LOG="$ANVIL_HOME/up.out"
 # A 5-second minimum runtime instead of 5 minutes, so that step 5's priority
@@ -38,19 +49,19 @@ anvil nodes
 say "1. A 2-node x 4-GPU gang job; each rank prints what it was given"
 anvil run --name gang --gpus 4 --nodes 2 --wait -- sh -c \
   'echo "rank $NODE_RANK of $NNODES on $ANVIL_NODE: MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT WORLD_SIZE=$WORLD_SIZE NPROC_PER_NODE=$NPROC_PER_NODE CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
-GANG=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="gang"][0])')
+GANG=$(job_named gang)
 echo "-- rank 1's log:"
 anvil logs --rank 1 "$GANG"
 
 say "2. A 2-GPU job that will be cancelled, then ten single-GPU jobs compete for the other 6 GPUs"
 anvil run --name doomed --gpus 2 -- sh -c 'echo "doomed job started, forking a child"; sleep 600 & wait'
-DOOMED=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="doomed"][0])')
+DOOMED=$(job_named doomed)
 for i in $(seq 1 10); do
   anvil run --name "single-$i" --gpus 1 -- sh -c 'echo "single job $ANVIL_JOB_ID on $ANVIL_NODE GPU $CUDA_VISIBLE_DEVICES"; sleep 1'
 done
 echo "-- while they compete (four wait for a GPU):"
 anvil jobs --state active
-LAST=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="single-10"][0])')
+LAST=$(job_named single-10)
 echo "-- anvil why $LAST:"
 anvil why "$LAST"
 
@@ -64,7 +75,7 @@ done
 
 say "4. A GPU fault (simulated XID 48: uncorrectable ECC) under a running job"
 anvil run --name victim --gpus 1 -- sh -c 'echo "attempt $ANVIL_ATTEMPT on $ANVIL_NODE GPU $CUDA_VISIBLE_DEVICES"; sleep 3'
-VICTIM=$(anvil jobs --json | python3 -c 'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]=="victim"][0])')
+VICTIM=$(job_named victim)
 for _ in $(seq 1 100); do
   WHERE=$(anvil show --json "$VICTIM" | python3 -c 'import json,sys; j=json.load(sys.stdin)["job"]; r=j["attempts"][-1]["ranks"][0] if j.get("attempts") else None; print("%s %d" % (r["node"], r["gpus"][0]) if j["state"]=="running" else "")')
   [ -n "$WHERE" ] && break
@@ -74,7 +85,7 @@ set -- $WHERE
 echo "-- job $VICTIM runs on $1 GPU $2; injecting XID 48 there"
 anvil node fault "$1" --gpu "$2" xid xid=48
 for _ in $(seq 1 100); do
-  [ "$(anvil show --json "$VICTIM" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])')" = succeeded ] && break
+  [ "$(state_of "$VICTIM")" = succeeded ] && break
   sleep 0.1
 done
 echo "-- the GPU was quarantined, the job requeued onto a healthy GPU, and the GPU reset once idle:"
@@ -87,18 +98,6 @@ for _ in $(seq 1 150); do # the simulated reset takes 2 s, once the GPU is idle
 done
 anvil events -n 10
 anvil node check "$1"
-
-job_named() {
-  anvil jobs --state all --json | python3 -c \
-    'import json,sys; print([j["id"] for j in json.load(sys.stdin)["jobs"] if j["name"]==sys.argv[1]][0])' "$1"
-}
-state_of() {
-  anvil show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])'
-}
-wait_state() { # JOB STATE: up to 30 s
-  for _ in $(seq 1 300); do [ "$(state_of "$1")" = "$2" ] && return 0; sleep 0.1; done
-  echo "demo: job $1 did not become $2"; anvil show "$1"; exit 1
-}
 
 say "5. Priority preemption between equals: an urgent 8-GPU job and a running one"
 anvil run --name long --gpus 4 --nodes 2 -- sleep 600
