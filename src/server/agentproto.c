@@ -152,10 +152,7 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	state_lock(st);
 	struct node *n = state_register(st, body, jv_str(body, "name", ""));
-	if (st->need_schedule) {
-		st->need_schedule = 0;
-		state_schedule(st);
-	}
+	state_settle(st);
 	rc = state_flush(st);
 	if (rc) {
 		httpd_error(req, rc, "cannot persist the registration");
@@ -241,11 +238,7 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 	const json_t *health = json_object_get(body, "health");
 	if (health) {
 		state_node_health(st, n, health);
-		if (st->need_schedule) {
-			st->need_schedule = 0;
-			state_nodes_settle(st);
-			state_schedule(st);
-		}
+		state_settle(st);
 	}
 	int rc = state_flush(st);
 	if (rc) {

@@ -1,5 +1,7 @@
 /* api.c - the HTTP front door of the server: routing, auth, and the job,
- * node, queue, metrics and log handlers. Agent routes go to agentproto.c. */
+ * queue, team, event and log handlers. Agent routes go to agentproto.c,
+ * node routes to api_nodes.c, /metrics to metrics.c; api_util.c has what
+ * they share. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,14 +17,6 @@
 
 #define LOG_LIMIT_MAX (1 << 20)
 
-void api_send_json(struct httpd_req *req, int status, json_t *o)
-{
-	char *text = jv_dump(o);
-	httpd_json(req, status, text);
-	free(text);
-	json_decref(o);
-}
-
 static int admin_ok(struct server *s, struct httpd_req *req)
 {
 	const char *h = httpd_header(req, "Authorization");
@@ -37,26 +31,6 @@ static int admin_ok(struct server *s, struct httpd_req *req)
 	            "this call needs the admin token (Authorization: Bearer ...; see "
 	            "STATE_DIR/admin.token)");
 	return 0;
-}
-
-/* Parses "/v1/jobs/17/logs" style ids; 0 when not a positive integer. */
-int64_t api_path_id(const char *seg, size_t len)
-{
-	char tmp[24];
-	if (len == 0 || len >= sizeof(tmp))
-		return 0;
-	memcpy(tmp, seg, len);
-	tmp[len] = '\0';
-	int64_t v;
-	return parse_i64(tmp, 1, INT64_MAX, &v) == 0 ? v : 0;
-}
-
-int api_flush_or_fail(struct state *st, struct httpd_req *req)
-{
-	int rc = state_flush(st);
-	if (rc)
-		httpd_error(req, rc, "cannot persist the change");
-	return rc;
 }
 
 static void jobs_submit(struct server *s, struct httpd_req *req)
@@ -274,24 +248,6 @@ static int check_quotas(const json_t *quotas, char *err, size_t errlen)
 	return 0;
 }
 
-/* Parses and validates a POST body against fields; answers 400 itself. */
-json_t *api_body(struct httpd_req *req, const struct jv_field *fields)
-{
-	char err[256];
-	json_t *body = NULL;
-	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
-	if (rc == 0)
-		rc = jv_check(body, fields, err, sizeof(err));
-	if (rc == 0 && json_object_get(body, "quotas"))
-		rc = check_quotas(json_object_get(body, "quotas"), err, sizeof(err));
-	if (rc) {
-		httpd_error(req, rc, err);
-		json_decref(body);
-		return NULL;
-	}
-	return body;
-}
-
 static void queues(struct server *s, struct httpd_req *req)
 {
 	req->route = "queues";
@@ -300,6 +256,11 @@ static void queues(struct server *s, struct httpd_req *req)
 	char err[256];
 	if (strcmp(req->method, "POST") == 0 && !(body = api_body(req, queue_fields)))
 		return;
+	if (body && check_quotas(json_object_get(body, "quotas"), err, sizeof(err))) {
+		httpd_error(req, ERR_INVALID, err);
+		json_decref(body);
+		return;
+	}
 	state_lock(st);
 	int rc = body ? state_put_queue(st, body, err, sizeof(err)) : 0;
 	if (rc) {
@@ -358,15 +319,13 @@ static void events(struct server *s, struct httpd_req *req)
 	}
 	state_lock(&s->state);
 	state_flush(&s->state);
-	json_t *arr = store_events(s->state.store, (int)limit, job);
+	json_t *arr = state_events(&s->state, (int)limit, job);
 	state_unlock(&s->state);
 	if (!arr)
 		httpd_error(req, -EIO, "cannot read the event log");
 	else
 		api_send_json(req, 200, json_pack("{s:o}", "events", arr));
 }
-
-void server_metrics(struct server *s, struct buf *out);
 
 /* Routes under /v1/jobs. */
 static void route_jobs(struct server *s, struct httpd_req *req, const char *rest)

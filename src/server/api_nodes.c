@@ -143,10 +143,7 @@ static int node_update(struct state *st, struct node *n, const json_t *body, cha
 		const char *pool = jv_str(body, "pool", NULL);
 		n->pool = pool && *pool ? xstrdup(pool) : NULL;
 	}
-	state_sched_forget_node(st, n);
-	n->dirty = 1;
-	st->nodes_dirty = 1;
-	st->need_schedule = 1;
+	state_node_changed(st, n);
 	if (labels || json_object_get(body, "pool")) {
 		char *text = jv_dump(body);
 		state_event(st, "node.changed", 0, n->id, "node %s: %s", n->name, text);
@@ -174,7 +171,7 @@ static void node_post(struct server *s, struct httpd_req *req, const char *name)
 	if (rc) {
 		httpd_error(req, rc, err);
 	} else if (api_flush_or_fail(st, req) == 0) {
-		state_schedule(st);
+		state_settle(st);
 		state_flush(st);
 		api_send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n, 1)));
 	}

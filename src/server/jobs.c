@@ -1,5 +1,6 @@
-/* jobs.c - job, attempt and rank transitions; placement through sched/.
- * Every function runs with the state lock held (see state.h). */
+/* jobs.c - a job's submission (validation, the record, persisting it) and
+ * cancellation. Layer 3 of the state files (core.h); every function runs
+ * with the state lock held. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,79 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "server/state.h"
-
-/* ---- ordering and indexes ---- */
-
-static int queue_priority(struct state *st, const struct job *j)
-{
-	struct queue *q = state_queue(st, j->queue);
-	return q ? q->priority : 0;
-}
-
-/* Negative when a should be scheduled before b. */
-static int order(struct state *st, const struct job *a, const struct job *b)
-{
-	int qa = queue_priority(st, a), qb = queue_priority(st, b);
-	if (qa != qb)
-		return qb - qa;
-	if (a->priority != b->priority)
-		return b->priority - a->priority;
-	return a->id < b->id ? -1 : 1;
-}
-
-static void pending_insert(struct state *st, struct job *j)
-{
-	XGROW(st->pending, st->npending, st->cappending);
-	int pos = st->npending;
-	while (pos > 0 && order(st, j, st->pending[pos - 1]) < 0) {
-		st->pending[pos] = st->pending[pos - 1];
-		pos--;
-	}
-	st->pending[pos] = j;
-	st->npending++;
-}
-
-void state_active_add(struct state *st, struct attempt *a)
-{
-	XGROW(st->active, st->nactive, st->capactive);
-	st->active[st->nactive++] = a;
-}
-
-void state_index_job(struct state *st, struct job *j)
-{
-	XGROW(st->jobs, st->njobs, st->capjobs);
-	st->jobs[st->njobs++] = j;
-}
-
-/* After loading: rebuild pending, active and GPU allocations. */
-void state_restore(struct state *st)
-{
-	for (int64_t i = 0; i < st->njobs; i++) {
-		struct job *j = st->jobs[i];
-		if (!j)
-			continue;
-		state_team(st, j->team, 1);
-		state_job_cache(st, j);
-		if (j->state == JOB_PENDING)
-			pending_insert(st, j);
-		for (int k = 0; k < j->nattempts; k++) {
-			struct attempt *a = j->attempts[k];
-			if (job_state_final(a->state)) {
-				state_account(st, j, a);
-				continue;
-			}
-			state_active_add(st, a);
-			for (int r = 0; r < a->nranks; r++) {
-				struct node *n = state_node(st, a->ranks[r].node_id);
-				if (n && !rank_state_final(a->ranks[r].state)) {
-					n->gpus_used |= a->ranks[r].gpus;
-					a->ranks[r].stop_gen = n->generation;
-				}
-			}
-		}
-	}
-}
+#include "server/records.h"
 
 /* ---- submission ---- */
 
@@ -222,71 +151,62 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	return j;
 }
 
-int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
+int jobs_build(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
 	int rc = check_fields(body, err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
 	if (rc)
 		return rc;
-	struct job *j = job_from_body(st, body);
-	state_team(st, j->team, 1);
-	state_job_cache(st, j);
-	rc = state_fits_ever(st, j, err, errlen);
-	if (rc) {
-		state_sched_forget_job(st, j);
-		job_free(j);
-		return rc;
-	}
+	*out = job_from_body(st, body);
+	state_team(st, (*out)->team, 1);
+	return 0;
+}
+
+int jobs_admit(struct state *st, struct job *j, char *err, size_t errlen)
+{
 	/* The job is on disk before it is anywhere else: a submission that
 	 * cannot be persisted (a full disk) is refused whole and changes
 	 * nothing, so the client may send it again without it running twice;
 	 * kept in memory behind an error, it would be scheduled all the same. */
 	char *msg = xasprintf("job %lld submitted: %d node(s) x %d GPU(s)", (long long)j->id,
 	                      j->nodes, j->gpus);
-	rc = store_begin(st->store);
+	int rc = store_begin(st->core->store);
 	if (rc == 0)
-		rc = store_put_job(st->store, j);
+		rc = store_put_job(st->core->store, j);
 	if (rc == 0)
-		rc = store_add_event(st->store, "job.submitted", j->id, 0, msg);
+		rc = store_add_event(st->core->store, "job.submitted", j->id, 0, msg);
 	if (rc == 0)
-		rc = store_commit(st->store);
+		rc = store_commit(st->core->store);
 	else
-		store_rollback(st->store);
+		store_rollback(st->core->store);
 	free(msg);
 	if (rc) {
-		log_error("cannot persist a new job: %s", store_error(st->store));
+		log_error("cannot persist a new job: %s", store_error(st->core->store));
 		snprintf(err, errlen, "cannot persist the job (%s); nothing was submitted",
-		         store_error(st->store));
-		state_sched_forget_job(st, j);
-		job_free(j);
+		         store_error(st->core->store));
 		return rc;
 	}
 	state_index_job(st, j);
-	pending_insert(st, j);
-	st->submitted_total++;
-	state_schedule(st);
-	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
-		text_printf(
-		        j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
-		        "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
-	*out = j;
+	state_pending_add(st, j);
+	st->stats.submitted_total++;
 	return 0;
 }
 
-void state_pending_remove(struct state *st, struct job *j)
+int state_cancel(struct state *st, struct job *j)
 {
-	for (int i = 0; i < st->npending; i++)
-		if (st->pending[i] == j) {
-			memmove(&st->pending[i], &st->pending[i + 1],
-			        sizeof(*st->pending) * (size_t)(st->npending - i - 1));
-			st->npending--;
-
-			return;
-		}
-}
-
-void state_pending_add(struct state *st, struct job *j)
-{
-	pending_insert(st, j);
+	if (job_state_final(j->state) || j->cancel_requested)
+		return 0;
+	j->cancel_requested = 1;
+	state_mark_job(st, j);
+	state_event(st, "job.cancel", j->id, 0, "cancel requested");
+	if (j->state == JOB_PENDING) {
+		state_pending_remove(st, j);
+		text_printf(j->reason, sizeof(j->reason), "cancelled before it started");
+		return job_to(st, j, JOB_CANCELLED, "job %lld cancelled before it started",
+		              (long long)j->id);
+	}
+	text_printf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
+	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
+	return 0;
 }

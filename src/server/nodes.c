@@ -14,8 +14,10 @@
  *
  * Findings are applied once (node->finding_seq); GPU states are level-
  * triggered (an unhealthy GPU that still holds an attempt requeues it on
- * every report until it is free). Every function runs with the state lock
- * held (state.h). */
+ * every report until it is free).
+ *
+ * Also a node's liveness (registration, silence, return). Layer 3 of the
+ * state files (core.h); every function runs with the state lock held. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "server/state.h"
+#include "server/records.h"
 
 /* ---- facts ---- */
 
@@ -100,35 +102,10 @@ void state_node_facts(struct state *st, struct node *n, const json_t *f)
 	                        (int)(sizeof(n->near) / sizeof(n->near[0])));
 	json_decref(n->facts);
 	n->facts = keep;
-	n->dirty = 1;
-	state_sched_forget_node(st, n);
-	st->nodes_dirty = 1;
+	state_node_changed(st, n);
 }
 
 /* ---- admin states ---- */
-
-static void node_dirty(struct state *st, struct node *n)
-{
-	n->dirty = 1;
-	state_sched_forget_node(st, n);
-	st->nodes_dirty = 1;
-	st->need_schedule = 1;
-}
-
-void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
-{
-	if (a->ending)
-		return;
-	a->preempted = 1; /* ends as preempted: the job goes back to its queue */
-	a->preempted_for = 0;
-	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why);
-	struct job *j = state_job(st, a->job_id);
-	if (j) {
-		text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);
-		state_mark_job(st, j);
-	}
-	state_attempt_stop(st, a);
-}
 
 /* 1 if a has a rank that still runs on n using any GPU of mask (0: any). */
 static int uses(const struct attempt *a, const struct node *n, uint64_t mask)
@@ -148,8 +125,8 @@ static int requeue_on(struct state *st, struct node *n, uint64_t mask, const cha
 {
 	int count = 0;
 	for (int pass = 0; pass < 2; pass++)
-		for (int i = st->nactive - 1; i >= 0; i--) {
-			struct attempt *a = st->active[i];
+		for (int i = st->core->nactive - 1; i >= 0; i--) {
+			struct attempt *a = st->core->active[i];
 			const struct job *j = state_job(st, a->job_id);
 			if (a->ending || !j || (j->checkpointing != 0) != (pass == 0) ||
 			    !uses(a, n, mask))
@@ -166,26 +143,20 @@ int state_node_set_admin(struct state *st, struct node *n, enum node_state admin
 	if (admin == NODE_DRAINING && (n->admin == NODE_DRAINING || n->admin == NODE_DRAINED) &&
 	    !(by_fault && !n->admin_by_fault))
 		return 0;
-	enum node_state was = n->admin;
-	n->admin = admin;
-	n->admin_by_fault = admin == NODE_READY ? 0 : by_fault;
-	text_printf(n->admin_reason, sizeof(n->admin_reason), "%s", reason ? reason : "");
-	node_dirty(st, n);
+	if (!machine_find(MACHINE_NODE_ADMIN, (int)n->admin, (int)admin))
+		return node_admin_to(st, n, admin, reason, by_fault, NULL); /* refused, logged */
 	int requeued = 0;
 	if (admin == NODE_DRAINING) {
 		char why[320];
 		text_printf(why, sizeof(why), "node %s draining%s%s", n->name,
-		            *n->admin_reason ? ": " : "", n->admin_reason);
+		            reason && *reason ? ": " : "", reason ? reason : "");
 		requeued = requeue_on(st, n, 0, why);
 	}
-	state_event(st, "node.state", 0, n->id, "node %s: %s -> %s%s%s%s (%d attempts requeued)",
-	            n->name, node_state_name(was), node_state_name(admin),
-	            by_fault ? " by a fault" : "", *n->admin_reason ? ": " : "", n->admin_reason,
-	            requeued);
-	log_info("node state node=%s from=%s to=%s reason=\"%s\"", n->name, node_state_name(was),
-	         node_state_name(admin), n->admin_reason);
+	char note[64];
+	snprintf(note, sizeof(note), "(%d attempts requeued)", requeued);
+	int rc = node_admin_to(st, n, admin, reason ? reason : "", by_fault, note);
 	state_nodes_settle(st);
-	return 0;
+	return rc;
 }
 
 void state_nodes_settle(struct state *st)
@@ -195,14 +166,10 @@ void state_nodes_settle(struct state *st)
 		if (n->admin != NODE_DRAINING)
 			continue;
 		int busy = 0;
-		for (int k = 0; k < st->nactive && !busy; k++)
-			busy = uses(st->active[k], n, 0);
-		if (busy)
-			continue;
-		n->admin = NODE_DRAINED;
-		node_dirty(st, n);
-		state_event(st, "node.state", 0, n->id, "node %s: draining -> drained%s%s", n->name,
-		            *n->admin_reason ? ": " : "", n->admin_reason);
+		for (int k = 0; k < st->core->nactive && !busy; k++)
+			busy = uses(st->core->active[k], n, 0);
+		if (!busy)
+			node_admin_to(st, n, NODE_DRAINED, NULL, 0, NULL);
 	}
 }
 
@@ -237,8 +204,8 @@ static const json_t *gpu_entry(const json_t *gpus, int index)
  * XID 13) ends the job, not the GPU. */
 static void fail_on(struct state *st, struct node *n, int index, const char *why)
 {
-	for (int i = st->nactive - 1; i >= 0; i--) {
-		struct attempt *a = st->active[i];
+	for (int i = st->core->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		if (a->ending || !j || !uses(a, n, 1ull << index))
 			continue;
@@ -327,7 +294,7 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 	if (json_is_object(nf) && n->admin != NODE_DRAINING && n->admin != NODE_DRAINED)
 		state_node_set_admin(st, n, NODE_DRAINING, jv_str(nf, "reason", "a node fault"), 1);
 	if (bad != n->gpus_unhealthy || !json_equal(n->health, (json_t *)h))
-		node_dirty(st, n);
+		state_node_changed(st, n);
 	n->gpus_unhealthy = bad;
 	json_t *keep = json_deep_copy(h);
 	json_object_del(keep, "findings"); /* applied; the events keep them */
@@ -349,12 +316,82 @@ const char *state_node_fault(const struct node *n)
 	return json_is_object(nf) ? jv_str(nf, "reason", "a node fault") : NULL;
 }
 
+/* ---- liveness ---- */
+
+static void node_lost(struct state *st, struct node *n)
+{
+	if (node_to(st, n, NODE_LOST, "node %s silent for over %lld ms", n->name,
+	            (long long)st->config.node_timeout_ms))
+		return;
+	log_warn("node lost node=%s timeout_ms=%lld", n->name,
+	         (long long)st->config.node_timeout_ms);
+	ranks_node_lost(st, n);
+	state_bump(st, n);
+}
+
+void nodes_check_silent(struct state *st, int64_t now)
+{
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (n->state != NODE_LOST && !n->waiter &&
+		    now - n->last_seen_ms > st->config.node_timeout_ms)
+			node_lost(st, n);
+	}
+}
+
+/* A lost node is back, and ready, once it runs nothing we do not want. */
+void nodes_back(struct state *st, struct node *n, const json_t *ranks)
+{
+	if (n->state != NODE_LOST)
+		return;
+	size_t i;
+	json_t *rep;
+	json_array_foreach (ranks, i, rep) {
+		const char *s = jv_str(rep, "state", "");
+		if (strcmp(s, "running") == 0 || strcmp(s, "starting") == 0)
+			return;
+	}
+	if (node_to(st, n, NODE_READY, "node %s is back", n->name) == 0)
+		log_info("node is back node=%s", n->name);
+}
+
+/* ---- registration ---- */
+
+struct node *state_register(struct state *st, const json_t *facts, const char *name)
+{
+	struct node *n = state_node_by_name(st, name);
+	if (!n) {
+		n = xcalloc(1, sizeof(*n));
+		n->id = st->nnodes + 1;
+		n->name = xstrdup(name);
+		n->hostname = xstrdup("");
+		n->address = xstrdup("127.0.0.1");
+		n->agent_url = xstrdup("");
+		n->backend = xstrdup("none");
+		n->state = NODE_READY; /* created ready: not a move (store/machine.h) */
+		n->admin = NODE_READY;
+		st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
+		st->nodes[st->nnodes++] = n;
+		state_event(st, "node.registered", 0, n->id, "node %s registered", name);
+	} else {
+		state_event(st, "node.reregistered", 0, n->id, "node %s registered again", name);
+	}
+	char secret[65];
+	random_hex(secret, 32);
+	free(n->secret);
+	n->secret = xstrdup(secret);
+	state_node_facts(st, n, facts);
+	n->last_seen_ms = now_ms();
+	state_want_schedule(st);
+	return n;
+}
+
 /* ---- JSON ---- */
 
 static int64_t gpu_owner(struct state *st, const struct node *n, int index)
 {
-	for (int i = 0; i < st->nactive; i++) {
-		const struct attempt *a = st->active[i];
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct attempt *a = st->core->active[i];
 		for (int k = 0; k < a->nranks; k++)
 			if (a->ranks[k].node_id == n->id && (a->ranks[k].gpus & (1ull << index)) &&
 			    !rank_state_final(a->ranks[k].state))

@@ -1,5 +1,6 @@
-/* ranks.c - what agents report, what they are told to run, nodes that go
- * silent. Every function runs with the state lock held (see state.h). */
+/* ranks.c - attempts and their ranks: what agents report, what they are
+ * told to run, how a gang ends. Layer 2 of the state files (core.h); every
+ * function runs with the state lock held. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "proto/wire.h"
-#include "server/state.h"
-
-static struct attempt *attempt_by_id(struct state *st, int64_t id)
-{
-	return id >= 1 && id <= st->nattempts ? st->attempts[id - 1] : NULL;
-}
+#include "server/records.h"
 
 /* Asks every rank of a that still runs to stop (its nodes' desired sets
  * lose it); each rank's end is then reported by its agent. */
@@ -31,6 +27,21 @@ void state_attempt_stop(struct state *st, struct attempt *a)
 		struct node *n = state_node(st, k->node_id);
 		state_bump(st, n);
 		k->stop_gen = n ? n->generation : 0;
+	}
+}
+
+/* The job's exit status from its ranks, unless a failing rank set it. */
+static void job_exit(struct job *j, const struct attempt *a)
+{
+	if (j->has_exit)
+		return;
+	/* Cancelled ranks still have a real status (143 after SIGTERM). */
+	j->has_exit = 1;
+	j->exit_code = 0;
+	for (int r = 0; r < a->nranks && !j->exit_code; r++) {
+		const struct rank *k = &a->ranks[r];
+		if (k->state == RANK_EXITED)
+			j->exit_code = k->signal ? 128 + k->signal : k->exit_code;
 	}
 }
 
@@ -50,41 +61,18 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 	                   : lost              ? JOB_LOST
 	                   : failed            ? JOB_FAILED
 	                                       : JOB_SUCCEEDED;
-	a->state = s;
-	a->end_ms = wall_ms();
-	state_account(st, j, a);
-	for (int i = 0; i < st->nactive; i++)
-		if (st->active[i] == a) {
-			st->active[i] = st->active[--st->nactive];
-			break;
-		}
-	st->need_schedule = 1;
-	state_mark_job(st, j);
+	if (attempt_to(st, a, s))
+		return;
 	if (s == JOB_PREEMPTED) { /* back in the queue; a new attempt later */
-		j->state = JOB_PENDING;
-		j->has_exit = 0;
-		j->exit_code = 0;
-		j->start_ms = 0;
-		state_pending_add(st, j);
 		if (!*a->end_reason)
 			text_printf(a->end_reason, sizeof(a->end_reason), "preempted");
 		text_printf(j->reason, sizeof(j->reason), "requeued: %s", a->end_reason);
-		state_event(st, "job.requeued", j->id, 0, "attempt %lld %s; job requeued",
-		            (long long)a->id, a->end_reason);
+		if (job_to(st, j, JOB_PENDING, "attempt %lld %s; job requeued", (long long)a->id,
+		           a->end_reason) == 0)
+			state_pending_add(st, j);
 		return;
 	}
-	j->state = s;
-	j->end_ms = a->end_ms;
-	if (!j->has_exit) {
-		/* Cancelled ranks still have a real status (143 after SIGTERM). */
-		j->has_exit = 1;
-		j->exit_code = 0;
-		for (int r = 0; r < a->nranks && !j->exit_code; r++) {
-			const struct rank *k = &a->ranks[r];
-			if (k->state == RANK_EXITED)
-				j->exit_code = k->signal ? 128 + k->signal : k->exit_code;
-		}
-	}
+	job_exit(j, a);
 	if (s == JOB_SUCCEEDED)
 		text_printf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
 	else if (s == JOB_CANCELLED)
@@ -93,66 +81,81 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		text_printf(j->reason, sizeof(j->reason), "stopped at its time limit");
 	/* The job's reason is final now; the attempt keeps it as its own. */
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", j->reason);
-	state_event(st, "job.finished", j->id, 0, "job %lld %s exit_code=%d", (long long)j->id,
-	            job_state_name(s), j->exit_code);
+	job_to(st, j, s, "job %lld %s exit_code=%d", (long long)j->id, job_state_name(s),
+	       j->exit_code);
 }
 
-/* Rank k has ended: free its GPUs, and end the gang if it failed. */
-static void rank_ended(struct state *st, struct job *j, struct attempt *a, struct rank *k)
+/* The job's exit status and reason when rank k is the first to fail. */
+static void first_failure(struct state *st, struct job *j, const struct rank *k)
 {
-	struct node *n = state_node(st, k->node_id);
-	if (n)
-		n->gpus_used &= ~k->gpus;
+	const struct node *n = state_node(st, k->node_id);
+	j->has_exit = 1;
+	j->exit_code = k->state == RANK_EXITED ? (k->signal ? 128 + k->signal : k->exit_code)
+	               : k->state == RANK_FAILED_START ? 127
+	                                               : 1;
+	if (k->state == RANK_EXITED && k->error[0])
+		text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s", k->rank,
+		            n ? n->name : "?", k->error);
+	else
+		text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
+		            n ? n->name : "?",
+		            k->state == RANK_LOST           ? "was lost with its node"
+		            : k->state == RANK_FAILED_START ? "failed to start"
+		            : k->signal                     ? "was killed by a signal"
+		                                            : "exited non-zero");
+}
+
+/* Rank k ends in state `to` (its GPUs are freed); a failed rank ends the gang. */
+static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum rank_state to)
+{
+	struct job *j = state_job(st, a->job_id);
+	if (!j || rank_to(st, a, k, to))
+		return;
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
-	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out) {
-		j->has_exit = 1;
-		j->exit_code = k->state == RANK_EXITED
-		                       ? (k->signal ? 128 + k->signal : k->exit_code)
-		                       : (k->state == RANK_FAILED_START ? 127 : 1);
-		if (k->state == RANK_EXITED && k->error[0])
-			text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s",
-			            k->rank, n ? n->name : "?", k->error);
-		else
-			text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
-			            n ? n->name : "?",
-			            k->state == RANK_LOST           ? "was lost with its node"
-			            : k->state == RANK_FAILED_START ? "failed to start"
-			            : k->signal                     ? "was killed by a signal"
-			                                            : "exited non-zero");
-	}
+	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out)
+		first_failure(st, j, k);
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
 	if (bad)
 		state_attempt_stop(st, a);
-	state_mark_job(st, j);
-	st->need_schedule = 1;
 	finish_attempt(st, j, a);
 }
 
-int state_cancel(struct state *st, struct job *j)
+void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
 {
-	if (job_state_final(j->state) || j->cancel_requested)
-		return 0;
-	j->cancel_requested = 1;
-	state_mark_job(st, j);
-	state_event(st, "job.cancel", j->id, 0, "cancel requested");
-	if (j->state == JOB_PENDING) {
-		state_pending_remove(st, j);
-		j->state = JOB_CANCELLED;
-		j->end_ms = wall_ms();
-		text_printf(j->reason, sizeof(j->reason), "cancelled before it started");
-		return 0;
+	if (a->ending)
+		return;
+	a->preempted = 1; /* ends as preempted: the job goes back to its queue */
+	a->preempted_for = 0;
+	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why);
+	struct job *j = state_job(st, a->job_id);
+	if (j) {
+		text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);
+		state_mark_job(st, j);
 	}
-	text_printf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
-	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
-	return 0;
+	state_attempt_stop(st, a);
 }
 
 /* ---- agent reports ---- */
 
+/* Rank k runs; when the whole gang does, so do its attempt and job. */
+static void rank_running(struct state *st, struct job *j, struct attempt *a, struct rank *k)
+{
+	if (rank_to(st, a, k, RANK_RUNNING))
+		return;
+	for (int i = 0; i < a->nranks; i++)
+		if (a->ranks[i].state == RANK_ASSIGNED)
+			return;
+	if (a->state != JOB_SCHEDULED || a->ending || attempt_to(st, a, JOB_RUNNING))
+		return;
+	text_printf(j->reason, sizeof(j->reason), "running");
+	job_to(st, j, JOB_RUNNING, "attempt %lld: all %d rank(s) running", (long long)a->id,
+	       a->nranks);
+}
+
 static void apply_report(struct state *st, struct node *n, const json_t *rep)
 {
-	struct attempt *a = attempt_by_id(st, jv_int(rep, "attempt_id", 0));
+	struct attempt *a = state_attempt(st, jv_int(rep, "attempt_id", 0));
 	int64_t r = jv_int(rep, "rank", -1);
 	if (!a || job_state_final(a->state) || r < 0 || r >= a->nranks)
 		return; /* fencing: stale or unknown attempts change nothing */
@@ -168,37 +171,26 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		state_mark_job(st, j);
 	}
 	if (strcmp(s, "running") == 0 || strcmp(s, "starting") == 0) {
-		if (k->state == RANK_ASSIGNED) {
-			k->state = RANK_RUNNING;
-			state_mark_job(st, j);
-			int all = 1;
-			for (int i = 0; i < a->nranks; i++)
-				all &= a->ranks[i].state != RANK_ASSIGNED;
-			if (all && a->state == JOB_SCHEDULED && !a->ending) {
-				a->state = JOB_RUNNING;
-				a->start_ms = wall_ms();
-				j->state = JOB_RUNNING;
-				j->start_ms = a->start_ms;
-				text_printf(j->reason, sizeof(j->reason), "running");
-			}
-		}
+		if (k->state == RANK_ASSIGNED)
+			rank_running(st, j, a, k);
 		return;
 	}
+	enum rank_state to;
 	if (strcmp(s, "exited") == 0) {
-		k->state = RANK_EXITED;
+		to = RANK_EXITED;
 		k->exit_code = (int)jv_int(rep, "exit_code", 0);
 		k->signal = (int)jv_int(rep, "signal", 0);
 		const char *lost = jv_str(rep, "error", NULL); /* the agent lost it: why */
 		if (lost)
 			text_printf(k->error, sizeof(k->error), "%s", lost);
 	} else if (strcmp(s, "failed_to_start") == 0) {
-		k->state = RANK_FAILED_START;
+		to = RANK_FAILED_START;
 		text_printf(k->error, sizeof(k->error), "%s",
 		            jv_str(rep, "error", "failed to start"));
 	} else {
 		return;
 	}
-	rank_ended(st, j, a, k);
+	rank_end(st, a, k, to);
 }
 
 /* A rank dropped from the node's desired set that the agent, having applied
@@ -219,8 +211,8 @@ static void reap_unreported(struct state *st, struct node *n, const json_t *rank
 {
 	/* Downward: finishing an attempt swaps the last active one into its
 	 * slot, and that one has been visited already. */
-	for (int i = st->nactive - 1; i >= 0; i--) {
-		struct attempt *a = st->active[i];
+	for (int i = st->core->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->core->active[i];
 		if (!a->ending)
 			continue;
 		for (int r = 0; r < a->nranks && !job_state_final(a->state); r++) {
@@ -228,41 +220,19 @@ static void reap_unreported(struct state *st, struct node *n, const json_t *rank
 			if (k->node_id != n->id || rank_state_final(k->state) ||
 			    agent_gen < k->stop_gen || was_reported(ranks, a->id, r))
 				continue;
-			k->state = RANK_EXITED;
 			snprintf(k->error, sizeof(k->error), "stopped before it started");
-			rank_ended(st, state_job(st, a->job_id), a, k);
+			rank_end(st, a, k, RANK_EXITED);
 		}
 	}
 }
 
-void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen)
+void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen)
 {
 	size_t i;
 	json_t *rep;
 	json_array_foreach (ranks, i, rep)
 		apply_report(st, n, rep);
 	reap_unreported(st, n, ranks, agent_gen);
-	if (n->state == NODE_LOST) {
-		/* Back from the dead: ready once it runs nothing we do not want. */
-		int stale = 0;
-		json_array_foreach (ranks, i, rep) {
-			const char *s = jv_str(rep, "state", "");
-			stale |= strcmp(s, "running") == 0 || strcmp(s, "starting") == 0;
-		}
-		if (!stale) {
-			n->state = NODE_READY;
-			n->dirty = 1;
-			st->nodes_dirty = 1;
-			st->need_schedule = 1;
-			state_event(st, "node.ready", 0, n->id, "node %s is back", n->name);
-			log_info("node is back node=%s", n->name);
-		}
-	}
-	if (st->need_schedule) {
-		st->need_schedule = 0;
-		state_nodes_settle(st);
-		state_schedule(st);
-	}
 }
 
 /* ---- what a node should run ---- */
@@ -331,8 +301,8 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 json_t *state_desired(struct state *st, struct node *n)
 {
 	json_t *ranks = json_array();
-	for (int i = 0; i < st->nactive; i++) {
-		struct attempt *a = st->active[i];
+	for (int i = 0; i < st->core->nactive; i++) {
+		struct attempt *a = st->core->active[i];
 		if (a->ending)
 			continue;
 		const struct job *j = state_job(st, a->job_id);
@@ -348,32 +318,23 @@ json_t *state_desired(struct state *st, struct node *n)
 	}
 	json_t *o = json_object();
 	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
-	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->node_timeout_ms));
+	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->config.node_timeout_ms));
 	wire_set(o, &wire_sync_answer, "ranks", ranks);
 	return o;
 }
 
-/* ---- silent nodes ---- */
+/* ---- nodes lost, time limits ---- */
 
-static void node_lost(struct state *st, struct node *n)
+void ranks_node_lost(struct state *st, struct node *n)
 {
-	n->state = NODE_LOST;
-	n->dirty = 1;
-	st->nodes_dirty = 1;
-	state_event(st, "node.lost", 0, n->id, "node %s silent for over %lld ms", n->name,
-	            (long long)st->node_timeout_ms);
-	log_warn("node lost node=%s timeout_ms=%lld", n->name, (long long)st->node_timeout_ms);
-	for (int i = st->nactive - 1; i >= 0; i--) {
-		struct attempt *a = st->active[i];
+	for (int i = st->core->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->core->active[i];
 		for (int r = 0; r < a->nranks && !job_state_final(a->state); r++) {
 			struct rank *k = &a->ranks[r];
-			if (k->node_id != n->id || rank_state_final(k->state))
-				continue;
-			k->state = RANK_LOST;
-			rank_ended(st, state_job(st, a->job_id), a, k);
+			if (k->node_id == n->id && !rank_state_final(k->state))
+				rank_end(st, a, k, RANK_LOST);
 		}
 	}
-	state_bump(st, n);
 }
 
 static int64_t limit_of(struct state *st, const struct job *j)
@@ -385,11 +346,11 @@ static int64_t limit_of(struct state *st, const struct job *j)
 }
 
 /* Stops attempts past their time limit, as Slurm does (TIMEOUT). */
-static void check_time_limits(struct state *st)
+void ranks_check_time_limits(struct state *st)
 {
 	int64_t now = wall_ms();
-	for (int i = st->nactive - 1; i >= 0; i--) {
-		struct attempt *a = st->active[i];
+	for (int i = st->core->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		int64_t limit = limit_of(st, j);
 		if (a->ending || a->start_ms <= 0 || limit <= 0 || now - a->start_ms < limit)
@@ -403,51 +364,4 @@ static void check_time_limits(struct state *st)
 		            (long long)limit);
 		state_attempt_stop(st, a);
 	}
-}
-
-void state_check_nodes(struct state *st, int64_t now)
-{
-	check_time_limits(st);
-	for (int i = 0; i < st->nnodes; i++) {
-		struct node *n = st->nodes[i];
-		if (n->state != NODE_LOST && !n->waiter &&
-		    now - n->last_seen_ms > st->node_timeout_ms)
-			node_lost(st, n);
-	}
-	if (st->need_schedule) {
-		st->need_schedule = 0;
-		state_nodes_settle(st);
-		state_schedule(st);
-	}
-}
-
-/* ---- registration ---- */
-
-struct node *state_register(struct state *st, const json_t *facts, const char *name)
-{
-	struct node *n = state_node_by_name(st, name);
-	if (!n) {
-		n = xcalloc(1, sizeof(*n));
-		n->id = st->nnodes + 1;
-		n->name = xstrdup(name);
-		n->hostname = xstrdup("");
-		n->address = xstrdup("127.0.0.1");
-		n->agent_url = xstrdup("");
-		n->backend = xstrdup("none");
-		n->state = NODE_READY;
-		n->admin = NODE_READY;
-		st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
-		st->nodes[st->nnodes++] = n;
-		state_event(st, "node.registered", 0, n->id, "node %s registered", name);
-	} else {
-		state_event(st, "node.reregistered", 0, n->id, "node %s registered again", name);
-	}
-	char secret[65];
-	random_hex(secret, 32);
-	free(n->secret);
-	n->secret = xstrdup(secret);
-	state_node_facts(st, n, facts);
-	n->last_seen_ms = now_ms();
-	st->need_schedule = 1;
-	return n;
 }

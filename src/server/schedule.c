@@ -1,14 +1,15 @@
 /* schedule.c - the glue between the server's records and the pure scheduler
  * (sched/sched.h): build a snapshot, run one cycle, apply its decisions.
- * Every function runs with the state lock held (see state.h).
+ * Layer 4 of the state files (core.h, glue.h); every function runs with
+ * the state lock held.
  *
  * The snapshot's nodes are st->nodes in order, so a node index in a result
  * is an index into st->nodes. The snapshot arrays live in struct scratch,
  * reused from cycle to cycle, and so do the glue's caches: the interned ids
  * of each job's queue, team and constraints and of each node's pool, labels
- * and GPU model, made once (state_job_cache, node_cache) so that a cycle
- * interns nothing. The records (store/model.h) know nothing of them; the
- * state files that change what a cache holds call state_sched_forget_*.
+ * and GPU model, made once (glue_job_cache, node_cache) so that a cycle
+ * interns nothing. The records (store/model.h) know nothing of them: a
+ * node's entry is made again when node->changes moves.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +21,18 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
-#include "server/state.h"
+#include "server/glue.h"
 
 /* A node's scheduling attributes, interned (node_cache). */
 struct node_cache {
 	uint32_t labels[SCHED_MAX_LABELS], block, rack, sw, pool, model;
 	uint64_t mem_mib;
 	uint8_t nlabels;
-	uint8_t cached; /* 0: never made, or forgotten since */
+	uint8_t cached;  /* 0: never made */
+	int64_t changes; /* node->changes it was made at */
 };
 
-/* A job's queue, team and constraints, interned (state_job_cache): 48 bytes,
+/* A job's queue, team and constraints, interned (glue_job_cache): 48 bytes,
  * as they took inside struct job. */
 struct job_cache {
 	uint32_t queue, team, model, pool, sel[SCHED_MAX_SELECTORS];
@@ -62,8 +64,11 @@ struct scratch {
 	struct sched_queue *queues;
 	struct sched_quota *quotas;
 	struct sched_team *teams;
-	struct sched_node *ever; /* state_fits_ever: every node empty and ready */
+	struct sched_node *ever; /* glue_fits_ever: every node empty and ready */
 	size_t capever;
+	struct sched *sched;   /* made by the first cycle */
+	int64_t sched_last_ms; /* monotonic time of the last cycle */
+	int64_t sched_full_ms; /* ... and of the last one that explained every wait */
 };
 
 #define ENSURE(arr, cap, n)                                                                        \
@@ -74,9 +79,9 @@ struct scratch {
 		}                                                                                  \
 	} while (0)
 
-void state_sched_free(struct state *st)
+void glue_free(struct state *st)
 {
-	struct scratch *x = st->scratch;
+	struct scratch *x = st->core->glue;
 	if (x) {
 		free(x->nodec);
 		free(x->jobc);
@@ -88,19 +93,18 @@ void state_sched_free(struct state *st)
 		free(x->quotas);
 		free(x->teams);
 		free(x->ever);
+		sched_free(x->sched);
 		free(x);
 	}
-	sched_free(st->sched);
-	st->scratch = NULL;
-	st->sched = NULL;
+	st->core->glue = NULL;
 }
 
 /* The snapshot buffers and the caches, made on first use. */
 static struct scratch *scratch_of(struct state *st)
 {
-	if (!st->scratch)
-		st->scratch = xcalloc(1, sizeof(struct scratch));
-	return st->scratch;
+	if (!st->core->glue)
+		st->core->glue = xcalloc(1, sizeof(struct scratch));
+	return st->core->glue;
 }
 
 /* Grows a cache array to hold index need - 1; new entries are all 0 (not
@@ -123,7 +127,7 @@ static struct job_cache *job_slot(struct state *st, const struct job *j)
 	return &x->jobc[j->id - 1];
 }
 
-void state_job_cache(struct state *st, struct job *j)
+void glue_job_cache(struct state *st, struct job *j)
 {
 	struct job_cache *c = job_slot(st, j);
 	c->queue = state_intern(st, j->queue);
@@ -148,22 +152,15 @@ static const struct job_cache *job_cache_of(struct state *st, struct job *j)
 {
 	struct job_cache *c = job_slot(st, j);
 	if (!c->cached)
-		state_job_cache(st, j);
+		glue_job_cache(st, j);
 	return c;
 }
 
-void state_sched_forget_job(struct state *st, const struct job *j)
+void glue_forget_job(struct state *st, const struct job *j)
 {
-	struct scratch *x = st->scratch;
+	struct scratch *x = st->core->glue;
 	if (x && j->id >= 1 && (size_t)j->id <= x->capjobc)
 		x->jobc[j->id - 1].cached = 0;
-}
-
-void state_sched_forget_node(struct state *st, const struct node *n)
-{
-	struct scratch *x = st->scratch;
-	if (x && n->id >= 1 && (size_t)n->id <= x->capnodec)
-		x->nodec[n->id - 1].cached = 0;
 }
 
 /* GPU models are matched case-insensitively on what users type ("h200")
@@ -186,8 +183,9 @@ static const struct node_cache *node_cache(struct state *st, const struct node *
 	struct scratch *x = scratch_of(st);
 	x->nodec = grow_cache(x->nodec, sizeof(*x->nodec), &x->capnodec, (size_t)n->id);
 	struct node_cache *c = &x->nodec[n->id - 1];
-	if (c->cached)
+	if (c->cached && c->changes == n->changes)
 		return c;
+	c->changes = n->changes;
 	c->model = n->ngpus ? model_id(st, n->gpus[0].model) : 0;
 	c->mem_mib = n->ngpus ? n->gpus[0].memory_bytes >> 20 : 0;
 	c->pool = state_intern(st, n->pool);
@@ -257,7 +255,7 @@ static void fill_job(struct state *st, struct job *j, struct sched_job *s)
 		s->requeued_ms = j->attempts[j->nattempts - 1]->end_ms;
 }
 
-int state_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
+int glue_fits_ever(struct state *st, struct job *j, char *why, size_t whylen)
 {
 	if (st->nnodes == 0)
 		return 0; /* nothing registered yet: wait rather than judge */
@@ -295,13 +293,13 @@ static int64_t time_limit(struct state *st, const struct job *j)
 static int fill_running(struct state *st, struct scratch *x)
 {
 	size_t nholds = 0;
-	for (int i = 0; i < st->nactive; i++)
-		nholds += (size_t)st->active[i]->nranks;
-	ENSURE(x->running, x->caprunning, st->nactive + 1);
+	for (int i = 0; i < st->core->nactive; i++)
+		nholds += (size_t)st->core->active[i]->nranks;
+	ENSURE(x->running, x->caprunning, st->core->nactive + 1);
 	ENSURE(x->holds, x->capholds, nholds + 1);
 	size_t h = 0;
-	for (int i = 0; i < st->nactive; i++) {
-		const struct attempt *a = st->active[i];
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		const struct job_cache *c = job_cache_of(st, j);
 		struct sched_running *r = &x->running[i];
@@ -329,7 +327,7 @@ static int fill_running(struct state *st, struct scratch *x)
 			r->nranks++;
 		}
 	}
-	return st->nactive;
+	return st->core->nactive;
 }
 
 static void fill_policy(struct state *st, struct scratch *x, struct sched_snapshot *snap)
@@ -372,26 +370,26 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 {
 	memset(snap, 0, sizeof(*snap));
 	snap->now_ms = wall_ms();
-	snap->config = (struct sched_config){.aging_ms = st->aging_ms,
+	snap->config = (struct sched_config){.aging_ms = st->config.aging_ms,
 	                                     .backfill = 1,
 	                                     .preemption = 1,
 	                                     .max_reservations = SCHED_DEFAULT_RESERVATIONS,
-	                                     .min_runtime_ms = st->preempt_min_runtime_ms,
-	                                     .preempt_max_ratio = st->preempt_max_ratio,
-	                                     .preempt_loss_pct = st->preempt_loss_pct,
+	                                     .min_runtime_ms = st->config.preempt_min_runtime_ms,
+	                                     .preempt_max_ratio = st->config.preempt_max_ratio,
+	                                     .preempt_loss_pct = st->config.preempt_loss_pct,
 	                                     .overdue_ms = SCHED_DEFAULT_OVERDUE_MS,
 	                                     .starve_ms = SCHED_DEFAULT_STARVE_MS,
-	                                     .restart_cost_ms = st->preempt_restart_cost_ms};
+	                                     .restart_cost_ms = st->config.preempt_restart_cost_ms};
 	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);
-	ENSURE(x->jobs, x->capjobs, st->npending + 1);
-	for (int i = 0; i < st->npending; i++)
-		fill_job(st, st->pending[i], &x->jobs[i]);
+	ENSURE(x->jobs, x->capjobs, st->core->npending + 1);
+	for (int i = 0; i < st->core->npending; i++)
+		fill_job(st, st->core->pending[i], &x->jobs[i]);
 	snap->nodes = x->nodes;
 	snap->nnodes = st->nnodes;
 	snap->pending = x->jobs;
-	snap->npending = st->npending;
+	snap->npending = st->core->npending;
 	snap->nrunning = fill_running(st, x);
 	snap->running = x->running;
 	fill_policy(st, x, snap);
@@ -401,10 +399,10 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
                                      const struct sched_placement *p)
 {
 	struct attempt *a = xcalloc(1, sizeof(*a));
-	a->id = st->nattempts + 1;
+	a->id = st->core->nattempts + 1;
 	a->job_id = j->id;
 	a->number = j->nattempts + 1;
-	a->state = JOB_SCHEDULED;
+	a->state = JOB_SCHEDULED; /* created scheduled: not a move (store/machine.h) */
 	a->borrowed = p->borrowed;
 	a->nranks = p->nranks;
 	a->ranks = xcalloc((size_t)p->nranks, sizeof(*a->ranks));
@@ -421,10 +419,7 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	/* Attempt ids are unique and increasing, so ports only repeat after
 	 * 20,000 attempts: far longer than any rendezvous lives. */
 	a->master_port = 20000 + (int)(a->id % 20000);
-	XGROW(st->attempts, st->nattempts, st->capattempts);
-	st->attempts[st->nattempts++] = a;
-	j->attempts = xrealloc(j->attempts, sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
-	j->attempts[j->nattempts++] = a;
+	state_index_attempt(st, j, a);
 	state_active_add(st, a);
 	for (int r = 0; r < p->nranks; r++)
 		state_bump(st, st->nodes[p->ranks[r].node]);
@@ -460,23 +455,18 @@ static void apply_placement(struct state *st, const struct sched_placement *p)
 	}
 	struct attempt *a = start_attempt(st, j, p);
 	state_pending_remove(st, j);
-	j->state = JOB_SCHEDULED;
 	j->est_start_ms = 0;
 	j->preempt_held_ms = 0;
 	text_printf(j->reason, sizeof(j->reason), "placed%s",
 	            p->borrowed ? " on borrowed quota" : "");
-	state_mark_job(st, j);
-	st->placed_total++;
-	state_event(st, "job.placed", j->id, a->ranks[0].node_id,
-	            "attempt %lld placed on %d node(s)%s", (long long)a->id, j->nodes,
-	            p->borrowed ? " (borrowed quota)" : "");
+	st->stats.placed_total++;
+	job_to(st, j, JOB_SCHEDULED, "attempt %lld placed on %d node(s)%s", (long long)a->id,
+	       j->nodes, p->borrowed ? " (borrowed quota)" : "");
 }
 
 static void apply_preemption(struct state *st, const struct sched_preemption *pr)
 {
-	struct attempt *a = pr->attempt_id >= 1 && pr->attempt_id <= st->nattempts
-	                            ? st->attempts[pr->attempt_id - 1]
-	                            : NULL;
+	struct attempt *a = state_attempt(st, pr->attempt_id);
 	if (!a || job_state_final(a->state) || a->ending)
 		return;
 	struct job *j = state_job(st, a->job_id);
@@ -505,7 +495,7 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 static const char *name_of(void *ctx, uint32_t id)
 {
 	const struct state *st = ctx;
-	return id >= 1 && (int)id <= st->names.n ? st->names.v[id - 1] : NULL;
+	return id >= 1 && (int)id <= st->core->names.n ? st->core->names.v[id - 1] : NULL;
 }
 
 /* A full cycle explains every waiting job; the others (many a second in a
@@ -546,25 +536,27 @@ static int nothing_placeable(struct state *st)
 
 void state_schedule_tick(struct state *st, int64_t now)
 {
-	if (st->npending && now - st->sched_last_ms >= 1000) {
-		st->sched_last_ms = 0; /* force */
+	struct scratch *x = scratch_of(st);
+	if (st->core->npending && now - x->sched_last_ms >= 1000) {
+		x->sched_last_ms = 0; /* force */
 		state_schedule(st);
 	}
 }
 
 static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 {
-	st->sched_last_ms = t0 / 1000;
+	struct scratch *x = scratch_of(st);
+	x->sched_last_ms = t0 / 1000;
 	if (full)
-		st->sched_full_ms = st->sched_last_ms;
-	if (!st->sched)
-		st->sched = sched_new();
+		x->sched_full_ms = x->sched_last_ms;
+	if (!x->sched)
+		x->sched = sched_new();
 	struct sched_snapshot snap;
-	build(st, scratch_of(st), &snap);
+	build(st, x, &snap);
 	snap.config.skip_estimate = !full;
 	snap.config.est_job_id = est_job_id;
 	struct sched_result res;
-	int rc = sched_cycle(st->sched, &snap, &res);
+	int rc = sched_cycle(x->sched, &snap, &res);
 	if (rc) {
 		log_error("scheduling cycle failed: %s", err_msg(rc));
 		return;
@@ -576,23 +568,33 @@ static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 	for (int i = 0; i < res.nwaits; i++)
 		apply_wait(st, &res.waits[i], full);
 	if (st->nnodes == 0)
-		for (int i = 0; i < st->npending; i++)
-			snprintf(st->pending[i]->reason, sizeof(st->pending[i]->reason),
+		for (int i = 0; i < st->core->npending; i++)
+			snprintf(st->core->pending[i]->reason, sizeof(st->core->pending[i]->reason),
 			         "no nodes have registered yet");
-	st->sched_passes++;
-	st->sched_seconds += (double)(now_us() - t0) / 1e6;
+	st->stats.sched_passes++;
+	st->stats.sched_seconds += (double)(now_us() - t0) / 1e6;
 }
 
 void state_schedule(struct state *st)
 {
-	if (!st->npending)
+	if (!st->core->npending)
 		return;
 	int64_t t0 = now_us();
-	if (st->sched_last_ms && t0 / 1000 - st->sched_last_ms < 1000 && nothing_placeable(st)) {
-		st->sched_skipped++;
+	struct scratch *x = scratch_of(st);
+	if (x->sched_last_ms && t0 / 1000 - x->sched_last_ms < 1000 && nothing_placeable(st)) {
+		st->stats.sched_skipped++;
 		return;
 	}
-	cycle(st, t0, t0 / 1000 - st->sched_full_ms >= 1000, 0);
+	cycle(st, t0, t0 / 1000 - x->sched_full_ms >= 1000, 0);
+}
+
+void state_settle(struct state *st)
+{
+	if (!st->core->need_schedule)
+		return;
+	st->core->need_schedule = 0;
+	state_nodes_settle(st);
+	state_schedule(st);
 }
 
 void state_schedule_estimate(struct state *st, struct job *j)

@@ -38,7 +38,10 @@ void agentproto_wake(struct state *st, struct node *n);
 void agentproto_expire(struct server *s, int64_t now);
 void agentproto_release_all(struct server *s);
 
-/* Shared by the API files (api.c, api_nodes.c). */
+/* GET /metrics (metrics.c). */
+void server_metrics(struct server *s, struct buf *out);
+
+/* Shared by the API files (api_util.c). */
 void api_send_json(struct httpd_req *req, int status, json_t *o); /* takes o */
 json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
 int api_flush_or_fail(struct state *st, struct httpd_req *req);

@@ -1,4 +1,4 @@
-#include "server/state.h"
+#include "server/core.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,13 +126,13 @@ int state_put_queue(struct state *st, const json_t *body, char *err, size_t errl
 	char *text = jv_dump(extra);
 	state_event(st, "queue.changed", 0, 0, "queue %s: priority %d %s", name, q->priority, text);
 	free(text);
-	int rc = store_begin(st->store);
+	int rc = store_begin(st->core->store);
 	if (rc == 0)
-		rc = store_put_queue(st->store, name, q->priority, extra);
+		rc = store_put_queue(st->core->store, name, q->priority, extra);
 	if (rc == 0)
-		rc = store_commit(st->store);
+		rc = store_commit(st->core->store);
 	json_decref(extra);
-	st->need_schedule = 1;
+	st->core->need_schedule = 1;
 	return rc;
 }
 
@@ -140,12 +140,12 @@ uint32_t state_intern(struct state *st, const char *s)
 {
 	if (!s || !*s)
 		return 0;
-	for (int i = 0; i < st->names.n; i++)
-		if (strcmp(st->names.v[i], s) == 0)
+	for (int i = 0; i < st->core->names.n; i++)
+		if (strcmp(st->core->names.v[i], s) == 0)
 			return (uint32_t)i + 1;
-	XGROW(st->names.v, st->names.n, st->names.cap);
-	st->names.v[st->names.n++] = xstrdup(s);
-	return (uint32_t)st->names.n;
+	XGROW(st->core->names.v, st->core->names.n, st->core->names.cap);
+	st->core->names.v[st->core->names.n++] = xstrdup(s);
+	return (uint32_t)st->core->names.n;
 }
 
 struct team *state_team(struct state *st, const char *name, int create)
@@ -172,21 +172,21 @@ int state_put_team(struct state *st, const char *name, int weight)
 	t->configured = 1;
 	state_event(st, "team.changed", 0, 0, "team %s: weight %d", name, weight);
 	json_t *extra = json_pack("{s:i}", "weight", weight);
-	int rc = store_begin(st->store);
+	int rc = store_begin(st->core->store);
 	if (rc == 0)
-		rc = store_put_team(st->store, name, extra);
+		rc = store_put_team(st->core->store, name, extra);
 	if (rc == 0)
-		rc = store_commit(st->store);
+		rc = store_commit(st->core->store);
 	json_decref(extra);
-	st->need_schedule = 1;
+	st->core->need_schedule = 1;
 	return rc;
 }
 
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
                  const char *fmt, ...)
 {
-	XGROW(st->events, st->nevents, st->capevents);
-	struct event *e = &st->events[st->nevents++];
+	XGROW(st->core->events, st->core->nevents, st->core->capevents);
+	struct event *e = &st->core->events[st->core->nevents++];
 	snprintf(e->kind, sizeof(e->kind), "%s", kind);
 	e->job_id = job_id;
 	e->node_id = node_id;
@@ -202,56 +202,76 @@ void state_mark_job(struct state *st, struct job *j)
 	if (j->dirty)
 		return;
 	j->dirty = 1;
-	XGROW(st->dirty_jobs, st->ndirty_jobs, st->capdirty_jobs);
-	st->dirty_jobs[st->ndirty_jobs++] = j;
+	XGROW(st->core->dirty_jobs, st->core->ndirty_jobs, st->core->capdirty_jobs);
+	st->core->dirty_jobs[st->core->ndirty_jobs++] = j;
 }
 
 int state_flush(struct state *st)
 {
-	if (!st->ndirty_jobs && !st->nodes_dirty && !st->nevents)
+	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents)
 		return 0;
-	int rc = store_begin(st->store);
-	for (int i = 0; rc == 0 && i < st->ndirty_jobs; i++)
-		rc = store_put_job(st->store, st->dirty_jobs[i]);
-	for (int i = 0; rc == 0 && st->nodes_dirty && i < st->nnodes; i++)
+	int rc = store_begin(st->core->store);
+	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
+		rc = store_put_job(st->core->store, st->core->dirty_jobs[i]);
+	for (int i = 0; rc == 0 && st->core->nodes_dirty && i < st->nnodes; i++)
 		if (st->nodes[i]->dirty)
-			rc = store_put_node(st->store, st->nodes[i]);
-	for (int i = 0; rc == 0 && i < st->nevents; i++) {
-		struct event *e = &st->events[i];
-		rc = store_add_event(st->store, e->kind, e->job_id, e->node_id, e->message);
+			rc = store_put_node(st->core->store, st->nodes[i]);
+	for (int i = 0; rc == 0 && i < st->core->nevents; i++) {
+		struct event *e = &st->core->events[i];
+		rc = store_add_event(st->core->store, e->kind, e->job_id, e->node_id, e->message);
 	}
 	if (rc == 0)
-		rc = store_commit(st->store);
+		rc = store_commit(st->core->store);
 	else
-		store_rollback(st->store);
+		store_rollback(st->core->store);
 	if (rc) {
 		/* the housekeeping retries every 50 ms: say it once in 10 s */
 		int64_t now = now_ms();
-		st->flush_failures++;
-		if (st->flush_failed_logged_ms == 0 || now - st->flush_failed_logged_ms >= 10000) {
+		st->core->flush_failures++;
+		if (st->core->flush_failed_logged_ms == 0 ||
+		    now - st->core->flush_failed_logged_ms >= 10000) {
 			log_error("state flush failed: %s (%lld failure(s) since the last word; "
 			          "changes stay in memory and are retried)",
-			          store_error(st->store), (long long)st->flush_failures);
-			st->flush_failed_logged_ms = now;
-			st->flush_failures = 0;
+			          store_error(st->core->store),
+			          (long long)st->core->flush_failures);
+			st->core->flush_failed_logged_ms = now;
+			st->core->flush_failures = 0;
 		}
 		return rc;
 	}
-	if (st->flush_failed_logged_ms) {
+	if (st->core->flush_failed_logged_ms) {
 		log_info("state flush works again");
-		st->flush_failed_logged_ms = 0;
-		st->flush_failures = 0;
+		st->core->flush_failed_logged_ms = 0;
+		st->core->flush_failures = 0;
 	}
-	for (int i = 0; i < st->ndirty_jobs; i++)
-		st->dirty_jobs[i]->dirty = 0;
-	st->ndirty_jobs = 0;
-	for (int i = 0; st->nodes_dirty && i < st->nnodes; i++)
+	for (int i = 0; i < st->core->ndirty_jobs; i++)
+		st->core->dirty_jobs[i]->dirty = 0;
+	st->core->ndirty_jobs = 0;
+	for (int i = 0; st->core->nodes_dirty && i < st->nnodes; i++)
 		st->nodes[i]->dirty = 0;
-	st->nodes_dirty = 0;
-	for (int i = 0; i < st->nevents; i++)
-		free(st->events[i].message);
-	st->nevents = 0;
+	st->core->nodes_dirty = 0;
+	for (int i = 0; i < st->core->nevents; i++)
+		free(st->core->events[i].message);
+	st->core->nevents = 0;
 	return 0;
+}
+
+void state_mark_node(struct state *st, struct node *n)
+{
+	n->dirty = 1;
+	st->core->nodes_dirty = 1;
+}
+
+void state_node_changed(struct state *st, struct node *n)
+{
+	n->changes++;
+	state_mark_node(st, n);
+	state_want_schedule(st);
+}
+
+void state_want_schedule(struct state *st)
+{
+	st->core->need_schedule = 1;
 }
 
 void state_bump(struct state *st, struct node *n)
@@ -259,8 +279,7 @@ void state_bump(struct state *st, struct node *n)
 	if (!n)
 		return;
 	n->generation++;
-	n->dirty = 1;
-	st->nodes_dirty = 1;
+	state_mark_node(st, n);
 	if (st->wake)
 		st->wake(st, n);
 }
@@ -295,10 +314,6 @@ static void load_node(void *ctx, struct node *n)
 	for (int i = 0; i < 4; i++)
 		if (!*fields[i])
 			*fields[i] = xstrdup(strs[i]);
-	if (n->facts)
-		state_node_facts(st, n, n->facts);
-	state_node_restore(st, n);
-	n->dirty = 0;
 	st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
 	st->nodes[st->nnodes++] = n;
 }
@@ -309,90 +324,166 @@ static void load_job(void *ctx, struct job *j)
 	while (st->njobs + 1 < j->id) /* a hole would break dense ids: never expected */
 		state_index_job(st, NULL);
 	state_index_job(st, j);
-	for (int i = 0; i < j->nattempts; i++) {
-		struct attempt *a = j->attempts[i];
-		while (st->nattempts + 1 < a->id) {
-			XGROW(st->attempts, st->nattempts, st->capattempts);
-			st->attempts[st->nattempts++] = NULL;
-		}
-		XGROW(st->attempts, st->nattempts, st->capattempts);
-		st->attempts[st->nattempts++] = a;
-	}
+	for (int i = 0; i < j->nattempts; i++)
+		state_index_attempt(st, NULL, j->attempts[i]);
 }
 
-static void state_free(struct state *st);
-
-int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
+int state_core_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
 {
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_init(&st->mu, NULL);
-	st->node_timeout_ms = node_timeout_ms;
-	st->usage_half_life_ms = 24 * 3600 * 1000LL;
-	st->aging_ms = 60 * 1000;
-	st->preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
-	st->preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
-	st->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
-	st->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
-	int rc = store_open(db_path, full_sync, &st->store);
+	st->config.node_timeout_ms = node_timeout_ms;
+	st->config.usage_half_life_ms = 24 * 3600 * 1000LL;
+	st->config.aging_ms = 60 * 1000;
+	st->config.preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
+	st->config.preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
+	st->config.preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
+	st->config.preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
+	st->core = xcalloc(1, sizeof(*st->core));
+	int rc = store_open(db_path, full_sync, &st->core->store);
 	if (rc) {
-		pthread_mutex_destroy(&st->mu);
+		free(st->core);
+		st->core = NULL;
 		return rc;
 	}
+	pthread_mutex_init(&st->mu, NULL);
 	struct store_loader l = {.ctx = st,
 	                         .queue = load_queue,
 	                         .team = load_team,
 	                         .node = load_node,
 	                         .job = load_job};
-	rc = store_load(st->store, &l);
-	if (rc) {
-		state_free(st); /* what loaded, unwritten: the file stays as it was */
-		return rc;
-	}
-	if (!state_queue(st, "default")) {
+	rc = store_load(st->core->store, &l);
+	if (rc == 0 && !state_queue(st, "default")) {
 		char err[128];
 		json_t *dflt = json_pack("{s:s,s:i}", "name", "default", "priority", 0);
 		rc = state_put_queue(st, dflt, err, sizeof(err));
 		json_decref(dflt);
 	}
-	state_restore(st);
-	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
-	         (long long)st->njobs, (long long)st->nattempts, st->nactive, st->npending);
-	if (!rc)
-		rc = state_flush(st);
 	if (rc)
-		state_free(st);
+		state_core_free(st); /* what loaded, unwritten: the file stays as it was */
 	return rc;
 }
 
-void state_close(struct state *st)
+void state_core_free(struct state *st)
 {
-	state_flush(st);
-	state_free(st);
-}
-
-static void state_free(struct state *st)
-{
-	for (int i = 0; i < st->nevents; i++) /* not flushed: the disk refused them */
-		free(st->events[i].message);
+	struct state_core *c = st->core;
+	for (int i = 0; i < c->nevents; i++) /* not flushed: the disk refused them */
+		free(c->events[i].message);
 	for (int64_t i = 0; i < st->njobs; i++)
 		job_free(st->jobs[i]); /* frees attempts too */
 	for (int i = 0; i < st->nnodes; i++)
 		node_free(st->nodes[i]);
 	free(st->jobs);
-	free(st->attempts);
+	free(c->attempts);
 	free(st->nodes);
-	free(st->pending);
-	free(st->active);
+	free(c->pending);
+	free(c->active);
 	free(st->queues);
 	free(st->teams);
-	for (int i = 0; i < st->names.n; i++)
-		free(st->names.v[i]);
-	free(st->names.v);
-	state_sched_free(st);
-	free(st->dirty_jobs);
-	free(st->events);
-	store_close(st->store);
+	for (int i = 0; i < c->names.n; i++)
+		free(c->names.v[i]);
+	free(c->names.v);
+	free(c->dirty_jobs);
+	free(c->events);
+	store_close(c->store);
+	free(c);
+	st->core = NULL;
 	pthread_mutex_destroy(&st->mu);
+}
+
+json_t *state_events(struct state *st, int limit, int64_t job_id)
+{
+	return store_events(st->core->store, limit, job_id);
+}
+
+/* ---- indexes ---- */
+
+struct attempt *state_attempt(struct state *st, int64_t id)
+{
+	return id >= 1 && id <= st->core->nattempts ? st->core->attempts[id - 1] : NULL;
+}
+
+void state_index_job(struct state *st, struct job *j)
+{
+	XGROW(st->jobs, st->njobs, st->core->capjobs);
+	st->jobs[st->njobs++] = j;
+}
+
+/* Indexes a by its id (dense: a hole is filled with NULL, never expected);
+ * with j, also appends it to j's attempts. */
+void state_index_attempt(struct state *st, struct job *j, struct attempt *a)
+{
+	struct state_core *c = st->core;
+	while (c->nattempts + 1 < a->id) {
+		XGROW(c->attempts, c->nattempts, c->capattempts);
+		c->attempts[c->nattempts++] = NULL;
+	}
+	XGROW(c->attempts, c->nattempts, c->capattempts);
+	c->attempts[c->nattempts++] = a;
+	if (j) {
+		j->attempts =
+		        xrealloc(j->attempts, sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
+		j->attempts[j->nattempts++] = a;
+	}
+}
+
+static int queue_priority(struct state *st, const struct job *j)
+{
+	struct queue *q = state_queue(st, j->queue);
+	return q ? q->priority : 0;
+}
+
+/* Negative when a should be scheduled before b. */
+static int order(struct state *st, const struct job *a, const struct job *b)
+{
+	int qa = queue_priority(st, a), qb = queue_priority(st, b);
+	if (qa != qb)
+		return qb - qa;
+	if (a->priority != b->priority)
+		return b->priority - a->priority;
+	return a->id < b->id ? -1 : 1;
+}
+
+void state_pending_add(struct state *st, struct job *j)
+{
+	struct state_core *c = st->core;
+	XGROW(c->pending, c->npending, c->cappending);
+	int pos = c->npending;
+	while (pos > 0 && order(st, j, c->pending[pos - 1]) < 0) {
+		c->pending[pos] = c->pending[pos - 1];
+		pos--;
+	}
+	c->pending[pos] = j;
+	c->npending++;
+}
+
+void state_pending_remove(struct state *st, struct job *j)
+{
+	struct state_core *c = st->core;
+	for (int i = 0; i < c->npending; i++)
+		if (c->pending[i] == j) {
+			memmove(&c->pending[i], &c->pending[i + 1],
+			        sizeof(*c->pending) * (size_t)(c->npending - i - 1));
+			c->npending--;
+			return;
+		}
+}
+
+void state_active_add(struct state *st, struct attempt *a)
+{
+	XGROW(st->core->active, st->core->nactive, st->core->capactive);
+	st->core->active[st->core->nactive++] = a;
+}
+
+/* Swaps the last active attempt into a's place: callers that walk active
+ * while attempts end walk it downward. */
+void state_active_remove(struct state *st, struct attempt *a)
+{
+	struct state_core *c = st->core;
+	for (int i = 0; i < c->nactive; i++)
+		if (c->active[i] == a) {
+			c->active[i] = c->active[--c->nactive];
+			return;
+		}
 }
 
 /* ---- JSON views ---- */
@@ -517,8 +608,8 @@ static int64_t attempt_gpus(const struct job *j)
 int state_team_gpus(struct state *st, const char *queue, const char *team)
 {
 	int64_t n = 0;
-	for (int i = 0; i < st->nactive; i++) {
-		const struct job *j = state_job(st, st->active[i]->job_id);
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct job *j = state_job(st, st->core->active[i]->job_id);
 		if (strcmp(j->queue, queue) == 0 && strcmp(j->team, team) == 0)
 			n += attempt_gpus(j);
 	}
@@ -527,9 +618,9 @@ int state_team_gpus(struct state *st, const char *queue, const char *team)
 
 double state_team_usage(struct state *st, struct team *t, int64_t now)
 {
-	double u = sched_decay(t->usage, now - t->usage_ms, st->usage_half_life_ms);
-	for (int i = 0; i < st->nactive; i++) {
-		const struct attempt *a = st->active[i];
+	double u = sched_decay(t->usage, now - t->usage_ms, st->config.usage_half_life_ms);
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct attempt *a = st->core->active[i];
 		const struct job *j = state_job(st, a->job_id);
 		if (strcmp(j->team, t->name) == 0 && a->start_ms > 0 && now > a->start_ms)
 			u += (double)attempt_gpus(j) * (double)(now - a->start_ms) / 3.6e6;
@@ -546,10 +637,11 @@ void state_account(struct state *st, const struct job *j, const struct attempt *
 	int64_t now = a->end_ms;
 	double add = (double)attempt_gpus(j) * (double)(a->end_ms - a->start_ms) / 3.6e6;
 	if (now >= t->usage_ms) {
-		t->usage = sched_decay(t->usage, now - t->usage_ms, st->usage_half_life_ms) + add;
+		t->usage = sched_decay(t->usage, now - t->usage_ms, st->config.usage_half_life_ms) +
+		           add;
 		t->usage_ms = now;
 	} else { /* loading history out of order: decay the addition instead */
-		t->usage += sched_decay(add, t->usage_ms - now, st->usage_half_life_ms);
+		t->usage += sched_decay(add, t->usage_ms - now, st->config.usage_half_life_ms);
 	}
 }
 
@@ -562,10 +654,10 @@ json_t *state_queue_json(struct state *st, const struct queue *q)
 		                          "nominal_gpus", q->quotas[k].nominal_gpus, "used_gpus",
 		                          state_team_gpus(st, q->name, q->quotas[k].team)));
 	int pending = 0, running = 0, used = 0;
-	for (int i = 0; i < st->npending; i++)
-		pending += strcmp(st->pending[i]->queue, q->name) == 0;
-	for (int i = 0; i < st->nactive; i++) {
-		const struct job *j = state_job(st, st->active[i]->job_id);
+	for (int i = 0; i < st->core->npending; i++)
+		pending += strcmp(st->core->pending[i]->queue, q->name) == 0;
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct job *j = state_job(st, st->core->active[i]->job_id);
 		if (strcmp(j->queue, q->name) == 0) {
 			running++;
 			used += (int)attempt_gpus(j);
@@ -582,8 +674,8 @@ json_t *state_team_json(struct state *st, const struct team *t)
 {
 	double usage = state_team_usage(st, (struct team *)t, wall_ms());
 	int gpus = 0;
-	for (int i = 0; i < st->nactive; i++) {
-		const struct job *j = state_job(st, st->active[i]->job_id);
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct job *j = state_job(st, st->core->active[i]->job_id);
 		if (strcmp(j->team, t->name) == 0)
 			gpus += (int)attempt_gpus(j);
 	}

@@ -2,22 +2,17 @@
  *
  * The server owns one in-memory copy of these records (guarded by its state
  * lock) and writes every change through store.h in one transaction per
- * request. These are plain records: the server's state files make the
- * transitions (server/jobs.c, ranks.c, nodes.c and schedule.c). Fields
- * marked "in memory" are not stored but are the server's record state; what
- * the scheduler glue derives from a record (interned ids) lives in the
- * glue's own table (server/schedule.c), not here.
+ * request. These are plain records. Their states change only through the
+ * server's transition functions (server/transition.c), which check every
+ * move against the tables in store/machine.h; docs/states.md draws them.
+ * Fields marked "in memory" are not stored but are the server's record
+ * state; what the scheduler glue derives from a record (interned ids) lives
+ * in the glue's own table (server/schedule.c), not here.
  *
- * Job (and attempt) states:
- *
- *   pending --place--> scheduled --all ranks running--> running
- *      |                   |                               |
- *      | cancel            +--------- rank exits / cancel / node lost
- *      v                                   v
- *   cancelled           (ending: other ranks are stopped; GPUs are freed
- *                         rank by rank as each one reports its end)
- *                                          v
- *                        succeeded | failed | cancelled | lost
+ * In short: a job is pending, scheduled (placed; its ranks starting),
+ * running (every rank runs), then succeeded, failed, cancelled or lost; a
+ * preempted or requeued attempt ends "preempted" and its job is pending
+ * again. A node's state is two things, explained at enum node_state.
  */
 #ifndef ANVIL_MODEL_H
 #define ANVIL_MODEL_H
@@ -50,7 +45,8 @@ enum rank_state {
 
 /* A node's state is two things: whether its agent answers (node->state:
  * NODE_READY or NODE_LOST) and what operators or faults decided
- * (node->admin). What users see is node_shown_state():
+ * (node->admin; both machines in store/machine.h). What users see is
+ * node_shown_state():
  *
  *   ready --cordon--> cordoned --uncordon--> ready
  *     |                  |
@@ -179,7 +175,8 @@ struct node {
 	int64_t finding_seq;                /* newest fault finding applied */
 	int64_t faults[NODE_FAULT_NSCOPES]; /* findings applied, by scope */
 	int64_t generation;                 /* bumped when the desired set changes */
-	int64_t last_seen_ms;               /* monotonic */
+	int64_t changes;      /* in memory: bumped when its facts, pool or labels change */
+	int64_t last_seen_ms; /* monotonic */
 	int dirty;
 	void *waiter; /* the suspended long poll, if any (server/agentproto.c) */
 	int64_t waiter_deadline_ms;

@@ -1,0 +1,53 @@
+/* api_util.c - what the API files share: JSON answers, path ids, bodies,
+ * flushing before an answer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/util.h"
+#include "server/server.h"
+
+void api_send_json(struct httpd_req *req, int status, json_t *o)
+{
+	char *text = jv_dump(o);
+	httpd_json(req, status, text);
+	free(text);
+	json_decref(o);
+}
+
+/* Parses "/v1/jobs/17/logs" style ids; 0 when not a positive integer. */
+int64_t api_path_id(const char *seg, size_t len)
+{
+	char tmp[24];
+	if (len == 0 || len >= sizeof(tmp))
+		return 0;
+	memcpy(tmp, seg, len);
+	tmp[len] = '\0';
+	int64_t v;
+	return parse_i64(tmp, 1, INT64_MAX, &v) == 0 ? v : 0;
+}
+
+int api_flush_or_fail(struct state *st, struct httpd_req *req)
+{
+	int rc = state_flush(st);
+	if (rc)
+		httpd_error(req, rc, "cannot persist the change");
+	return rc;
+}
+
+/* Parses and validates a POST body against fields; answers 400 itself. */
+json_t *api_body(struct httpd_req *req, const struct jv_field *fields)
+{
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc == 0)
+		rc = jv_check(body, fields, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		json_decref(body);
+		return NULL;
+	}
+	return body;
+}

@@ -1,0 +1,115 @@
+/* core.h - the state core: what only the server's state files see.
+ *
+ * The state files are layered; each calls only the layers below it
+ * (tests/lint/layers.py checks it):
+ *
+ *   0  state.c       the core: indexes, dirty records, events, flush,
+ *                    queues and teams, accounting
+ *   1  transition.c  the transitions: the only writers of a job's,
+ *                    attempt's, rank's or node's state (store/machine.h)
+ *   2  ranks.c       attempts and ranks: reports, stops, desired sets
+ *   3  jobs.c        submission and cancellation; nodes.c: facts, admin
+ *                    states, health, liveness, registration
+ *   4  schedule.c    the scheduler glue (glue.h)
+ *   5  entry.c       the entry points that compose them (state.h)
+ *
+ * Every function runs with the state lock held.
+ */
+#ifndef ANVIL_CORE_H
+#define ANVIL_CORE_H
+
+#include "server/state.h"
+
+/* Interned strings for the scheduler: id = index + 1; 0 means none. */
+struct names {
+	char **v;
+	int n, cap;
+};
+
+struct event {
+	char kind[32];
+	int64_t job_id;
+	int64_t node_id;
+	char *message;
+};
+
+struct scratch; /* the scheduler glue's own (schedule.c) */
+
+struct state_core {
+	struct store *store;
+	size_t capjobs;
+	struct attempt **attempts; /* attempts[id - 1] */
+	int64_t nattempts;
+	size_t capattempts;
+	struct job **pending; /* in scheduling order (see pending_add) */
+	int npending, cappending;
+	struct attempt **active; /* attempts not final */
+	int nactive, capactive;
+	struct names names;
+	struct job **dirty_jobs;
+	int ndirty_jobs, capdirty_jobs;
+	int nodes_dirty;
+	struct event *events;
+	int nevents, capevents;
+	int need_schedule;              /* a change may let work start: run a cycle */
+	int64_t flush_failed_logged_ms; /* when a failed flush was last logged; 0: none failing */
+	int64_t flush_failures;         /* failed flushes since then */
+	struct scratch *glue;           /* made by the glue's first use, freed by it */
+};
+
+/* ---- layer 0: state.c ---- */
+
+/* Allocates the core and opens the store; state_open (entry.c) loads it.
+ * On an error nothing is left open. */
+int state_core_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms);
+/* Frees every record and closes the store (unflushed changes are lost). */
+void state_core_free(struct state *st);
+
+struct attempt *state_attempt(struct state *st, int64_t id);
+void state_mark_job(struct state *st, struct job *j);   /* dirty: flush writes it */
+void state_mark_node(struct state *st, struct node *n); /* dirty: flush writes it */
+void state_bump(struct state *st, struct node *n);      /* its desired set changed */
+void state_want_schedule(struct state *st);             /* run a cycle when settled */
+/* Interns s for the scheduler (names); 0 for NULL or "". */
+uint32_t state_intern(struct state *st, const char *s);
+void state_index_job(struct state *st, struct job *j);
+void state_index_attempt(struct state *st, struct job *j, struct attempt *a);
+/* pending: the queue in scheduling order (queue priority, job priority,
+ * then FIFO); active: attempts not final. */
+void state_pending_add(struct state *st, struct job *j);
+void state_pending_remove(struct state *st, struct job *j);
+void state_active_add(struct state *st, struct attempt *a);
+void state_active_remove(struct state *st, struct attempt *a);
+/* Adds a's GPU-hours, once ended, to its team's usage. */
+void state_account(struct state *st, const struct job *j, const struct attempt *a);
+json_t *state_gpu_list(uint64_t mask);
+
+/* ---- layer 1: transition.c ----
+ *
+ * Each checks the move against its kind's table (store/machine.h), sets
+ * the times that belong to it, marks the record dirty and records the event
+ * the table names, with the formatted text as its message (a move whose row
+ * names no event records none). An illegal move changes nothing: it is
+ * logged as an error and ERR_STATE is returned. */
+
+/* Job times: placed clears the estimate; running sets start_ms from its
+ * attempt; requeued (pending) clears start, exit status and end; a final
+ * state sets end_ms and keeps the attempt's start even when the job never
+ * got to running (a quickly failing gang). */
+int job_to(struct state *st, struct job *j, enum job_state to, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Attempt times: running sets start_ms if no rank set it; a final state
+ * sets end_ms, leaves the active list and is accounted to its team. */
+int attempt_to(struct state *st, struct attempt *a, enum job_state to);
+/* A rank that has run (reported running, or exited with a pid) starts its
+ * attempt's clock if it is the first; a final rank frees its GPUs. */
+int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state to);
+/* Whether the node's agent answers: ready <-> lost. */
+int node_to(struct state *st, struct node *n, enum node_state to, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* The operators' and faults' state; reason is kept as admin_reason, and
+ * the event says "node N: from -> to[ by a fault][: reason][ note]". */
+int node_admin_to(struct state *st, struct node *n, enum node_state to, const char *reason,
+                  int by_fault, const char *note);
+
+#endif

@@ -1,0 +1,109 @@
+/* entry.c - state.h's entry points that compose the layers below: opening
+ * (load, then restore every index), submission (build, the can-it-ever-fit
+ * check, admit, a cycle), agent reports and housekeeping (apply, then
+ * settle). Layer 5 of the state files (core.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "server/glue.h"
+
+/* A loaded node's facts and health masks, as when it last reported. */
+static void restore_node(struct state *st, struct node *n)
+{
+	if (n->facts)
+		state_node_facts(st, n, n->facts);
+	state_node_restore(st, n);
+	n->dirty = 0; /* as loaded */
+}
+
+/* After loading: pending, active, GPU allocations, usage and the glue's
+ * interned ids. */
+static void restore_job(struct state *st, struct job *j)
+{
+	state_team(st, j->team, 1);
+	glue_job_cache(st, j);
+	if (j->state == JOB_PENDING)
+		state_pending_add(st, j);
+	for (int k = 0; k < j->nattempts; k++) {
+		struct attempt *a = j->attempts[k];
+		if (job_state_final(a->state)) {
+			state_account(st, j, a);
+			continue;
+		}
+		state_active_add(st, a);
+		for (int r = 0; r < a->nranks; r++) {
+			struct node *n = state_node(st, a->ranks[r].node_id);
+			if (n && !rank_state_final(a->ranks[r].state)) {
+				n->gpus_used |= a->ranks[r].gpus;
+				a->ranks[r].stop_gen = n->generation;
+			}
+		}
+	}
+}
+
+int state_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
+{
+	int rc = state_core_open(st, db_path, full_sync, node_timeout_ms);
+	if (rc)
+		return rc;
+	for (int i = 0; i < st->nnodes; i++)
+		restore_node(st, st->nodes[i]);
+	for (int64_t i = 0; i < st->njobs; i++)
+		if (st->jobs[i])
+			restore_job(st, st->jobs[i]);
+	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
+	         (long long)st->njobs, (long long)st->core->nattempts, st->core->nactive,
+	         st->core->npending);
+	rc = state_flush(st);
+	if (rc)
+		state_close(st);
+	return rc;
+}
+
+void state_close(struct state *st)
+{
+	state_flush(st);
+	glue_free(st);
+	state_core_free(st);
+}
+
+int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
+{
+	struct job *j = NULL;
+	int rc = jobs_build(st, body, &j, err, errlen);
+	if (rc)
+		return rc;
+	glue_job_cache(st, j);
+	rc = glue_fits_ever(st, j, err, errlen);
+	if (rc == 0)
+		rc = jobs_admit(st, j, err, errlen);
+	if (rc) {
+		glue_forget_job(st, j);
+		job_free(j);
+		return rc;
+	}
+	state_schedule(st);
+	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
+		text_printf(
+		        j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
+		        "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
+	*out = j;
+	return 0;
+}
+
+void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen)
+{
+	ranks_apply_reports(st, n, ranks, agent_gen);
+	nodes_back(st, n, ranks);
+	state_settle(st);
+}
+
+void state_check_nodes(struct state *st, int64_t now)
+{
+	ranks_check_time_limits(st);
+	nodes_check_silent(st, now);
+	state_settle(st);
+}

@@ -1,0 +1,24 @@
+/* glue.h - the scheduler glue (schedule.c, layer 4 of core.h's drawing):
+ * what it offers the entry points above it beyond state.h's scheduling
+ * calls. Every function runs with the state lock held.
+ *
+ * The glue keeps its interned copy of what it reads from a record (a job's
+ * queue, team and constraints; a node's pool, labels and GPU model) in its
+ * own table. A node's copy is made again whenever node->changes moves; a
+ * job's never changes after submission.
+ */
+#ifndef ANVIL_GLUE_H
+#define ANVIL_GLUE_H
+
+#include "server/records.h"
+
+/* Interns the job's queue, team and constraints into the glue's table. */
+void glue_job_cache(struct state *st, struct job *j);
+/* Drops j's entry: a refused submission, whose id goes to the next job. */
+void glue_forget_job(struct state *st, const struct job *j);
+/* 0 if j could ever run on the registered nodes, else ERR_UNFIT + why. */
+int glue_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
+/* Frees the glue's caches and the scheduler. */
+void glue_free(struct state *st);
+
+#endif

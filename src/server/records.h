@@ -1,0 +1,49 @@
+/* records.h - the record files of the server's state: layers 2 and 3 of
+ * core.h's drawing. What they offer users is declared in state.h; this is
+ * what they offer the layers above them. Every function runs with the
+ * state lock held.
+ */
+#ifndef ANVIL_RECORDS_H
+#define ANVIL_RECORDS_H
+
+#include "server/core.h"
+#include "store/machine.h"
+
+/* ---- layer 2: ranks.c ---- */
+
+/* Stops every rank of a that still runs (its nodes' desired sets lose
+ * them); each rank's end is then reported by its agent. */
+void state_attempt_stop(struct state *st, struct attempt *a);
+/* Stops a so that its job goes back to its queue (drain, bad GPU); why is
+ * the attempt's end reason. */
+void state_attempt_requeue(struct state *st, struct attempt *a, const char *why);
+/* Applies one sync's rank reports; agent_gen is the generation the agent
+ * last applied (a rank dropped before it and not reported never ran). */
+void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen);
+/* Every rank still on n is lost with it (the gangs end). */
+void ranks_node_lost(struct state *st, struct node *n);
+/* Stops attempts past their time limit, as Slurm does (TIMEOUT). */
+void ranks_check_time_limits(struct state *st);
+
+/* ---- layer 3: jobs.c ---- */
+
+/* Validates a submission body and makes its job record (not yet indexed:
+ * its id is the next one). On failure: a code and a message naming the
+ * field, the value and the reason. */
+int jobs_build(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen);
+/* Persists a built job and queues it; on failure nothing changed and the
+ * caller frees it. */
+int jobs_admit(struct state *st, struct job *j, char *err, size_t errlen);
+
+/* ---- layer 3: nodes.c ---- */
+
+/* Marks nodes silent for longer than the node timeout lost. */
+void nodes_check_silent(struct state *st, int64_t now);
+/* A lost node whose agent syncs again running nothing unwanted is ready. */
+void nodes_back(struct state *st, struct node *n, const json_t *ranks);
+/* After loading: the masks from the last health report. */
+void state_node_restore(struct state *st, struct node *n);
+/* Draining nodes whose last attempt has ended become drained. */
+void state_nodes_settle(struct state *st);
+
+#endif

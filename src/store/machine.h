@@ -1,0 +1,50 @@
+/* machine.h - the state machines of jobs, attempts, ranks and nodes, as
+ * tables.
+ *
+ * Each record kind has one table of the moves it may make; the server's
+ * transition functions (server/core.h) refuse any other. A row also names
+ * the event a move records ("job.placed"), or NULL for a move that records
+ * none. docs/states.md draws these tables, and a unit test keeps the
+ * drawing equal to them. Pure: no state, no I/O.
+ *
+ * A node has two machines: whether its agent answers (MACHINE_NODE: ready,
+ * lost) and what operators and faults decided (MACHINE_NODE_ADMIN: ready,
+ * cordoned, draining, drained); model.h explains how they combine.
+ * Records are created in their first state (a job pending, an attempt
+ * scheduled, a rank assigned, a node ready), which is not a move.
+ */
+#ifndef ANVIL_MACHINE_H
+#define ANVIL_MACHINE_H
+
+#include <stddef.h>
+
+enum machine_kind { MACHINE_JOB, MACHINE_ATTEMPT, MACHINE_RANK, MACHINE_NODE, MACHINE_NODE_ADMIN };
+#define MACHINE_NKINDS 5
+
+struct machine_move {
+	int from, to;      /* enum job_state, rank_state or node_state */
+	const char *event; /* the event kind it records, or NULL */
+	const char *why;   /* what makes it happen, for the drawing */
+};
+
+/* The moves of one kind, ended by a row with why == NULL. */
+const struct machine_move *machine_moves(enum machine_kind k);
+/* The row for from -> to, or NULL if the move is not allowed. */
+const struct machine_move *machine_find(enum machine_kind k, int from, int to);
+/* "job", "attempt", "rank", "node", "node admin". */
+const char *machine_kind_name(enum machine_kind k);
+/* The name of state s of kind k ("pending", "assigned", "draining"). */
+const char *machine_state_name(enum machine_kind k, int s);
+/* Number of states of kind k (the enum's NSTATES). */
+int machine_nstates(enum machine_kind k);
+/* The state a record of kind k is created in. */
+int machine_initial(enum machine_kind k);
+/* A state with no move out of it. */
+int machine_final(enum machine_kind k, int s);
+/* Kind k as docs/states.md shows it: a mermaid state diagram (moves to
+ * the same state left out), then the table, "| from | to | event | when |",
+ * one row per move in table order. Returns the length written (truncated
+ * to len - 1, always terminated). */
+size_t machine_markdown(enum machine_kind k, char *out, size_t len);
+
+#endif
