@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,4 +251,23 @@ int text_printf(char *buf, size_t size, const char *fmt, ...)
 	if (want > len - (k - 1))
 		buf[k - 1] = '\0';
 	return n;
+}
+
+static volatile sig_atomic_t caught_signal;
+
+static void on_stop_signal(int sig)
+{
+	caught_signal = sig;
+}
+
+void stop_signals_catch(void)
+{
+	struct sigaction sa = {.sa_handler = on_stop_signal};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+int stop_signal(void)
+{
+	return (int)caught_signal;
 }

@@ -44,4 +44,9 @@ int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* "1.5s", "200ms", "3m", "2h" or a bare number of seconds into milliseconds. */
 int parse_duration_ms(const char *s, int64_t *out);
 
+/* Catches SIGTERM and SIGINT for an orderly stop: stop_signal() is then the
+ * signal caught, 0 until one is. For a process's main loop. */
+void stop_signals_catch(void);
+int stop_signal(void);
+
 #endif

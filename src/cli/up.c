@@ -55,13 +55,6 @@ struct up {
 	char token[80];
 };
 
-static volatile sig_atomic_t up_signal;
-
-static void on_signal(int sig)
-{
-	up_signal = sig;
-}
-
 static const char up_usage[] =
         "usage: anvil up [--agents N] [--gpus-per-agent G] [--gpu-model NAME] [--port P]\n"
         "                [--home DIR] [--node-timeout DUR] [--log-level LEVEL]\n"
@@ -340,7 +333,7 @@ static void stop_all(struct up *u)
 /* Waits for a signal or a daemon that dies on its own; returns the exit status. */
 static int supervise(struct up *u)
 {
-	while (!up_signal) {
+	while (!stop_signal()) {
 		int st;
 		pid_t pid = waitpid(-1, &st, WNOHANG);
 		if (pid > 0) {
@@ -357,7 +350,7 @@ static int supervise(struct up *u)
 		}
 		sleep_ms(100);
 	}
-	printf("anvil up: stopping (signal %d)\n", (int)up_signal);
+	printf("anvil up: stopping (signal %d)\n", stop_signal());
 	return 0;
 }
 
@@ -370,7 +363,7 @@ static int bring_up(struct up *u)
 		return rc;
 	for (int i = 0; i < u->agents && rc == 0; i++)
 		rc = start_agent(u, i);
-	for (int t = 0; rc == 0 && t < 300 && !up_signal; t++) {
+	for (int t = 0; rc == 0 && t < 300 && !stop_signal(); t++) {
 		if (ready_nodes(u) >= u->agents)
 			return 0;
 		int st;
@@ -391,9 +384,7 @@ int up_main(int argc, char **argv)
 	if (check_server_flags(&u))
 		return 2; /* the server said what is wrong */
 	httpc_global_init();
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	stop_signals_catch();
 	signal(SIGPIPE, SIG_IGN);
 	rc = bring_up(&u);
 	if (rc) {

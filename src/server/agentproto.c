@@ -117,43 +117,21 @@ static int check_health(const json_t *h, char *err, size_t errlen)
 	return rc;
 }
 
-static int token_ok(struct httpd_req *req, const char *want)
-{
-	const char *h = httpd_header(req, "Authorization");
-	if (!h || strncmp(h, "Bearer ", 7) != 0 || !want)
-		return 0;
-	h += 7;
-	size_t n = strlen(want);
-	if (strlen(h) != n)
-		return 0;
-	unsigned char diff = 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(h[i] ^ want[i]);
-	return diff == 0;
-}
-
 int agentproto_register(struct server *s, struct httpd_req *req)
 {
 	req->route = "agent_register";
-	if (!token_ok(req, s->join_token)) {
+	if (!api_token_ok(req, s->join_token)) {
 		httpd_error(req, ERR_AUTH, "register needs the cluster's join token");
 		return HTTPD_DONE;
 	}
-	char err[256];
-	json_t *body = NULL;
-	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
-	if (rc == 0)
-		rc = check_facts(body, register_fields, err, sizeof(err));
-	if (rc) {
-		httpd_error(req, rc, err);
-		json_decref(body);
+	json_t *body = api_body_checked(req, check_facts, register_fields);
+	if (!body)
 		return HTTPD_DONE;
-	}
 	struct state *st = &s->state;
 	state_lock(st);
 	struct node *n = state_register(st, body, jv_str(body, "name", ""));
 	state_settle(st);
-	rc = state_flush(st);
+	int rc = state_flush(st);
 	if (rc) {
 		httpd_error(req, rc, "cannot persist the registration");
 	} else {
@@ -225,7 +203,7 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 {
 	struct state *st = &s->state;
 	struct node *n = state_node(st, jv_int(body, "node_id", 0));
-	if (!n || !token_ok(req, n->secret)) {
+	if (!n || !api_token_ok(req, n->secret)) {
 		httpd_error(req, ERR_AUTH, "unknown node or wrong node secret");
 		return HTTPD_DONE;
 	}

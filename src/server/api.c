@@ -19,14 +19,8 @@
 
 static int admin_ok(struct server *s, struct httpd_req *req)
 {
-	const char *h = httpd_header(req, "Authorization");
-	if (h && strncmp(h, "Bearer ", 7) == 0 && strlen(h + 7) == strlen(s->admin_token)) {
-		unsigned char diff = 0;
-		for (size_t i = 0; s->admin_token[i]; i++)
-			diff |= (unsigned char)(h[7 + i] ^ s->admin_token[i]);
-		if (!diff)
-			return 1;
-	}
+	if (api_token_ok(req, s->admin_token))
+		return 1;
 	httpd_error(req, ERR_AUTH,
 	            "this call needs the admin token (Authorization: Bearer ...; see "
 	            "STATE_DIR/admin.token)");

@@ -40,13 +40,6 @@ struct server_config {
 	enum log_level level;
 };
 
-static volatile sig_atomic_t got_signal;
-
-static void on_signal(int sig)
-{
-	got_signal = sig;
-}
-
 static const char usage[] =
         "usage: anvil server [options]\n"
         "\n"
@@ -319,9 +312,7 @@ int server_main(int argc, char **argv)
 	log_init("server", c.level);
 	httpc_global_init();
 	signal(SIGPIPE, SIG_IGN);
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	stop_signals_catch();
 	struct server *s = xcalloc(1, sizeof(*s));
 	rc = open_all(s, &c);
 	if (rc) {
@@ -337,9 +328,9 @@ int server_main(int argc, char **argv)
 	log_info("listening url=%s state_dir=%s", s->url, c.state_dir);
 	pthread_t hk;
 	pthread_create(&hk, NULL, housekeeping, s);
-	while (!got_signal)
+	while (!stop_signal())
 		pause();
-	log_info("stopping signal=%d", (int)got_signal);
+	log_info("stopping signal=%d", stop_signal());
 	agentproto_release_all(s);
 	pthread_join(hk, NULL);
 	httpd_stop(s->http);

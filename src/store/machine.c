@@ -88,16 +88,42 @@ static const struct machine_move admin_moves[] = {
         END,
 };
 
-static const struct machine_move *const tables[MACHINE_NKINDS] = {
-        job_moves, attempt_moves, rank_moves, node_moves, admin_moves,
+static const char *job_name(int s)
+{
+	return job_state_name((enum job_state)s);
+}
+
+static const char *rank_name(int s)
+{
+	return rank_state_name((enum rank_state)s);
+}
+
+static const char *node_name(int s)
+{
+	return node_state_name((enum node_state)s);
+}
+
+static const struct kind {
+	const char *name;
+	const struct machine_move *moves;
+	int nstates, initial;
+	const char *(*state_name)(int s);
+} kinds[MACHINE_NKINDS] = {
+        {"job", job_moves, JOB_NSTATES, JOB_PENDING, job_name},
+        {"attempt", attempt_moves, JOB_NSTATES, JOB_SCHEDULED, job_name},
+        {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, rank_name},
+        {"node", node_moves, NODE_NSTATES, NODE_READY, node_name},
+        {"node admin", admin_moves, NODE_NSTATES, NODE_READY, node_name},
 };
 
-static const char *const kind_names[MACHINE_NKINDS] = {"job", "attempt", "rank", "node",
-                                                       "node admin"};
+static const struct kind *kind_of(enum machine_kind k)
+{
+	return (unsigned)k < MACHINE_NKINDS ? &kinds[k] : NULL;
+}
 
 const struct machine_move *machine_moves(enum machine_kind k)
 {
-	return (unsigned)k < MACHINE_NKINDS ? tables[k] : NULL;
+	return kind_of(k) ? kind_of(k)->moves : NULL;
 }
 
 const struct machine_move *machine_find(enum machine_kind k, int from, int to)
@@ -111,31 +137,22 @@ const struct machine_move *machine_find(enum machine_kind k, int from, int to)
 
 const char *machine_kind_name(enum machine_kind k)
 {
-	return (unsigned)k < MACHINE_NKINDS ? kind_names[k] : "?";
+	return kind_of(k) ? kind_of(k)->name : "?";
 }
 
 const char *machine_state_name(enum machine_kind k, int s)
 {
-	switch (k) {
-	case MACHINE_JOB:
-	case MACHINE_ATTEMPT: return job_state_name((enum job_state)s);
-	case MACHINE_RANK: return rank_state_name((enum rank_state)s);
-	case MACHINE_NODE:
-	case MACHINE_NODE_ADMIN: return node_state_name((enum node_state)s);
-	}
-	return "?";
+	return kind_of(k) ? kind_of(k)->state_name(s) : "?";
 }
 
 int machine_nstates(enum machine_kind k)
 {
-	switch (k) {
-	case MACHINE_JOB:
-	case MACHINE_ATTEMPT: return JOB_NSTATES;
-	case MACHINE_RANK: return RANK_NSTATES;
-	case MACHINE_NODE:
-	case MACHINE_NODE_ADMIN: return NODE_NSTATES;
-	}
-	return 0;
+	return kind_of(k) ? kind_of(k)->nstates : 0;
+}
+
+int machine_initial(enum machine_kind k)
+{
+	return kind_of(k) ? kind_of(k)->initial : 0;
 }
 
 int machine_final(enum machine_kind k, int s)
@@ -145,18 +162,6 @@ int machine_final(enum machine_kind k, int s)
 		if (m->from == s)
 			return 0;
 	return 1;
-}
-
-int machine_initial(enum machine_kind k)
-{
-	switch (k) {
-	case MACHINE_JOB: return JOB_PENDING;
-	case MACHINE_ATTEMPT: return JOB_SCHEDULED;
-	case MACHINE_RANK: return RANK_ASSIGNED;
-	case MACHINE_NODE:
-	case MACHINE_NODE_ADMIN: return NODE_READY;
-	}
-	return 0;
 }
 
 /* A state some move reaches or leaves, or the initial one. */
