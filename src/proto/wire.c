@@ -85,6 +85,7 @@ static int has_type(const json_t *v, enum jv_type t)
 	case JV_ARRAY: return json_is_array(v);
 	case JV_OBJECT:
 	case JV_STRING_MAP: return json_is_object(v);
+	case JV_NUMBER: return json_is_number(v);
 	}
 	return 0;
 }

@@ -28,6 +28,7 @@ static const char *type_text(enum jv_type t)
 	case JV_OBJECT: return "object";
 	case JV_STRING_MAP: return "object of strings";
 	case JV_ARRAY: return "array";
+	case JV_NUMBER: return "number";
 	}
 	return "?";
 }
@@ -63,6 +64,7 @@ static void bounds_text(const struct wire_field *f, char *out, size_t n)
 			snprintf(out, n, "any");
 		return;
 	case JV_STRING_MAP: snprintf(out, n, hi > 0 ? "≤ %lld entries" : "any", hi); return;
+	case JV_NUMBER: snprintf(out, n, "%g–%g", (double)lo / 1000, (double)hi / 1000); return;
 	case JV_OBJECT:
 	case JV_BOOL: snprintf(out, n, "—"); return;
 	}
