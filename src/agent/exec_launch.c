@@ -285,11 +285,36 @@ void exec_launch_dirs_load(struct exec *e)
 		closedir(d);
 }
 
+/* The job's working directory must be there: a directory that exists
+ * where the job was submitted need not exist on every node. Checked here,
+ * the rank fails to start and says why (the job's reason, the log);
+ * otherwise the command's chdir would fail, exit 127 and say it only in
+ * the log. (One that vanishes between here and the chdir still does.) */
+static int check_cwd(const char *cwd, int log_fd, char *err, size_t errlen)
+{
+	struct stat sb;
+	int rc = stat(cwd, &sb) < 0 ? -errno : 0;
+	if (rc == 0 && S_ISDIR(sb.st_mode))
+		return 0;
+	if (rc == 0 || rc == -ENOENT || rc == -ENOTDIR)
+		snprintf(err, errlen, "working directory %s %s on this node", cwd,
+		         rc == 0 ? "is not a directory" : "does not exist");
+	else
+		snprintf(err, errlen, "working directory %s: %s", cwd, strerror(-rc));
+	dprintf(log_fd, "anvil: failed to start: %s\n", err);
+	return rc ? rc : -ENOTDIR;
+}
+
 /* Everything the shim needs, prepared before the fork; the log is open
  * already and the cgroup comes later (a spare brings its own). */
 static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
                           const struct exec_spec *spec, char *err, size_t errlen)
 {
+	if (spec->cwd) {
+		int rc = check_cwd(spec->cwd, la->l.log_fd, err, errlen);
+		if (rc)
+			return rc;
+	}
 	la->out_dir = output_dir(e, r->attempt_id);
 	int rc = make_output_dir(e, la->out_dir);
 	if (rc) {

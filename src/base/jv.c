@@ -16,6 +16,7 @@ static const char *type_word(enum jv_type t)
 	case JV_OBJECT: return "an object";
 	case JV_STRING_MAP: return "an object of strings";
 	case JV_ARRAY: return "an array";
+	case JV_NUMBER: return "a number";
 	}
 	return "?";
 }
@@ -76,6 +77,20 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 		if (!json_is_boolean(v))
 			break;
 		return 0;
+	case JV_NUMBER: {
+		if (!json_is_number(v))
+			break;
+		/* As the value was written, not as 17 digits of a double. */
+		double x = json_number_value(v), lo = (double)f->min / 1000,
+		       hi = (double)f->max / 1000;
+		if (x < lo || x > hi) {
+			snprintf(err, errlen, "field '%s': %g is %s %g", f->name, x,
+			         x < lo ? "below the minimum" : "above the maximum",
+			         x < lo ? lo : hi);
+			return ERR_INVALID;
+		}
+		return 0;
+	}
 	case JV_STRINGS:
 	case JV_ARRAY: {
 		if (!json_is_array(v))

@@ -20,6 +20,9 @@ enum jv_type {
 	JV_OBJECT,     /* any object (validated by the caller) */
 	JV_STRING_MAP, /* object of string values; max bounds the count */
 	JV_ARRAY,      /* any array; min/max bound the count */
+	/* A number, integer or real (0.5, 2). The bounds are integers, so they
+	 * are in thousandths here: {10, 1024000} is 0.01-1024. */
+	JV_NUMBER,
 };
 
 struct jv_field {

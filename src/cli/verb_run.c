@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "base/mem.h"
+#include "base/buf.h"
 #include "cli/cli.h"
+#include "cli/submit.h"
 #include "cli/verb.h"
 
 static const struct cliargs_opt opts[] = {
@@ -25,8 +27,11 @@ static const struct cliargs_opt opts[] = {
          "the job checkpoints: preferred when preemption must stop something"},
         {"priority", 0, CLIARGS_INT, "P", "priority within the queue, -1000..1000 (default 0)"},
         {"name", 0, CLIARGS_STR, "NAME", "a name to show in listings"},
-        {"env", 'e', CLIARGS_KV, "K=V", "set an environment variable (repeatable)"},
-        {"cwd", 0, CLIARGS_STR, "DIR", "working directory on the node (default: the agent's)"},
+        {"env", 'e', CLIARGS_KV, "K=V",
+         "set an environment variable (repeatable; over what --export sends)"},
+        {"export", 0, CLIARGS_STR, "WHICH",
+         "ALL (default), NONE or VAR[,VAR...]: which variables of this environment go"},
+        {"cwd", 0, CLIARGS_STR, "DIR", "working directory on the nodes (default: this one)"},
         {"grace", 0, CLIARGS_DURATION, "DURATION",
          "SIGTERM-to-SIGKILL grace: 30s, 500ms, 2m (default 10s)"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "stream the log and exit with the job's status"},
@@ -35,83 +40,21 @@ static const struct cliargs_opt opts[] = {
         {NULL, 0, 0, NULL, NULL},
 };
 
-/* Integer options that go into the body under the same name. */
-static const char *const int_fields[] = {"gpus", "nodes", "priority"};
-static const char *const str_fields[] = {"queue", "name", "cwd", "team", "pool"};
-
-/* --cpus: a plain decimal number ("0.5", "4"); -1 when it is not one. The
- * server says what the bounds are. */
-static double parse_cpus(const char *s)
+/* The body (cli/submit.h), from the options, the environment and the
+ * current directory; what the user should know goes to stderr. */
+static int build_body(const struct verb_ctx *v, json_t **body)
 {
-	size_t n = strspn(s, "0123456789.");
-	char *end = NULL;
-	double v = n ? strtod(s, &end) : -1;
-	return n && end == s + n && s[n] == '\0' ? v : -1;
-}
-
-static json_t *env_object(const struct cliargs_value *env)
-{
-	json_t *obj = json_object();
-	for (size_t i = 0; i < env->nlist; i++) {
-		const char *kv = env->list[i];
-		const char *eq = strchr(kv, '=');
-		char *key = xstrndup(kv, (size_t)(eq - kv));
-		json_object_set_new(obj, key, json_string(eq + 1)); /* the last one wins */
-		free(key);
-	}
-	return obj;
-}
-
-/* The POST /v1/jobs body: only what was given, so the server's defaults
- * stay the defaults. */
-static json_t *submit_body(const struct verb_ctx *v)
-{
-	const struct cliargs *a = &v->args;
-	json_t *body = json_object();
-	json_t *cmd = json_array();
-	for (int i = 0; i < a->nrest; i++)
-		json_array_append_new(cmd, json_string(a->rest[i]));
-	json_object_set_new(body, "command", cmd);
-	for (size_t i = 0; i < sizeof(int_fields) / sizeof(int_fields[0]); i++) {
-		const struct cliargs_value *val = cliargs_get(a, int_fields[i]);
-		if (val->set)
-			json_object_set_new(body, int_fields[i], json_integer(val->num));
-	}
-	for (size_t i = 0; i < sizeof(str_fields) / sizeof(str_fields[0]); i++) {
-		const char *s = cliargs_str(a, str_fields[i]);
-		if (s)
-			json_object_set_new(body, str_fields[i], json_string(s));
-	}
-	const struct cliargs_value *env = cliargs_get(a, "env");
-	if (env->set)
-		json_object_set_new(body, "env", env_object(env));
-	const struct cliargs_value *grace = cliargs_get(a, "grace");
-	if (grace->set)
-		json_object_set_new(body, "grace_ms", json_integer(grace->num));
-	const struct cliargs_value *limit = cliargs_get(a, "time");
-	if (limit->set)
-		json_object_set_new(body, "time_limit_ms", json_integer(limit->num));
-	const char *model = cliargs_str(a, "gpu-type");
-	if (model)
-		json_object_set_new(body, "gpu_type", json_string(model));
-	const struct cliargs_value *mem = cliargs_get(a, "gpu-mem");
-	if (mem->set)
-		json_object_set_new(body, "min_gpu_memory_bytes", json_integer(mem->num));
-	const struct cliargs_value *limit_mem = cliargs_get(a, "memory");
-	if (limit_mem->set)
-		json_object_set_new(body, "memory_bytes", json_integer(limit_mem->num));
-	const char *cpus = cliargs_str(a, "cpus");
-	if (cpus) {
-		double n = parse_cpus(cpus);
-		int whole = n < 1e15 && n == (double)(int64_t)n;
-		json_object_set_new(body, "cpus", whole ? json_integer((int64_t)n) : json_real(n));
-	}
-	const struct cliargs_value *sel = cliargs_get(a, "selector");
-	if (sel->set)
-		json_object_set_new(body, "selectors", env_object(sel));
-	if (cliargs_flag(a, "checkpointing"))
-		json_object_set_new(body, "checkpointing", json_true());
-	return body;
+	char err[512];
+	struct buf notes;
+	buf_init(&notes);
+	char *cwd = get_current_dir_name(); /* $PWD when it is this directory */
+	int rc = submit_body(&v->args, environ, cwd, body, &notes, err, sizeof(err));
+	free(cwd);
+	char *eol;
+	for (const char *line = notes.data; line && (eol = strchr(line, '\n')); line = eol + 1)
+		fprintf(stderr, "anvil run: %.*s\n", (int)(eol - line), line);
+	buf_cleanup(&notes);
+	return rc ? verb_usage_error(v, "%s", err) : CLI_EXIT_OK;
 }
 
 static int check_args(const struct verb_ctx *v)
@@ -127,10 +70,6 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
-	const char *cpus = cliargs_str(a, "cpus");
-	if (cpus && parse_cpus(cpus) < 0)
-		return verb_usage_error(v, "--cpus: \"%s\" is not a number of CPUs like 0.5 or 4",
-		                        cpus);
 	return CLI_EXIT_OK;
 }
 
@@ -152,10 +91,16 @@ static void report_end(int64_t id, const json_t *job)
 
 static int run_fn(struct verb_ctx *v)
 {
+	json_t *body = NULL, *resp = NULL, *final = NULL;
 	int ret = check_args(v);
-	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
+	if (ret == CLI_EXIT_OK)
+		ret = build_body(v, &body);
+	if (ret == CLI_EXIT_OK)
+		ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK) {
+		json_decref(body);
 		return ret;
-	json_t *body = submit_body(v), *resp = NULL, *final = NULL;
+	}
 	ret = cliconn_call(&v->conn, "POST", "/v1/jobs", body, &resp);
 	json_decref(body);
 	if (ret != CLI_EXIT_OK)
@@ -190,6 +135,12 @@ const struct verb verb_run = {
                 "\"--\" or at the first word that is not an option; everything from there on is\n"
                 "the command. Limits (GPUs, nodes, priority, ...) are checked by the server,\n"
                 "which says what is wrong.\n"
+                "\n"
+                "As with sbatch, the job runs in the current directory (or --cwd DIR), which\n"
+                "must exist on the nodes, with this environment (--export ALL; NONE or a list\n"
+                "of names send less; --env K=V sets one on top). The token, ANVIL_*, and\n"
+                "variables of this host or session (HOSTNAME, SSH_*, DISPLAY, ...) never go;\n"
+                "`anvil show` lists the exported names, never their values.\n"
                 "\n"
                 "With --wait, the id goes to stderr, rank R's log (rank 0 by default) streams\n"
                 "to stdout until the job ends, and anvil exits with the job's status:\n"

@@ -39,6 +39,28 @@ static void env_line(const json_t *env, struct buf *out)
 	}
 }
 
+/* The names of the variables exported from the submitter's environment
+ * (their values are not shown), wrapped under the label's column. */
+static void exported_lines(const json_t *names, struct buf *out)
+{
+	size_t i, col = 0;
+	const json_t *name;
+	json_array_foreach (names, i, name) {
+		const char *s = json_is_string(name) ? json_string_value(name) : "?";
+		if (i == 0)
+			buf_printf(out, "  %-11s", "exported");
+		else if (col + 1 + strlen(s) > 80) {
+			buf_printf(out, "\n  %-11s", "");
+			col = 0;
+		} else
+			buf_adds(out, " ");
+		verb_add_clean(out, s);
+		col += strlen(s) + (col ? 1 : 0);
+	}
+	if (json_array_size(names))
+		buf_adds(out, "\n");
+}
+
 static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 {
 	char s[256];
@@ -66,6 +88,7 @@ static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 	env_line(json_object_get(job, "env"), &tmp);
 	if (tmp.len)
 		field(out, "env", tmp.data);
+	exported_lines(json_object_get(job, "exported"), out);
 	clitable_duration(s, sizeof(s), verb_int(job, "grace_ms", -1));
 	field(out, "grace", s);
 	time_field(out, "submitted", verb_int(job, "submit_time_ms", -1), now_ms);
@@ -175,7 +198,9 @@ const struct verb verb_show = {
         .max_pos = 1,
         .usage = "[--json] JOB",
         .summary = "show one job: its state, attempts and ranks",
-        .help = "Shows JOB: state (and why it waits), queue, size, command, times, exit code,\n"
-                "and each attempt: whether it ran on borrowed quota, why it ended or was\n"
-                "requeued, and its ranks: node, GPUs, state, pid, exit code, signal.\n",
+        .help = "Shows JOB: state (and why it waits), queue, size, command, working\n"
+                "directory, environment (only the names of the variables exported from the\n"
+                "submitter's environment), times, exit code, and each attempt: whether it\n"
+                "ran on borrowed quota, why it ended or was requeued, and its ranks: node,\n"
+                "GPUs, state, pid, exit code, signal.\n",
 };

@@ -58,13 +58,76 @@ static const struct wire_field desired_fields[] = {
         {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* The defaults are the server's (server/jobs.c); what only the server can
+ * check (the queue exists, the command's program and the selectors are not
+ * empty, env names, exported names are in env) is said in the meaning. */
+static const struct wire_field submit_fields[] = {
+        {"command", JV_STRINGS, 1, 1, 1024, "the program and its arguments; the program not empty"},
+        {"gpus", JV_INT, 0, 1, WIRE_MAX_GPUS,
+         "whole GPUs per node; default 1 (CPU-only jobs are not scheduled yet)"},
+        {"nodes", JV_INT, 0, 1, 1024, "nodes, one rank on each; default 1"},
+        {"queue", JV_STRING, 0, 1, 63, "an existing queue; default `default`"},
+        {"team", JV_STRING, 0, 1, 63,
+         "whose quota and fair share it counts against; default `default`"},
+        {"priority", JV_INT, 0, -1000, 1000, "priority within the queue; default 0"},
+        {"name", JV_STRING, 0, 0, 128, "a name to show in listings; default `\"\"`"},
+        {"env", JV_STRING_MAP, 0, 0, 1024,
+         "the ranks' environment (below): names not empty and without `=`"},
+        {"exported", JV_STRINGS, 0, 0, 1024,
+         "names in `env` that the client exported from its own environment (below)"},
+        {"cwd", JV_STRING, 0, 1, 4096,
+         "the working directory on the nodes, an absolute path; default: the attempt's "
+         "output directory"},
+        {"grace_ms", JV_INT, 0, 0, 600000, "SIGTERM-to-SIGKILL grace when stopping; default 10000"},
+        {"time_limit_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000,
+         "the attempt is stopped when it is reached; lets the scheduler backfill; default: "
+         "the queue's"},
+        {"gpu_type", JV_STRING, 0, 1, 95,
+         "a GPU model, matched case-insensitively on the model's last word (`h200` matches "
+         "`NVIDIA H200`); default: any"},
+        {"min_gpu_memory_bytes", JV_INT, 0, 0, 1LL << 50,
+         "memory every assigned GPU must have; default 0"},
+        {"pool", JV_STRING, 0, 1, 63, "only nodes in this pool; default: any"},
+        {"selectors", JV_STRING_MAP, 0, 0, 4,
+         "labels every node must carry (`{\"disk\": \"nvme\"}`): keys not empty and without "
+         "`=`, values not empty"},
+        {"checkpointing", JV_BOOL, 0, 0, 0,
+         "the job checkpoints: preferred as a preemption victim (it loses less); default false"},
+        {"cpus", JV_NUMBER, 0, 10, 1024 * 1000, /* CFS gives no less than 1 ms per 100 ms */
+         "CPU time per rank, in CPUs (`0.5`, `4`), kept to the thousandth; a CFS quota "
+         "(below); default: no limit"},
+        {"memory_bytes", JV_INT, 0, 4LL << 20, 64LL << 40,
+         "memory per rank; past it the kernel reclaims, then OOM-kills a process of the rank "
+         "(SIGKILL: exit code 137 when it is the command); default: no limit"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
 const struct wire_record wire_sync_request = {"sync_request", sync_request_fields};
 const struct wire_record wire_report = {"report", report_fields};
 const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields};
 const struct wire_record wire_desired = {"desired", desired_fields};
+const struct wire_record wire_submit = {"submit", submit_fields};
 
 const struct wire_record *const wire_records[] = {
-        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, NULL,
+        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, &wire_submit, NULL,
+};
+
+const char *const wire_rank_env[] = {
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NNODES",
+        "NODE_RANK",
+        "NPROC_PER_NODE",
+        "WORLD_SIZE",
+        "ANVIL_JOB_ID",
+        "ANVIL_ATTEMPT",
+        "ANVIL_ATTEMPT_ID",
+        "ANVIL_NODE",
+        "ANVIL_JOB_NAME",
+        "ANVIL_CHECKPOINTING",
+        NULL,
 };
 
 const struct wire_field *wire_field(const struct wire_record *r, const char *name)
@@ -85,6 +148,7 @@ static int has_type(const json_t *v, enum jv_type t)
 	case JV_ARRAY: return json_is_array(v);
 	case JV_OBJECT:
 	case JV_STRING_MAP: return json_is_object(v);
+	case JV_NUMBER: return json_is_number(v);
 	}
 	return 0;
 }

@@ -1,15 +1,16 @@
-/* wire.h - the agent protocol's records, each described once.
+/* wire.h - the records of the API and the agent protocol, each described once.
  *
  * A record that crosses between the server and an agent (docs/api.md, "Agent
- * protocol") is one field table here: name, JSON type, required or not,
+ * protocol"), or from the client to the server (the job submission, "POST
+ * /v1/jobs"), is one field table here: name, JSON type, required or not,
  * bounds, and a one-line meaning. The producer builds the record through
  * wire_set(), which asserts that every field it sets is in the table with
  * that type; the consumer validates it with wire_check(). A new field is one
  * table entry, and tests/unit/proto/test_wire.c checks the tables against the
  * field tables of docs/api.md both ways, so the doc cannot drift either.
  *
- * Why proto/, a library of its own: both the server and the agent link it,
- * and it depends on base/ (jv.h) and jansson only. It describes JSON, not the
+ * Why proto/, a library of its own: the server, the agent and the client
+ * link it, and it depends on base/ (jv.h) and jansson only. It describes JSON, not the
  * code of either side - it names no server or agent type, and each side maps
  * its own structs onto the fields. Each table holds the bounds its consumer
  * has always enforced.
@@ -25,7 +26,10 @@
 
 #include "base/jv.h"
 
-#define WIRE_MAX_FIELDS 16
+#define WIRE_MAX_FIELDS 24
+/* GPUs per node a job may ask for: store/model.h's MODEL_MAX_GPUS (the
+ * server asserts that they agree). */
+#define WIRE_MAX_GPUS 64
 
 struct wire_field {
 	const char *name;
@@ -50,8 +54,19 @@ extern const struct wire_record wire_sync_answer;
 /* One entry of the answer's "ranks": a rank the node should run. */
 extern const struct wire_record wire_desired;
 
+/* A job submission: the POST /v1/jobs body (the client builds it, the
+ * server validates it; the server checks what a table cannot say, such as
+ * that the queue exists, itself). */
+extern const struct wire_record wire_submit;
+
 /* Every record above, for the doc check; ends with NULL. */
 extern const struct wire_record *const wire_records[];
+
+/* The variables the server sets in every rank's environment (a desired
+ * entry's "env"), over the job's own; NULL-terminated. The agent adds
+ * ANVIL_OUTPUT_DIR, ANVIL_LOG_FILE, ANVIL_CHECKPOINT_DIR and the NCCL
+ * interface variables on the node. */
+extern const char *const wire_rank_env[];
 
 /* The field called name, or NULL. */
 const struct wire_field *wire_field(const struct wire_record *r, const char *name);

@@ -11,64 +11,16 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "proto/wire.h"
 #include "server/records.h"
 
 /* ---- submission ---- */
 
-static const struct jv_field job_fields[] = {
-        {"command", JV_STRINGS, 1, 1, 1024},
-        {"gpus", JV_INT, 0, 1, MODEL_MAX_GPUS}, /* the scheduler places whole GPUs */
-        {"nodes", JV_INT, 0, 1, 1024},
-        {"queue", JV_STRING, 0, 1, 63},
-        {"team", JV_STRING, 0, 1, 63},
-        {"priority", JV_INT, 0, -1000, 1000},
-        {"name", JV_STRING, 0, 0, 128},
-        {"env", JV_STRING_MAP, 0, 0, 256},
-        {"cwd", JV_STRING, 0, 1, 4096},
-        {"grace_ms", JV_INT, 0, 0, 600000},
-        {"time_limit_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000},
-        {"gpu_type", JV_STRING, 0, 1, 95},
-        {"min_gpu_memory_bytes", JV_INT, 0, 0, 1LL << 50},
-        {"pool", JV_STRING, 0, 1, 63},
-        {"selectors", JV_STRING_MAP, 0, 0, 4},
-        {"checkpointing", JV_BOOL, 0, 0, 0},
-        {"memory_bytes", JV_INT, 0, 4LL << 20, 64LL << 40}, /* per rank */
-        {NULL, 0, 0, 0, 0},
-};
+/* The body's fields, types and bounds are the submit record's
+ * (proto/wire.h), which the client builds its body from too. */
+_Static_assert(WIRE_MAX_GPUS == MODEL_MAX_GPUS, "a job's GPUs are a node's GPU bit mask");
 
-/* "cpus", per rank: CFS cannot give less than 1 ms per 100 ms period. */
-#define CPUS_MIN 0.01
-#define CPUS_MAX 1024.0
-
-/* jv_check, and "cpus", a number (0.5, 2) that jv_field cannot describe:
- * the other fields are checked on a copy without it. */
-static int check_fields(const json_t *body, char *err, size_t errlen)
-{
-	const json_t *cpus = json_object_get(body, "cpus");
-	if (!cpus)
-		return jv_check(body, job_fields, err, errlen);
-	json_t *rest = json_copy((json_t *)body);
-	json_object_del(rest, "cpus");
-	int rc = jv_check(rest, job_fields, err, errlen);
-	json_decref(rest);
-	if (rc || json_is_null(cpus))
-		return rc;
-	if (!json_is_number(cpus)) {
-		char *shown = json_dumps(cpus, JSON_COMPACT | JSON_ENCODE_ANY);
-		snprintf(err, errlen, "field 'cpus': %.40s is not a number", shown ? shown : "?");
-		free(shown);
-		return ERR_INVALID;
-	}
-	double v = json_number_value(cpus);
-	if (v < CPUS_MIN || v > CPUS_MAX) {
-		snprintf(err, errlen, "field 'cpus': %g is %s %g", v,
-		         v < CPUS_MIN ? "below the minimum" : "above the maximum",
-		         v < CPUS_MIN ? CPUS_MIN : CPUS_MAX);
-		return ERR_INVALID;
-	}
-	return 0;
-}
-
+/* Names a process environment can hold: not empty, no '='. */
 static int check_env(const json_t *env, char *err, size_t errlen)
 {
 	const char *key;
@@ -79,6 +31,32 @@ static int check_env(const json_t *env, char *err, size_t errlen)
 			         key);
 			return ERR_INVALID;
 		}
+	}
+	return 0;
+}
+
+/* "exported" names variables of "env" (their values are not shown back:
+ * state_job_json), once each. */
+static int check_exported(const json_t *body, char *err, size_t errlen)
+{
+	const json_t *env = json_object_get(body, "env");
+	const json_t *names = json_object_get(body, "exported");
+	size_t i, k;
+	json_t *name;
+	json_array_foreach (names, i, name) {
+		const char *s = json_string_value(name);
+		if (!json_object_get(env, s)) {
+			snprintf(err, errlen,
+			         "field 'exported[%zu]': '%.64s' is not a variable of field 'env'",
+			         i, s);
+			return ERR_INVALID;
+		}
+		for (k = 0; k < i; k++)
+			if (strcmp(json_string_value(json_array_get(names, k)), s) == 0) {
+				snprintf(err, errlen,
+				         "field 'exported[%zu]': '%.64s' is listed twice", i, s);
+				return ERR_INVALID;
+			}
 	}
 	return 0;
 }
@@ -95,6 +73,11 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		snprintf(err, errlen, "field 'queue': no queue named '%.63s'", queue);
 		return ERR_INVALID;
 	}
+	const char *cwd = jv_str(body, "cwd", NULL);
+	if (cwd && cwd[0] != '/') {
+		snprintf(err, errlen, "field 'cwd': '%.64s' is not an absolute path", cwd);
+		return ERR_INVALID;
+	}
 	const char *key;
 	json_t *v;
 	json_object_foreach ((json_t *)json_object_get(body, "selectors"), key, v) {
@@ -107,7 +90,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 			return ERR_INVALID;
 		}
 	}
-	return check_env(json_object_get(body, "env"), err, errlen);
+	int rc = check_env(json_object_get(body, "env"), err, errlen);
+	return rc ? rc : check_exported(body, err, errlen);
 }
 
 /* The job's placement constraints as stored: only what was asked for. */
@@ -136,6 +120,8 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->command = json_deep_copy(json_object_get(body, "command"));
 	const json_t *env = json_object_get(body, "env");
 	j->env = json_is_object(env) ? json_deep_copy(env) : json_object();
+	const json_t *exported = json_object_get(body, "exported");
+	j->exported = json_array_size(exported) ? json_deep_copy(exported) : NULL;
 	const char *cwd = jv_str(body, "cwd", NULL);
 	j->cwd = cwd ? xstrdup(cwd) : NULL;
 	j->grace_ms = jv_int(body, "grace_ms", 10000);
@@ -153,7 +139,7 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 
 int jobs_build(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
-	int rc = check_fields(body, err, errlen);
+	int rc = wire_check(body, &wire_submit, err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
 	if (rc)

@@ -96,6 +96,9 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	if (k->state == RANK_EXITED && k->error[0])
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s", k->rank,
 		            n ? n->name : "?", k->error);
+	else if (k->state == RANK_FAILED_START && k->error[0]) /* the agent says why */
+		text_printf(j->reason, sizeof(j->reason), "rank %d on %s failed to start: %s",
+		            k->rank, n ? n->name : "?", k->error);
 	else
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
 		            n ? n->name : "?",

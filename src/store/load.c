@@ -175,6 +175,8 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->checkpointing = jv_bool(extra, "checkpointing", 0);
 	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
+	json_t *exported = json_object_get(extra, "exported");
+	j->exported = json_array_size(exported) ? json_incref(exported) : NULL;
 	json_decref(extra);
 	return j;
 }

@@ -115,7 +115,10 @@ struct job {
 	int nodes;
 	json_t *command; /* array of strings */
 	json_t *env;     /* object of strings */
-	char *cwd;       /* NULL: the agent's default */
+	/* The names in env the client exported from its own environment (array
+	 * of strings), shown by name only; NULL: none. */
+	json_t *exported;
+	char *cwd; /* NULL: the agent's default */
 	int64_t grace_ms;
 	char *team;
 	int64_t time_limit_ms; /* 0: the queue's default */

@@ -395,6 +395,8 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
 		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
+	if (j->exported)
+		json_object_set(extra, "exported", j->exported);
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

@@ -212,13 +212,13 @@ class Cluster:
         return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(jid)),
                         timeout=timeout, what="job %d in %s" % (jid, states))
 
-    def cli(self, *args, env=None, check=False, timeout=60):
+    def cli(self, *args, env=None, check=False, timeout=60, cwd=None):
         e = dict(os.environ, ANVIL_HOME=self.home)
         e.pop("ANVIL_SERVER", None)
         e.pop("ANVIL_TOKEN", None)
         e.update(env or {})
         p = subprocess.run([ANVIL] + list(args), capture_output=True, text=True, env=e,
-                           timeout=timeout)
+                           timeout=timeout, cwd=cwd)
         if check and p.returncode != 0:
             raise AssertionError("anvil %s exited %d: %s%s" % (" ".join(args), p.returncode,
                                                              p.stdout, p.stderr))

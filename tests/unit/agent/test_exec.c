@@ -213,25 +213,45 @@ TEST(exec_failure_is_127_with_message)
 	struct exec *e = setup();
 	const char *a1[] = {"no-such-command-anvil", "x", NULL};
 	const char *a2[] = {"/nonexistent/anvil-bin", NULL};
-	const char *a3[] = {"true", NULL};
 	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 6, .argv = a1}), 0);
 	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 7, .argv = a2}), 0);
-	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 8,
-	                                            .argv = a3,
-	                                            .cwd = "/nonexistent-dir"}),
-	          0);
 	CHECK_INT(exec_fx_wait_final(e, 6, 5000).exit_code, 127);
 	CHECK_INT(exec_fx_wait_final(e, 7, 5000).exit_code, 127);
-	CHECK_INT(exec_fx_wait_final(e, 8, 5000).exit_code, 127);
 	char *log = exec_fx_log(work, 6);
 	CHECK_CONTAINS(log, "cannot run 'no-such-command-anvil': command not found");
 	free(log);
 	log = exec_fx_log(work, 7);
 	CHECK_CONTAINS(log, "cannot execute '/nonexistent/anvil-bin': No such file");
 	free(log);
-	log = exec_fx_log(work, 8);
-	CHECK_CONTAINS(log, "cannot change directory to '/nonexistent-dir'");
+	teardown(e);
+}
+
+/* A working directory the node lacks (a job submitted from a directory
+ * that only the client has): the rank fails to start, and says why in its
+ * error, which becomes the job's reason, and in its log. */
+TEST(missing_cwd_fails_the_start)
+{
+	struct exec *e = setup();
+	const char *argv[] = {"true", NULL};
+	char *file = xasprintf("%s/a-file", work);
+	CHECK_INT(write_file_atomic(file, "x", 1, 0644), 0);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 8,
+	                                            .argv = argv,
+	                                            .cwd = "/nonexistent-dir"}),
+	          0);
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 9, .argv = argv, .cwd = file}),
+	          0);
+	struct exec_status st = exec_fx_wait_final(e, 8, 5000);
+	CHECK_INT(st.state, EXEC_FAILED);
+	CHECK_STR(st.error, "working directory /nonexistent-dir does not exist on this node");
+	char *log = exec_fx_log(work, 8);
+	CHECK_STR(log, "anvil: failed to start: working directory /nonexistent-dir does not exist "
+	               "on this node\n");
 	free(log);
+	st = exec_fx_wait_final(e, 9, 5000);
+	CHECK_INT(st.state, EXEC_FAILED);
+	CHECK_CONTAINS(st.error, "a-file is not a directory on this node");
+	free(file);
 	teardown(e);
 }
 

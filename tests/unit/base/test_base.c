@@ -29,8 +29,9 @@ TEST(err_table_maps_codes)
 }
 
 static const struct jv_field fields[] = {
-        {"command", JV_STRINGS, 1, 1, 4}, {"gpus", JV_INT, 0, 0, 64}, {"name", JV_STRING, 0, 0, 8},
-        {"env", JV_STRING_MAP, 0, 0, 2},  {NULL, 0, 0, 0, 0},
+        {"command", JV_STRINGS, 1, 1, 4},    {"gpus", JV_INT, 0, 0, 64},
+        {"name", JV_STRING, 0, 0, 8},        {"env", JV_STRING_MAP, 0, 0, 2},
+        {"cpus", JV_NUMBER, 0, 10, 1024000}, {NULL, 0, 0, 0, 0},
 };
 
 static const char *check(const char *text)
@@ -68,6 +69,20 @@ TEST(jv_names_field_value_and_reason)
 	CHECK_CONTAINS(check("[1]"), "expected a JSON object");
 	CHECK_CONTAINS(check(""), "empty");
 	CHECK_CONTAINS(check("{\"a\":1,\"a\":2}"), "malformed JSON");
+}
+
+/* A number's bounds are in thousandths; the message shows both as written. */
+TEST(jv_number_takes_integers_and_reals_within_bounds)
+{
+	CHECK(check("{\"command\":[\"x\"],\"cpus\":0.5}") == NULL);
+	CHECK(check("{\"command\":[\"x\"],\"cpus\":1024}") == NULL);
+	CHECK(check("{\"command\":[\"x\"],\"cpus\":0.01}") == NULL);
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"cpus\":0.001}"),
+	               "field 'cpus': 0.001 is below the minimum 0.01");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"cpus\":2048}"),
+	               "field 'cpus': 2048 is above the maximum 1024");
+	CHECK_CONTAINS(check("{\"command\":[\"x\"],\"cpus\":\"2\"}"),
+	               "field 'cpus': \"2\" is not a number");
 }
 
 /* What a request carried goes into JSON error messages, which must be UTF-8. */

@@ -166,6 +166,27 @@ TEST(show_job_with_attempts)
 	buf_cleanup(&out);
 }
 
+/* Exported variables are listed by name (the server never sends their
+ * values), wrapped under the label; the ones set with --env show K=V. */
+TEST(show_lists_exported_names)
+{
+	json_t *job = load("{\"id\": 4, \"state\": \"pending\", \"env\": {\"A\": \"1\"},"
+	                   " \"exported\": [\"LR\", \"PATH\", \"HOME\", \"LANG\","
+	                   " \"VIRTUAL_ENV\", \"PYTHONPATH\", \"HF_HOME\", \"WANDB_PROJECT\","
+	                   " \"TOKENIZERS_PARALLELISM\", \"OMP_NUM_THREADS\", \"BAD\\u001b\"],"
+	                   " \"attempts\": []}");
+	struct buf out;
+	buf_init(&out);
+	verb_show_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "  env        A=1\n"
+	                         "  exported   LR PATH HOME LANG VIRTUAL_ENV PYTHONPATH HF_HOME "
+	                         "WANDB_PROJECT\n"
+	                         "             TOKENIZERS_PARALLELISM OMP_NUM_THREADS BAD?\n"
+	                         "  grace");
+	json_decref(job);
+	buf_cleanup(&out);
+}
+
 TEST(show_pending_job_says_why)
 {
 	json_t *job = load("{\"id\": 3, \"name\": \"x\\u001b[2J\", \"state\": \"pending\","

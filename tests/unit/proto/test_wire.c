@@ -1,4 +1,4 @@
-/* The agent protocol's field tables (proto/wire.h): what wire_set() and
+/* The field tables of proto/wire.h: what wire_set() and
  * wire_check() enforce, and that docs/api.md documents each table exactly:
  * every field of a table has its row in the doc's table for that record, and
  * every documented row is a field of the table. */
@@ -28,6 +28,7 @@ static const char *type_text(enum jv_type t)
 	case JV_OBJECT: return "object";
 	case JV_STRING_MAP: return "object of strings";
 	case JV_ARRAY: return "array";
+	case JV_NUMBER: return "number";
 	}
 	return "?";
 }
@@ -63,6 +64,7 @@ static void bounds_text(const struct wire_field *f, char *out, size_t n)
 			snprintf(out, n, "any");
 		return;
 	case JV_STRING_MAP: snprintf(out, n, hi > 0 ? "≤ %lld entries" : "any", hi); return;
+	case JV_NUMBER: snprintf(out, n, "%g–%g", (double)lo / 1000, (double)hi / 1000); return;
 	case JV_OBJECT:
 	case JV_BOOL: snprintf(out, n, "—"); return;
 	}
@@ -200,6 +202,33 @@ TEST(check_enforces_the_tables_bounds)
 	CHECK_INT(wire_check_each(body, "ranks", &wire_report, err, sizeof(err)), ERR_INVALID);
 	CHECK_STR(err, "ranks[0]: field 'colour': unknown field");
 	json_decref(body);
+	json_decref(o);
+}
+
+/* The submission's table holds what the server has always enforced,
+ * "cpus" (a number, not an integer) included, with the same messages. */
+TEST(submit_table_checks_a_job_body)
+{
+	char err[256];
+	json_t *o =
+	        json_pack("{s:[s,s],s:i,s:f,s:{s:s},s:[s],s:s}", "command", "sh", "-c", "gpus", 2,
+	                  "cpus", 0.5, "env", "LR", "3e-4", "exported", "LR", "cwd", "/data");
+	CHECK_INT(wire_check(o, &wire_submit, err, sizeof(err)), 0);
+	json_object_set_new(o, "cpus", json_real(0.001));
+	CHECK_INT(wire_check(o, &wire_submit, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'cpus': 0.001 is below the minimum 0.01");
+	json_object_set_new(o, "cpus", json_integer(4));
+	json_object_set_new(o, "gpus", json_integer(WIRE_MAX_GPUS + 1));
+	CHECK_INT(wire_check(o, &wire_submit, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'gpus': 65 is above the maximum 64");
+	json_object_del(o, "gpus");
+	json_object_set_new(o, "exported", json_string("LR"));
+	CHECK_INT(wire_check(o, &wire_submit, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'exported': \"LR\" is not an array of strings");
+	json_object_del(o, "exported");
+	json_object_del(o, "command");
+	CHECK_INT(wire_check(o, &wire_submit, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'command': required");
 	json_decref(o);
 }
 

@@ -2,6 +2,7 @@
  * register, submit, schedule, state_desired - and validated with the table
  * the agent validates them with (proto/wire.h). */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -90,6 +91,36 @@ TEST(desired_entry_with_limits_cwd_and_env_passes_the_agents_table)
 	CHECK_INT(jv_int(d, "cpu_millis", 0), 500);
 	CHECK_STR(jv_str(d, "cwd", ""), "/tmp");
 	CHECK_STR(jv_str(json_object_get(d, "env"), "A", ""), "b");
+	json_decref(a);
+}
+
+/* The variables the server sets per rank are the ones proto/wire.h lists
+ * (the client never exports those), and they win over the job's own env,
+ * exported from a client's environment or not. */
+TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
+{
+	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"checkpointing\": true,"
+	                        " \"env\": {\"LR\": \"3e-4\", \"CUDA_VISIBLE_DEVICES\": \"7\","
+	                        " \"MASTER_ADDR\": \"laptop\"},"
+	                        " \"exported\": [\"LR\", \"MASTER_ADDR\"]}");
+	check_answer(a, "env");
+	const json_t *env = json_object_get(json_array_get(json_object_get(a, "ranks"), 0), "env");
+	CHECK_STR(jv_str(env, "LR", ""), "3e-4");
+	CHECK(strcmp(jv_str(env, "CUDA_VISIBLE_DEVICES", ""), "7") != 0);
+	CHECK_STR(jv_str(env, "MASTER_ADDR", ""), "127.0.0.1");
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)env, k, v) {
+		int listed = strcmp(k, "LR") == 0;
+		for (size_t i = 0; !listed && wire_rank_env[i]; i++)
+			listed = strcmp(k, wire_rank_env[i]) == 0;
+		if (!listed)
+			FAIL_AT("the server sets %s for each rank; wire_rank_env lacks it", k);
+	}
+	for (size_t i = 0; wire_rank_env[i]; i++)
+		if (!json_object_get(env, wire_rank_env[i]))
+			FAIL_AT("wire_rank_env lists %s, which the server does not set",
+			        wire_rank_env[i]);
 	json_decref(a);
 }
 

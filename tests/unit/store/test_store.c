@@ -42,7 +42,8 @@ static struct job *sample_job(void)
 	j->gpus = 4;
 	j->nodes = 2;
 	j->command = json_pack("[s,s]", "python3", "train.py");
-	j->env = json_pack("{s:s}", "A", "b");
+	j->env = json_pack("{s:s,s:s}", "A", "b", "LR", "3e-4");
+	j->exported = json_pack("[s]", "LR");
 	j->grace_ms = 3000;
 	j->team = xstrdup("vision");
 	j->time_limit_ms = 60000;
@@ -113,6 +114,9 @@ TEST(job_round_trips_through_sqlite)
 	CHECK_INT(l.job->time_limit_ms, 60000);
 	CHECK_INT(l.job->checkpointing, 1);
 	CHECK_STR(json_string_value(json_object_get(l.job->constraints, "gpu_type")), "h200");
+	CHECK_STR(jv_str(l.job->env, "LR", ""), "3e-4");
+	CHECK_INT(json_array_size(l.job->exported), 1);
+	CHECK_STR(json_string_value(json_array_get(l.job->exported, 0)), "LR");
 	job_free(l.job);
 	job_free(j);
 	store_close(st);
