@@ -251,3 +251,16 @@ int text_printf(char *buf, size_t size, const char *fmt, ...)
 		buf[k - 1] = '\0';
 	return n;
 }
+
+size_t text_last_lines(const char *s, size_t len, int64_t n)
+{
+	if (n <= 0)
+		return len;
+	size_t i = len;
+	if (i > 0 && s[i - 1] == '\n')
+		i--; /* it ends the last line */
+	for (int64_t seen = 0; i > 0; i--)
+		if (s[i - 1] == '\n' && ++seen == n)
+			return i;
+	return 0;
+}
