@@ -19,17 +19,27 @@
  *                       runs and {wait_status} when it ends; "forgotten"
  *                       from exec_forget()
  *   logs/<attempt_id>-<rank>.log
- *                       the command's stdout and stderr (ANVIL_LOG_FILE);
- *                       never removed: it is also the sign that the rank
- *                       ran here (exec_start refuses to run it again)
+ *                       the command's stdout (ANVIL_LOG_FILE); never
+ *                       removed: it is also the sign that the rank ran
+ *                       here (exec_start refuses to run it again)
+ *   logs/<attempt_id>-<rank>.err
+ *                       its stderr (ANVIL_ERR_FILE), and the shim's own
+ *                       messages (command not found, ...). Ranks started
+ *                       by an agent older than the split have none: their
+ *                       .log holds both streams
  *   spare-logs/<n>.log  empty logs made ahead by the log pool's thread
  *                       (agent/logpool.h), renamed into logs/ at a start
  *   output/<attempt_id>/
  *                       ANVIL_OUTPUT_DIR, the default working directory
  *
- * two new files per rank, so a new executor over the same work dir
- * (exec_new) re-adopts the ranks that still run and reads the real exit
- * status of those that ended.
+ * A new executor over the same work dir (exec_new) re-adopts the ranks
+ * that still run and reads the real exit status of those that ended. The
+ * command writes both logs itself (they are its fds 1 and 2, opened
+ * O_APPEND), so they keep growing while no agent runs and a new agent
+ * serves them by name. Two streams, two files: the kernel cannot mark which
+ * stream a write came from, and a copier process in between would be one
+ * more thing a rank's output depended on; the price is that the order of
+ * stdout lines relative to stderr lines is not kept.
  *
  *   exec_start ──► RUNNING ──(command ends, exec_poll)──────────► EXITED
  *       │             └─exec_stop: TERM to group and cgroup,     ▲
@@ -176,7 +186,9 @@ void exec_ack(struct exec *e, int64_t attempt_id, int rank);
 /* Drops a final rank and its record (its log and output stay). */
 void exec_forget(struct exec *e, int64_t attempt_id, int rank);
 
-/* WORK_DIR/logs/<attempt_id>-<rank>.log; free() it. */
-char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank);
+/* A rank's two logs. */
+enum exec_stream { EXEC_STDOUT, EXEC_STDERR };
+/* WORK_DIR/logs/<attempt_id>-<rank>.log (stdout) or .err (stderr); free() it. */
+char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank, enum exec_stream stream);
 
 #endif

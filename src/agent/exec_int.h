@@ -114,7 +114,7 @@ struct launch {
 	struct shim_launch l;
 	const struct exec_spec *spec;
 	struct strv argv, env;
-	char *path, *cwd, *out_dir, *log_path;
+	char *path, *cwd, *out_dir, *log_path, *err_path;
 	char *msgs[3];
 	char key[64]; /* the record's key: opens the shim's journal lines */
 };

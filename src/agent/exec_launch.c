@@ -1,4 +1,4 @@
-/* exec_launch.c - a rank's start (exec_start): its log, environment and
+/* exec_launch.c - a rank's start (exec_start): its logs, environment and
  * resolved command, its output and checkpoint directories (empty output
  * directories recycled), and its shim, from a spare (exec_spares.c) or
  * forked now.
@@ -23,9 +23,10 @@
 
 #define SPARE_DIRS_MAX 64 /* empty output directories kept for reuse */
 
-char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank)
+char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank, enum exec_stream stream)
 {
-	return xasprintf("%s/logs/%lld-%d.log", work_dir, (long long)attempt_id, rank);
+	return xasprintf("%s/logs/%lld-%d.%s", work_dir, (long long)attempt_id, rank,
+	                 stream == EXEC_STDERR ? "err" : "log");
 }
 
 static void strv_push(struct strv *s, char *owned)
@@ -68,7 +69,7 @@ static const char *env_get(const struct strv *s, const char *key)
 }
 
 static void build_env(struct strv *env, const struct exec_spec *spec, const char *out_dir,
-                      const char *log_path, const char *ckpt_dir)
+                      const char *log_path, const char *err_path, const char *ckpt_dir)
 {
 	static const char *const base[] = {"PATH", "HOME", "LANG", "TERM"};
 	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
@@ -83,6 +84,7 @@ static void build_env(struct strv *env, const struct exec_spec *spec, const char
 			env_set(env, xstrdup(spec->env[i]));
 	env_set(env, xasprintf("ANVIL_OUTPUT_DIR=%s", out_dir));
 	env_set(env, xasprintf("ANVIL_LOG_FILE=%s", log_path));
+	env_set(env, xasprintf("ANVIL_ERR_FILE=%s", err_path));
 	if (ckpt_dir)
 		env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
 }
@@ -145,7 +147,7 @@ static char *resolve(const char *cmd, const char *path_var)
 static void launch_init(struct launch *la, int null_fd)
 {
 	memset(la, 0, sizeof(*la));
-	la->l.log_fd = la->l.cgroup_fd = la->l.record_fd = -1;
+	la->l.log_fd = la->l.err_fd = la->l.cgroup_fd = la->l.record_fd = -1;
 	la->l.null_fd = null_fd; /* borrowed from the executor */
 }
 
@@ -159,10 +161,13 @@ static void launch_cleanup(struct launch *la)
 	free(la->cwd);
 	free(la->out_dir);
 	free(la->log_path);
+	free(la->err_path);
 	for (int i = 0; i < 3; i++)
 		free(la->msgs[i]);
 	if (la->l.log_fd >= 0)
 		close(la->l.log_fd);
+	if (la->l.err_fd >= 0)
+		close(la->l.err_fd);
 	if (la->l.cgroup_fd >= 0)
 		close(la->l.cgroup_fd);
 }
@@ -171,7 +176,7 @@ static void launch_strings(struct launch *la, const struct exec_spec *spec, cons
 {
 	for (size_t i = 0; spec->argv[i]; i++)
 		strv_push(&la->argv, xstrdup(spec->argv[i]));
-	build_env(&la->env, spec, la->out_dir, la->log_path, ckpt);
+	build_env(&la->env, spec, la->out_dir, la->log_path, la->err_path, ckpt);
 	la->path = resolve(spec->argv[0], env_get(&la->env, "PATH"));
 	la->cwd = xstrdup(spec->cwd ? spec->cwd : la->out_dir);
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
@@ -184,6 +189,7 @@ static void launch_strings(struct launch *la, const struct exec_spec *spec, cons
 	        .envp = la->env.v,
 	        .cwd = la->cwd,
 	        .log_fd = la->l.log_fd,
+	        .err_fd = la->l.err_fd,
 	        .null_fd = la->l.null_fd,
 	        .cgroup_fd = la->l.cgroup_fd,
 	        .record_fd = la->l.record_fd,
@@ -287,10 +293,10 @@ void exec_launch_dirs_load(struct exec *e)
 
 /* The job's working directory must be there: a directory that exists
  * where the job was submitted need not exist on every node. Checked here,
- * the rank fails to start and says why (the job's reason, the log);
+ * the rank fails to start and says why (the job's reason, its stderr log);
  * otherwise the command's chdir would fail, exit 127 and say it only in
  * the log. (One that vanishes between here and the chdir still does.) */
-static int check_cwd(const char *cwd, int log_fd, char *err, size_t errlen)
+static int check_cwd(const char *cwd, int err_fd, char *err, size_t errlen)
 {
 	struct stat sb;
 	int rc = stat(cwd, &sb) < 0 ? -errno : 0;
@@ -301,22 +307,39 @@ static int check_cwd(const char *cwd, int log_fd, char *err, size_t errlen)
 		         rc == 0 ? "is not a directory" : "does not exist");
 	else
 		snprintf(err, errlen, "working directory %s: %s", cwd, strerror(-rc));
-	dprintf(log_fd, "anvil: failed to start: %s\n", err);
+	dprintf(err_fd, "anvil: failed to start: %s\n", err);
 	return rc ? rc : -ENOTDIR;
 }
 
-/* Everything the shim needs, prepared before the fork; the log is open
- * already and the cgroup comes later (a spare brings its own). */
+/* The stderr log, from the pool when it has one. Not O_EXCL: the stdout
+ * log, made first, is the sign that the rank ran here, and a .err without
+ * it was left by a start that failed in between. */
+static int open_err_log(struct exec *e, const char *path)
+{
+	int fd = e->logs ? logpool_take(e->logs, path) : -EAGAIN;
+	if (fd == -EAGAIN || fd == -EEXIST)
+		fd = exec_open_high(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	return fd;
+}
+
+/* Everything the shim needs, prepared before the fork; the stdout log is
+ * open already and the cgroup comes later (a spare brings its own). */
 static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
                           const struct exec_spec *spec, char *err, size_t errlen)
 {
+	la->err_path = exec_log_path(e->work_dir, r->attempt_id, r->rank, EXEC_STDERR);
+	int rc = la->l.err_fd = open_err_log(e, la->err_path);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", la->err_path, strerror(-rc));
+		return rc;
+	}
 	if (spec->cwd) {
-		int rc = check_cwd(spec->cwd, la->l.log_fd, err, errlen);
+		rc = check_cwd(spec->cwd, la->l.err_fd, err, errlen);
 		if (rc)
 			return rc;
 	}
 	la->out_dir = output_dir(e, r->attempt_id);
-	int rc = make_output_dir(e, la->out_dir);
+	rc = make_output_dir(e, la->out_dir);
 	if (rc) {
 		snprintf(err, errlen, "cannot create %s: %s", la->out_dir, strerror(-rc));
 		return rc;
@@ -386,7 +409,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	/* Its log outlives a forgotten rank: a rank that has run here once is
 	 * never run again, whatever a stale desired set may still list. The
 	 * log is made here, so it is also the check. */
-	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank);
+	char *log = exec_log_path(e->work_dir, spec->attempt_id, spec->rank, EXEC_STDOUT);
 	int log_fd = e->logs ? logpool_take(e->logs, log) : -EAGAIN;
 	if (log_fd == -EAGAIN)
 		log_fd = exec_open_high(log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);

@@ -6,8 +6,8 @@
  * on the build machines here) that scans past every inode deleted in the
  * last minutes, 0.5-1 ms per file on a busy disk. The pool's own thread
  * keeps LOGPOOL_TARGET empty files open in WORK_DIR/spare-logs/, so a
- * start renames one into place (no inode allocation) instead, while the
- * next one is made on another core.
+ * start renames two into place (its stdout and stderr logs; no inode
+ * allocation) instead, while the next ones are made on another core.
  *
  * logpool_take() renames with RENAME_NOREPLACE, so an existing log still
  * means "this rank ran here" (exec.h: ranks never run twice). Files left
@@ -18,7 +18,7 @@
 #ifndef ANVIL_AGENT_LOGPOOL_H
 #define ANVIL_AGENT_LOGPOOL_H
 
-#define LOGPOOL_TARGET 32
+#define LOGPOOL_TARGET 64 /* 32 starts' worth */
 
 struct logpool;
 

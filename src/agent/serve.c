@@ -109,52 +109,121 @@ static int query_int(struct httpd_req *req, const char *name, int64_t dflt, int6
 	return 0;
 }
 
-/* Reads [offset, offset+limit) of the log into the response. */
-static void send_log(struct httpd_req *req, const char *path, int64_t offset, int64_t limit)
+/* What a log request asks for. */
+struct log_query {
+	int64_t attempt, rank, offset, limit;
+	int64_t tail; /* > 0: the last tail lines instead of from offset */
+	enum exec_stream stream;
+};
+
+/* Keeps the last q->tail lines of what was read from start, in place.
+ * When the window holds fewer lines and starts inside a line (cut: it does
+ * not reach back to the file's start or to a newline), that first, partial
+ * line goes too. */
+static void keep_tail(struct buf *b, int cut, const struct log_query *q)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		httpd_error(req, errno == ENOENT ? ERR_NOTFOUND : -errno,
-		            errno == ENOENT ? "no such rank log on this node" : NULL);
-		goto out;
+	size_t from = text_last_lines(b->data, b->len, q->tail);
+	if (from == 0 && cut) {
+		const char *nl = memchr(b->data, '\n', b->len);
+		from = nl ? (size_t)(nl - b->data) + 1 : b->len;
 	}
-	int64_t n = sb.st_size > offset ? sb.st_size - offset : 0;
-	if (n > limit)
-		n = limit;
+	memmove(b->data, b->data + from, b->len - from);
+	b->len -= from;
+	b->data[b->len] = '\0';
+}
+
+/* Reads [offset, offset+limit) of the log (or its last lines) into the
+ * response; header X-Anvil-Next-Offset: where the bytes sent end. */
+static void send_log(struct httpd_req *req, int fd, const struct log_query *q)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		httpd_error(req, -errno, NULL);
+		return;
+	}
+	int64_t start = q->offset;
+	if (q->tail > 0)
+		start = sb.st_size > q->limit ? sb.st_size - q->limit : 0;
+	int64_t n = sb.st_size > start ? sb.st_size - start : 0;
+	if (n > q->limit)
+		n = q->limit;
 	buf_reserve(&req->out, (size_t)n + 1);
-	ssize_t r = n > 0 ? pread(fd, req->out.data, (size_t)n, offset) : 0;
+	ssize_t r = n > 0 ? pread(fd, req->out.data, (size_t)n, start) : 0;
 	if (r < 0) {
 		httpd_error(req, -errno, NULL);
-		goto out;
+		return;
 	}
 	req->out.len = (size_t)r;
 	req->out.data[r] = '\0';
+	if (q->tail > 0) {
+		char before = '\n'; /* what precedes the window */
+		if (start > 0 && pread(fd, &before, 1, start - 1) != 1)
+			before = '\0';
+		keep_tail(&req->out, before != '\n', q);
+	}
 	req->status = 200;
 	req->content_type = "text/plain";
 	char next[32];
-	snprintf(next, sizeof(next), "%lld", (long long)offset + (long long)r);
+	snprintf(next, sizeof(next), "%lld", (long long)start + (long long)r);
 	httpd_add_header(req, "X-Anvil-Next-Offset", next);
-out:
-	if (fd >= 0)
-		close(fd);
+}
+
+/* Opens the asked log; -1 with the request answered when there is none. A
+ * rank started by an agent from before the streams were split has no
+ * stderr log (its .log holds both): its stderr reads as empty. */
+static int open_log(struct serve *s, struct httpd_req *req, const struct log_query *q)
+{
+	char *path = exec_log_path(s->work_dir, q->attempt, (int)q->rank, q->stream);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int err = errno;
+	free(path);
+	if (fd < 0 && err == ENOENT && q->stream == EXEC_STDERR) {
+		path = exec_log_path(s->work_dir, q->attempt, (int)q->rank, EXEC_STDOUT);
+		fd = access(path, F_OK) == 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+		free(path);
+	}
+	if (fd < 0)
+		httpd_error(req, err == ENOENT ? ERR_NOTFOUND : -err,
+		            err == ENOENT ? "no such rank log on this node" : NULL);
+	return fd;
+}
+
+/* stream=stdout (default) or stderr; 400 otherwise. */
+static int query_stream(struct httpd_req *req, enum exec_stream *out)
+{
+	const char *v = httpd_query(req, "stream");
+	if (!v || strcmp(v, "stdout") == 0)
+		*out = EXEC_STDOUT;
+	else if (strcmp(v, "stderr") == 0)
+		*out = EXEC_STDERR;
+	else {
+		char msg[120];
+		snprintf(msg, sizeof(msg), "field 'stream': \"%.40s\" is not stdout or stderr", v);
+		httpd_error(req, ERR_INVALID, msg);
+		return ERR_INVALID;
+	}
+	return 0;
 }
 
 static void get_logs(struct serve *s, struct httpd_req *req)
 {
-	int64_t attempt, rank, offset, limit;
+	struct log_query q;
 	if (authorized(s, req) != 1)
 		return;
-	if (query_int(req, "attempt", -1, 1, INT64_MAX, &attempt) ||
-	    query_int(req, "rank", 0, 0, 1 << 20, &rank) ||
-	    query_int(req, "offset", 0, 0, INT64_MAX, &offset) ||
-	    query_int(req, "limit", SERVE_LOG_LIMIT, 1, INT64_MAX, &limit))
+	if (query_int(req, "attempt", -1, 1, INT64_MAX, &q.attempt) ||
+	    query_int(req, "rank", 0, 0, 1 << 20, &q.rank) ||
+	    query_int(req, "offset", 0, 0, INT64_MAX, &q.offset) ||
+	    query_int(req, "limit", SERVE_LOG_LIMIT, 1, INT64_MAX, &q.limit) ||
+	    query_int(req, "tail", 0, 0, SERVE_LOG_TAIL_MAX, &q.tail) ||
+	    query_stream(req, &q.stream))
 		return;
-	if (limit > SERVE_LOG_LIMIT)
-		limit = SERVE_LOG_LIMIT;
-	char *path = exec_log_path(s->work_dir, attempt, (int)rank);
-	send_log(req, path, offset, limit);
-	free(path);
+	if (q.limit > SERVE_LOG_LIMIT)
+		q.limit = SERVE_LOG_LIMIT;
+	int fd = open_log(s, req, &q);
+	if (fd >= 0) {
+		send_log(req, fd, &q);
+		close(fd);
+	}
 }
 
 static void send_json(struct httpd_req *req, json_t *o)

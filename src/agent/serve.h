@@ -3,10 +3,13 @@
  *   GET /healthz   {"status":"ok"}
  *   GET /metrics   Prometheus text: the counters in struct serve_stats and
  *                  the HTTP server's own (anvil_agent_http_*)
- *   GET /v1/logs?attempt=A&rank=R&offset=O&limit=L
- *                  raw bytes of a rank's log (bearer: the node secret),
- *                  header X-Anvil-Next-Offset; limit defaults to and is
- *                  capped at 1 MiB; 404 when the node has no such log
+ *   GET /v1/logs?attempt=A&rank=R&stream=S&offset=O&limit=L[&tail=N]
+ *                  raw bytes of a rank's stdout (S=stdout, the default)
+ *                  or stderr log (agent/exec.h) from offset O, or its
+ *                  last N lines (bearer: the node secret); header
+ *                  X-Anvil-Next-Offset: where the bytes sent end; limit
+ *                  defaults to and is capped at 1 MiB (a tail too); 404
+ *                  when the node has no such log
  *   GET /v1/gpus   inventory, last sample and health of every GPU
  *   POST /v1/gpu/faults
  *                  injects a fault (simulated backend only; gpu/sim.h)
@@ -23,7 +26,8 @@
 
 #include <stdatomic.h>
 
-#define SERVE_LOG_LIMIT (1 << 20)
+#define SERVE_LOG_LIMIT    (1 << 20)
+#define SERVE_LOG_TAIL_MAX 100000 /* lines */
 
 struct serve_stats {
 	atomic_llong ranks_running;

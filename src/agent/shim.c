@@ -14,7 +14,7 @@
 
 #define SPARE_MAGIC   0x6c766e61u /* "anvl" */
 #define SPARE_FIXED   6           /* strings before argv: see encode_launch */
-#define SPARE_FDS     2           /* log_fd, record_fd; then the join_fds */
+#define SPARE_FDS     3           /* log_fd, err_fd, record_fd; then the join_fds */
 #define SPARE_FDS_MAX (SPARE_FDS + SHIM_JOIN_MAX)
 #define SPARE_HEADER  (4 * sizeof(uint32_t))
 
@@ -217,14 +217,14 @@ static void block_signals(void)
 	sigprocmask(SIG_BLOCK, &block, NULL);
 }
 
-/* Runs one rank: its command with stdout and stderr in the log, its two
- * journal lines and SHIM_STARTED; returns the command's wait status with
- * the shim's own fds 1 and 2 back on /dev/null (fd 0) and the rank's fds
- * closed. */
+/* Runs one rank: its command with stdout and stderr in their logs, its
+ * two journal lines and SHIM_STARTED; returns the command's wait status
+ * with the shim's own fds 1 and 2 back on /dev/null (fd 0) and the rank's
+ * fds closed. */
 static int run_rank(const struct shim_launch *l, int sock)
 {
 	dup2(l->log_fd, 1);
-	dup2(l->log_fd, 2);
+	dup2(l->err_fd >= 0 ? l->err_fd : l->log_fd, 2);
 	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd}, nkeep = 3;
 	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
 		keep[nkeep++] = l->join_fds[i];
@@ -335,6 +335,7 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	        .envp = vec + argc + 1,
 	        .cwd = fixed[1],
 	        .log_fd = -1,
+	        .err_fd = -1,
 	        .null_fd = 0, /* already /dev/null */
 	        .cgroup_fd = -1,
 	        .njoin = 0,
@@ -347,7 +348,7 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	return 0;
 }
 
-/* One launch datagram with its fds (log, record, then the joins); its
+/* One launch datagram with its fds (logs, record, then the joins); its
  * length with *nfds set, or 0 at EOF or on any error (the caller exits:
  * the agent is gone or sent nonsense). */
 static size_t receive_launch(int sock, char *buf, int fds[SPARE_FDS_MAX], int *nfds)
@@ -398,11 +399,12 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 		if (n == 0 || decode_launch(buf, n, vec, &l) != 0)
 			_exit(n == 0 ? 0 : 1);
 		l.log_fd = fds[0];
-		l.record_fd = fds[1];
+		l.err_fd = fds[1];
+		l.record_fd = fds[2];
 		for (int i = SPARE_FDS; i < nfds; i++)
 			l.join_fds[l.njoin++] = fds[i];
 		if (join_err)
-			put_errno(l.log_fd,
+			put_errno(l.err_fd,
 			          "anvil: warning: cannot join the rank's cgroup: ", join_err);
 		join_err = 0;
 		tell(sock, SHIM_ENDED, run_rank(&l, sock));
@@ -534,7 +536,8 @@ int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid)
 	char *buf = encode_launch(l, &len);
 	if (!buf)
 		return -E2BIG;
-	int fds[SPARE_FDS_MAX] = {l->log_fd, l->record_fd}, nfds = SPARE_FDS;
+	int err_fd = l->err_fd >= 0 ? l->err_fd : l->log_fd;
+	int fds[SPARE_FDS_MAX] = {l->log_fd, err_fd, l->record_fd}, nfds = SPARE_FDS;
 	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
 		fds[nfds++] = l->join_fds[i];
 	int rc = send_launch(s->sock, buf, len, fds, nfds);

@@ -3,11 +3,11 @@
  * A shim is forked from a (possibly multithreaded) agent, so everything it
  * and the command need is prepared in struct shim_launch BEFORE the fork:
  * after it, only async-signal-safe calls run. The shim: setsid(); stdin
- * from /dev/null; closes every other inherited fd; for a rank: stdout and
- * stderr appended to the log; vforks the command (new process group, joins
- * the cgroup through cgroup_fd, then the limits' cgroups through join_fds,
- * chdir, execve of the resolved path; on failure a message in the log and
- * exit 127); appends
+ * from /dev/null; closes every other inherited fd; for a rank: stdout
+ * appended to the log, stderr to the error log; vforks the command (new
+ * process group, joins the cgroup through cgroup_fd, then the limits'
+ * cgroups through join_fds, chdir, execve of the resolved path; on failure
+ * a message on its stderr and exit 127); appends
  * {KEY,"shim":SHIM,"pgid":COMMAND} to the agent's journal (record_fd,
  * O_APPEND; KEY is l->record_key) and then tells the agent the command's
  * pid (SHIM_STARTED) on its socket; waits for the command; appends
@@ -22,8 +22,8 @@
  * renames the spare's cgroup to the rank's and sends the launch: the
  * command is vforked at once and inherits the cgroup. The launch travels
  * as one datagram of at most SHIM_SPARE_MAX_REQUEST bytes, received into a
- * buffer allocated before the fork (no malloc after it), with the log and
- * journal fds and the join_fds attached (SCM_RIGHTS): the spare itself
+ * buffer allocated before the fork (no malloc after it), with the logs'
+ * and the journal's fds and the join_fds attached (SCM_RIGHTS): the spare itself
  * never joins a limit's cgroup, only the command does, so the shim stays
  * reusable whatever its ranks' limits. After SHIM_ENDED a spare waits for the
  * next launch: the executor renames the finished rank's (now empty) cgroup
@@ -51,7 +51,8 @@ struct shim_launch {
 	char *const *argv;
 	char *const *envp;
 	const char *cwd;
-	int log_fd;                  /* O_APPEND */
+	int log_fd;                  /* O_APPEND: the command's stdout */
+	int err_fd;                  /* O_APPEND: its stderr; -1: log_fd too */
 	int null_fd;                 /* /dev/null */
 	int cgroup_fd;               /* cgroup.procs or -1 */
 	int njoin;                   /* how many join_fds */
@@ -86,7 +87,7 @@ int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out);
 /* 1 when l can go to a spare (size and count caps; no cgroup_fd). */
 int shim_spare_fits(const struct shim_launch *l);
 
-/* Sends l (with its log_fd, record_fd and join_fds; null_fd is unused,
+/* Sends l (with its log_fd, err_fd, record_fd and join_fds; null_fd is unused,
  * cgroup_fd must be -1) and waits until the spare has forked the command,
  * as shim_spawn does. 0: the spare runs the rank and *pgid is set as by shim_spawn.
  * -E2BIG: l does not fit, nothing was sent. -ECHILD: the spare took the

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/mem.h"
@@ -15,6 +16,7 @@ struct httpc {
 	char errbuf[CURL_ERROR_SIZE];
 	struct buf *out;
 	int overflow;
+	struct buf headers; /* the last answer's header lines, "Name: value\r\n" */
 };
 
 void httpc_global_init(void)
@@ -30,6 +32,7 @@ struct httpc *httpc_new(void)
 		fprintf(stderr, "anvil: curl_easy_init failed\n");
 		abort();
 	}
+	buf_init(&c->headers);
 	return c;
 }
 
@@ -38,6 +41,7 @@ void httpc_free(struct httpc *c)
 	if (!c)
 		return;
 	curl_easy_cleanup(c->curl);
+	buf_cleanup(&c->headers);
 	free(c);
 }
 
@@ -53,6 +57,19 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* One header line at a time; a status line starts a new answer (after a
+ * 100 Continue or a redirect only the last one's headers count). */
+static size_t on_header(char *ptr, size_t size, size_t nitems, void *ud)
+{
+	struct httpc *c = ud;
+	size_t n = size * nitems;
+	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0)
+		buf_reset(&c->headers);
+	else if (c->headers.len + n <= HTTPC_MAX_HEADERS)
+		buf_add(&c->headers, ptr, n);
+	return n;
+}
+
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
              const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out)
 {
@@ -61,6 +78,7 @@ int httpc_do(struct httpc *c, const char *method, const char *url, const char *t
 	c->errbuf[0] = '\0';
 	c->out = out;
 	c->overflow = 0;
+	buf_reset(&c->headers);
 	struct curl_slist *hdrs = NULL;
 	char auth[512];
 	if (token && *token) {
@@ -75,6 +93,8 @@ int httpc_do(struct httpc *c, const char *method, const char *url, const char *t
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000);
@@ -104,4 +124,30 @@ int httpc_do(struct httpc *c, const char *method, const char *url, const char *t
 const char *httpc_error(const struct httpc *c)
 {
 	return c->errbuf;
+}
+
+const char *httpc_header(const struct httpc *c, const char *name, char *out, size_t outlen)
+{
+	size_t nlen = strlen(name);
+	const char *p = c->headers.data, *end = p ? p + c->headers.len : NULL;
+	while (p && p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *next = eol ? eol + 1 : end;
+		if ((size_t)(next - p) > nlen && strncasecmp(p, name, nlen) == 0 &&
+		    p[nlen] == ':') {
+			const char *v = p + nlen + 1, *ve = eol ? eol : end;
+			while (v < ve && (*v == ' ' || *v == '\t'))
+				v++;
+			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+				ve--;
+			if (outlen == 0)
+				return out;
+			size_t len = (size_t)(ve - v) < outlen - 1 ? (size_t)(ve - v) : outlen - 1;
+			memcpy(out, v, len);
+			out[len] = '\0';
+			return out;
+		}
+		p = next;
+	}
+	return NULL;
 }

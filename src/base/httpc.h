@@ -4,7 +4,9 @@
  * thread at a time. httpc_do() sends one request with an optional bearer
  * token and JSON body and collects the answer (capped at max_resp bytes).
  * A transport failure returns ERR_UPSTREAM (or ERR_TIMEOUT) with the reason
- * in httpc_error(); any HTTP status is a success at this level.
+ * in httpc_error(); any HTTP status is a success at this level. The answer's
+ * headers are kept (capped at HTTPC_MAX_HEADERS bytes) until the next
+ * request, for httpc_header().
  */
 #ifndef ANVIL_HTTPC_H
 #define ANVIL_HTTPC_H
@@ -24,5 +26,12 @@ void httpc_free(struct httpc *c);
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
              const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out);
 const char *httpc_error(const struct httpc *c);
+
+#define HTTPC_MAX_HEADERS (16 * 1024)
+
+/* The value of the last answer's header name (case-insensitive), without
+ * surrounding blanks, copied into out (cut to outlen); out, or NULL when
+ * the answer had no such header (or there was no answer). */
+const char *httpc_header(const struct httpc *c, const char *name, char *out, size_t outlen);
 
 #endif

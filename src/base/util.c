@@ -271,3 +271,16 @@ int stop_signal(void)
 {
 	return (int)caught_signal;
 }
+
+size_t text_last_lines(const char *s, size_t len, int64_t n)
+{
+	if (n <= 0)
+		return len;
+	size_t i = len;
+	if (i > 0 && s[i - 1] == '\n')
+		i--; /* it ends the last line */
+	for (int64_t seen = 0; i > 0; i--)
+		if (s[i - 1] == '\n' && ++seen == n)
+			return i;
+	return 0;
+}

@@ -38,6 +38,10 @@ int rm_rf(const char *path);
  * result is cut short, a UTF-8 sequence cut in two at the end is dropped
  * too, so UTF-8 in stays UTF-8 out. Returns what snprintf does. */
 int text_printf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Where the last n lines of s[0, len) begin (a last line without its
+ * newline counts as a line): 0 when s has n lines or fewer, len when
+ * n <= 0. */
+size_t text_last_lines(const char *s, size_t len, int64_t n);
 
 /* Parses a decimal integer in [min, max]; 0 or ERR_INVALID. */
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);

@@ -157,6 +157,11 @@ int cliconn_do(struct cliconn *c, const char *method, const char *path, const js
 	return rc;
 }
 
+const char *cliconn_header(const struct cliconn *c, const char *name, char *out, size_t outlen)
+{
+	return c->http ? httpc_header(c->http, name, out, outlen) : NULL;
+}
+
 /* Copies at most max bytes of s up to the first newline, with control
  * characters shown as '?', so a message cannot drive the terminal. */
 static void clean_copy(char *dst, size_t dstlen, const char *s, size_t max)

@@ -53,6 +53,10 @@ char *cliconn_file_path(void);
 int cliconn_do(struct cliconn *c, const char *method, const char *path, const json_t *body,
                int *status, struct buf *out);
 
+/* The value of header name in the last answer (httpc_header), copied
+ * into out; NULL when it had none. */
+const char *cliconn_header(const struct cliconn *c, const char *name, char *out, size_t outlen);
+
 /* Describes a non-2xx answer in c->error: the server's error message from
  * {"error": {"code", "message"}}, or the status and the start of the body
  * when the answer has another shape. A 401 says where the token came from. */

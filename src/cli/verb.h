@@ -75,10 +75,30 @@ const char *verb_str(const json_t *obj, const char *name);
  * job's exit_code (1-255) failed, 130 cancelled, 75 lost; 1 otherwise. */
 int verb_run_exit(const json_t *job);
 
-/* Streams rank's log of job to stdout from the start. follow: keep polling
- * until the job is final and the log is drained. On return *job_out (when
- * not NULL) holds the last job object seen, or NULL (json_decref it). */
-int verb_logs_stream(struct verb_ctx *v, int64_t job, int64_t rank, int follow, json_t **job_out);
+/* What verb_logs_stream prints (verb_logs.c says how it reads). */
+struct verb_logs_opts {
+	int64_t rank; /* only this rank's output; -1: every rank's, labeled "R: " */
+	int follow;   /* keep reading until the job is final and all is printed */
+	int64_t tail; /* > 0: each stream starts with its last tail lines */
+};
+#define VERB_LOGS_TAIL_MAX      100000 /* lines: the server's bound */
+#define VERB_LOGS_FAILURE_LINES 20
+
+/* Prints the output of job's latest attempt: each rank's stdout on stdout
+ * and stderr on stderr, in whole lines. The exit status: CLI_EXIT_FAILED
+ * also when a stream could not be read. On return *job_out (when not NULL)
+ * holds the last job object seen, or NULL (json_decref it). */
+int verb_logs_stream(struct verb_ctx *v, int64_t job, const struct verb_logs_opts *o,
+                     json_t **job_out);
+/* The rank a failed job failed on: the one its reason names ("rank 1 on
+ * node-2 exited non-zero"), else the first that failed to start or exited
+ * with the job's code; -1 when none (or the job did not fail). */
+int64_t verb_logs_failed_rank(const json_t *job);
+/* After a job failed on another rank than shown_rank (the one whose
+ * output was printed; -1: all were): prints that rank's last
+ * VERB_LOGS_FAILURE_LINES lines of stdout, then of stderr, labeled, on
+ * stderr under a line that says whose they are. */
+void verb_logs_failure(struct verb_ctx *v, const json_t *job, int64_t shown_rank);
 
 /* Human renderings of {"jobs": [...]}'s array, one JOB, and the nodes array.
  * now_ms is the wall clock in epoch milliseconds. */

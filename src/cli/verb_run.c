@@ -1,5 +1,6 @@
 /* verb_run.c - `anvil run`: submit a job (POST /v1/jobs), optionally wait
- * for it while streaming a rank's log, and exit with its status. */
+ * for it while streaming its ranks' output (verb_logs.c), and exit with its
+ * status. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,8 @@ static const struct cliargs_opt opts[] = {
         {"cwd", 0, CLIARGS_STR, "DIR", "working directory on the nodes (default: this one)"},
         {"grace", 0, CLIARGS_DURATION, "DURATION",
          "SIGTERM-to-SIGKILL grace: 30s, 500ms, 2m (default 10s)"},
-        {"wait", 'w', CLIARGS_FLAG, NULL, "stream the log and exit with the job's status"},
-        {"rank", 'r', CLIARGS_INT, "R", "with --wait: whose log to stream (default 0)"},
+        {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
+        {"rank", 'r', CLIARGS_INT, "R", "with --wait: only this rank's output (default: all)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON answer (not with --wait)"},
         {NULL, 0, 0, NULL, NULL},
 };
@@ -115,9 +116,11 @@ static int run_fn(struct verb_ctx *v)
 	if (!wait)
 		return CLI_EXIT_OK;
 	const struct cliargs_value *rank = cliargs_get(&v->args, "rank");
-	ret = verb_logs_stream(v, id, rank->set ? rank->num : 0, 1, &final);
+	struct verb_logs_opts lo = {.rank = rank->set ? rank->num : -1, .follow = 1};
+	ret = verb_logs_stream(v, id, &lo, &final);
 	if (final && verb_state_final(json_string_value(json_object_get(final, "state")))) {
 		report_end(id, final);
+		verb_logs_failure(v, final, lo.rank);
 		ret = verb_run_exit(final);
 	}
 	json_decref(final);
@@ -142,12 +145,15 @@ const struct verb verb_run = {
                 "variables of this host or session (HOSTNAME, SSH_*, DISPLAY, ...) never go;\n"
                 "`anvil show` lists the exported names, never their values.\n"
                 "\n"
-                "With --wait, the id goes to stderr, rank R's log (rank 0 by default) streams\n"
-                "to stdout until the job ends, and anvil exits with the job's status:\n"
+                "With --wait, the id goes to stderr, the output of every rank (of rank R alone\n"
+                "with --rank) streams until the job ends, as `anvil logs -f` prints it (stdout\n"
+                "to stdout, stderr to stderr, lines led by \"R: \" when there are several\n"
+                "ranks), and anvil exits with the job's status:\n"
                 "  0      the job succeeded\n"
                 "  N      it failed: the first failing rank's exit code (128+signal if killed)\n"
                 "  130    it was cancelled\n"
                 "  75     it was lost with its node\n"
-                "Interrupting `anvil run --wait` leaves the job running: `anvil cancel JOB`\n"
-                "stops it.\n",
+                "When the job failed on a rank whose output was not shown, that rank's last\n"
+                "lines follow on stderr. Interrupting `anvil run --wait` leaves the job\n"
+                "running: `anvil cancel JOB` stops it.\n",
 };

@@ -16,6 +16,7 @@
 #include "server/server.h"
 
 #define LOG_LIMIT_MAX (1 << 20)
+#define LOG_TAIL_MAX  100000 /* lines */
 
 static int admin_ok(struct server *s, struct httpd_req *req)
 {
@@ -119,15 +120,24 @@ static void job_get(struct server *s, struct httpd_req *req, int64_t id, enum jo
 	state_unlock(st);
 }
 
+/* What GET /v1/jobs/ID/logs asks for. */
+struct log_query {
+	int64_t rank, offset, limit;
+	int64_t tail;       /* > 0: the last tail lines instead of from offset */
+	int64_t attempt;    /* number; 0: the latest */
+	const char *stream; /* "stdout" or "stderr" */
+};
+
 struct log_source {
-	char url[512];
+	char url[600];
 	char secret[65];
 	char job_state[16];
+	int64_t attempt; /* the number served; 0: none yet */
 	int has_rank;
 };
 
-static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t offset,
-                           int64_t limit, struct log_source *src, char *err, size_t errlen)
+static int find_log_source(struct state *st, int64_t id, const struct log_query *q,
+                           struct log_source *src, char *err, size_t errlen)
 {
 	struct job *j = state_job(st, id);
 	if (!j) {
@@ -135,37 +145,57 @@ static int find_log_source(struct state *st, int64_t id, int64_t rank, int64_t o
 		return ERR_NOTFOUND;
 	}
 	snprintf(src->job_state, sizeof(src->job_state), "%s", job_state_name(j->state));
-	if (rank >= j->nodes) {
+	if (q->rank >= j->nodes) {
 		snprintf(err, errlen, "query 'rank': job %lld has ranks 0 to %d", (long long)id,
 		         j->nodes - 1);
 		return ERR_INVALID;
 	}
+	if (q->attempt > j->nattempts) {
+		snprintf(err, errlen, "query 'attempt': job %lld has %d attempt(s)", (long long)id,
+		         j->nattempts);
+		return ERR_NOTFOUND;
+	}
 	if (!j->nattempts)
 		return 0; /* nothing ran yet: empty log */
-	const struct attempt *a = j->attempts[j->nattempts - 1];
-	const struct rank *k = &a->ranks[rank];
+	const struct attempt *a = j->attempts[q->attempt ? q->attempt - 1 : j->nattempts - 1];
+	src->attempt = a->number;
+	const struct rank *k = &a->ranks[q->rank];
 	struct node *n = state_node(st, k->node_id);
 	if (!n || !n->agent_url[0] || k->state == RANK_ASSIGNED)
 		return 0;
-	snprintf(src->url, sizeof(src->url),
-	         "%s/v1/logs?attempt=%lld&rank=%lld&offset=%lld&limit=%lld", n->agent_url,
-	         (long long)a->id, (long long)rank, (long long)offset, (long long)limit);
+	int len = snprintf(src->url, sizeof(src->url),
+	                   "%s/v1/logs?attempt=%lld&rank=%lld&stream=%s&limit=%lld", n->agent_url,
+	                   (long long)a->id, (long long)q->rank, q->stream, (long long)q->limit);
+	if (len > 0 && (size_t)len < sizeof(src->url))
+		snprintf(src->url + len, sizeof(src->url) - (size_t)len, "&%s=%lld",
+		         q->tail ? "tail" : "offset", (long long)(q->tail ? q->tail : q->offset));
 	snprintf(src->secret, sizeof(src->secret), "%s", n->secret);
 	src->has_rank = 1;
 	return 0;
 }
 
-static int log_params(struct httpd_req *req, int64_t *rank, int64_t *offset, int64_t *limit)
+static int log_params(struct httpd_req *req, struct log_query *q)
 {
 	const char *r = httpd_query(req, "rank"), *o = httpd_query(req, "offset");
-	const char *l = httpd_query(req, "limit");
+	const char *l = httpd_query(req, "limit"), *t = httpd_query(req, "tail");
+	const char *a = httpd_query(req, "attempt"), *s = httpd_query(req, "stream");
 	const char *msg = NULL;
-	if (r && parse_i64(r, 0, 1023, rank))
+	if (r && parse_i64(r, 0, 1023, &q->rank))
 		msg = "query 'rank': must be an integer from 0 to 1023";
-	else if (o && parse_i64(o, 0, INT64_MAX / 2, offset))
+	else if (o && parse_i64(o, 0, INT64_MAX / 2, &q->offset))
 		msg = "query 'offset': must be a non-negative integer";
-	else if (l && parse_i64(l, 1, LOG_LIMIT_MAX, limit))
+	else if (l && parse_i64(l, 1, LOG_LIMIT_MAX, &q->limit))
 		msg = "query 'limit': must be an integer from 1 to 1048576";
+	else if (t && parse_i64(t, 1, LOG_TAIL_MAX, &q->tail))
+		msg = "query 'tail': must be an integer from 1 to 100000 (lines)";
+	else if (t && o)
+		msg = "query 'tail': not with 'offset' (the last lines, or from an offset)";
+	else if (a && parse_i64(a, 1, INT32_MAX, &q->attempt))
+		msg = "query 'attempt': must be an attempt number from 1";
+	else if (s && strcmp(s, "stdout") != 0 && strcmp(s, "stderr") != 0)
+		msg = "query 'stream': must be stdout or stderr";
+	if (s && !msg)
+		q->stream = s;
 	if (msg)
 		httpd_error(req, ERR_INVALID, msg);
 	return msg ? ERR_INVALID : 0;
@@ -175,23 +205,25 @@ static int log_params(struct httpd_req *req, int64_t *rank, int64_t *offset, int
 static void job_logs(struct server *s, struct httpd_req *req, int64_t id)
 {
 	req->route = "jobs_logs";
-	int64_t rank = 0, offset = 0, limit = LOG_LIMIT_MAX;
-	if (log_params(req, &rank, &offset, &limit))
+	struct log_query q = {.limit = LOG_LIMIT_MAX, .stream = "stdout"};
+	if (log_params(req, &q))
 		return;
 	struct log_source src = {0};
 	char err[160];
 	state_lock(&s->state);
-	int rc = find_log_source(&s->state, id, rank, offset, limit, &src, err, sizeof(err));
+	int rc = find_log_source(&s->state, id, &q, &src, err, sizeof(err));
 	state_unlock(&s->state);
 	if (rc) {
 		httpd_error(req, rc, err);
 		return;
 	}
-	char next[32];
+	char next[32], num[24];
 	httpd_add_header(req, "X-Anvil-Job-State", src.job_state);
+	snprintf(num, sizeof(num), "%lld", (long long)src.attempt);
+	httpd_add_header(req, "X-Anvil-Attempt", num);
 	req->content_type = "text/plain; charset=utf-8";
 	if (!src.has_rank) {
-		snprintf(next, sizeof(next), "%lld", (long long)offset);
+		snprintf(next, sizeof(next), "%lld", (long long)q.offset);
 		httpd_add_header(req, "X-Anvil-Next-Offset", next);
 		return;
 	}
@@ -204,7 +236,10 @@ static void job_logs(struct server *s, struct httpd_req *req, int64_t id)
 		         rc ? httpc_error(c) : (req->out.data ? req->out.data : "?"));
 		httpd_error(req, status == 404 ? ERR_NOTFOUND : ERR_UPSTREAM, msg);
 	} else {
-		snprintf(next, sizeof(next), "%lld", (long long)offset + (long long)req->out.len);
+		/* The agent says where a tail ended; an offset read ends len on. */
+		if (!httpc_header(c, "X-Anvil-Next-Offset", next, sizeof(next)))
+			snprintf(next, sizeof(next), "%lld",
+			         (long long)q.offset + (long long)req->out.len);
 		httpd_add_header(req, "X-Anvil-Next-Offset", next);
 	}
 	httpc_free(c);

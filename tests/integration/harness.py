@@ -212,17 +212,26 @@ class Cluster:
         return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(jid)),
                         timeout=timeout, what="job %d in %s" % (jid, states))
 
-    def cli(self, *args, env=None, check=False, timeout=60, cwd=None):
+    def cli_env(self, env=None):
         e = dict(os.environ, ANVIL_HOME=self.home)
         e.pop("ANVIL_SERVER", None)
         e.pop("ANVIL_TOKEN", None)
         e.update(env or {})
-        p = subprocess.run([ANVIL] + list(args), capture_output=True, text=True, env=e,
-                           timeout=timeout, cwd=cwd)
+        return e
+
+    def cli(self, *args, env=None, check=False, timeout=60, cwd=None):
+        p = subprocess.run([ANVIL] + list(args), capture_output=True, text=True,
+                           env=self.cli_env(env), timeout=timeout, cwd=cwd)
         if check and p.returncode != 0:
             raise AssertionError("anvil %s exited %d: %s%s" % (" ".join(args), p.returncode,
                                                              p.stdout, p.stderr))
         return p
+
+    def cli_popen(self, *args, env=None):
+        """The CLI started in the background, stdout and stderr piped (text):
+        for `-f` while the test changes what it follows. communicate() it."""
+        return subprocess.Popen([ANVIL] + list(args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.cli_env(env))
 
 
 def run_tests(tests):

@@ -43,8 +43,8 @@ def test_listings_tables_and_json():
         assert "lister" in show and "succeeded" in show, show
         sj = json.loads(c.cli("show", "--json", str(jid), check=True).stdout)
         assert sj["job"]["env"] == {"FOO": "bar"}
-        logs = c.cli("logs", str(jid), check=True).stdout
-        assert "bar" in logs and "to-stderr" in logs, logs
+        logs = c.cli("logs", str(jid), check=True)
+        assert logs.stdout == "bar\n" and logs.stderr == "to-stderr\n", logs
         nodes = c.cli("nodes", check=True).stdout
         assert "node-1" in nodes and "node-2" in nodes and "ready" in nodes, nodes
         nj = json.loads(c.cli("nodes", "--json", check=True).stdout)

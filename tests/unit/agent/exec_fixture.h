@@ -36,15 +36,27 @@ static inline struct exec_status exec_fx_wait_final(struct exec *e, int64_t atte
 	}
 }
 
-/* Rank 0's log of attempt, under work (to free). */
-static inline char *exec_fx_log(const char *work, int64_t attempt)
+/* Rank 0's stdout or stderr log of attempt, under work (to free). */
+static inline char *exec_fx_stream(const char *work, int64_t attempt, enum exec_stream stream)
 {
-	char *path = exec_log_path(work, attempt, 0);
+	char *path = exec_log_path(work, attempt, 0, stream);
 	struct buf b;
 	buf_init(&b);
 	CHECK_INT(read_file(path, 1 << 20, &b), 0);
 	free(path);
+	buf_adds(&b, ""); /* an empty log is "", not NULL */
 	return buf_detach(&b);
+}
+
+/* Rank 0's stdout log of attempt, then its stderr log (to free). */
+static inline char *exec_fx_log(const char *work, int64_t attempt)
+{
+	char *out = exec_fx_stream(work, attempt, EXEC_STDOUT);
+	char *err = exec_fx_stream(work, attempt, EXEC_STDERR);
+	char *both = xasprintf("%s%s", out, err);
+	free(out);
+	free(err);
+	return both;
 }
 
 /* Fake GPUs in work/dev: char nodes nv0 and nv1 (195:0, 195:1) and nv255

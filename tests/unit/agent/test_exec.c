@@ -79,10 +79,13 @@ TEST(exit_status_and_log)
 	CHECK_INT(st.state, EXEC_EXITED);
 	CHECK_INT(st.exit_code, 3);
 	CHECK_INT(st.signal, 0);
-	char *log = exec_fx_log(work, 1);
-	CHECK_CONTAINS(log, "hello\n");
-	CHECK_CONTAINS(log, "oops\n");
-	free(log);
+	/* stdout and stderr each in its own log */
+	char *out = exec_fx_stream(work, 1, EXEC_STDOUT);
+	char *err = exec_fx_stream(work, 1, EXEC_STDERR);
+	CHECK_STR(out, "hello\n");
+	CHECK_STR(err, "oops\n");
+	free(out);
+	free(err);
 	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 1,
 	                                            .rank = 0,
 	                                            .argv = (const char *const[]){"true", NULL}}),
@@ -92,13 +95,41 @@ TEST(exit_status_and_log)
 	teardown(e);
 }
 
+/* A shim forked for the rank (no spare) splits the streams too, and its
+ * own message (command not found) goes to the rank's stderr. */
+TEST(streams_apart_on_the_direct_path)
+{
+	struct exec *e = setup();
+	exec_set_spares(e, 0);
+	exec_poll(e);
+	start(e, 4, "echo out-line; echo err-line >&2", NULL);
+	CHECK_INT(exec_fx_wait_final(e, 4, 5000).exit_code, 0);
+	CHECK_INT(exec_started_spare_total(e), 0);
+	char *out = exec_fx_stream(work, 4, EXEC_STDOUT);
+	char *err = exec_fx_stream(work, 4, EXEC_STDERR);
+	CHECK_STR(out, "out-line\n");
+	CHECK_STR(err, "err-line\n");
+	free(out);
+	free(err);
+	const char *argv[] = {"no-such-command-anvil", NULL};
+	CHECK_INT(exec_start(e, &(struct exec_spec){.attempt_id = 5, .rank = 0, .argv = argv}), 0);
+	CHECK_INT(exec_fx_wait_final(e, 5, 5000).exit_code, 127);
+	out = exec_fx_stream(work, 5, EXEC_STDOUT);
+	err = exec_fx_stream(work, 5, EXEC_STDERR);
+	CHECK_STR(out, "");
+	CHECK_CONTAINS(err, "command not found");
+	free(out);
+	free(err);
+	teardown(e);
+}
+
 TEST(env_and_cwd)
 {
 	struct exec *e = setup();
 	const char *env[] = {"FOO=bar baz", "CUDA_VISIBLE_DEVICES=0,1", NULL};
 	start(e, 2,
 	      "echo \"foo=$FOO cvd=$CUDA_VISIBLE_DEVICES out=$ANVIL_OUTPUT_DIR\"; "
-	      "echo \"log=$ANVIL_LOG_FILE\"; echo \"pwd=$(pwd)\"; "
+	      "echo \"log=$ANVIL_LOG_FILE err=$ANVIL_ERR_FILE\"; echo \"pwd=$(pwd)\"; "
 	      "echo \"secret=${ANVIL_TEST_SECRET:-unset}\"",
 	      env);
 	setenv("ANVIL_TEST_SECRET", "leak", 1); /* set after start: must not matter */
@@ -109,7 +140,7 @@ TEST(env_and_cwd)
 	CHECK_CONTAINS(log, "foo=bar baz cvd=0,1");
 	snprintf(want, sizeof(want), "out=%s/output/2\n", work);
 	CHECK_CONTAINS(log, want);
-	snprintf(want, sizeof(want), "log=%s/logs/2-0.log\n", work);
+	snprintf(want, sizeof(want), "log=%s/logs/2-0.log err=%s/logs/2-0.err\n", work, work);
 	CHECK_CONTAINS(log, want);
 	snprintf(want, sizeof(want), "pwd=%s/output/2\n", work);
 	CHECK_CONTAINS(log, want);

@@ -156,7 +156,7 @@ TEST(memory_limit_is_enforced)
 		sleep_ms(10);
 	} while (st.state == EXEC_RUNNING);
 	CHECK_INT(st.signal, SIGKILL);
-	char *path = exec_log_path(work, 11, 0);
+	char *path = exec_log_path(work, 11, 0, EXEC_STDOUT);
 	struct buf b;
 	buf_init(&b);
 	CHECK_INT(read_file(path, 1 << 20, &b), 0);

@@ -5,6 +5,8 @@
 #include "../test.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/httpc.h"
+#include "base/httpd.h"
 #include "base/jv.h"
 #include "base/util.h"
 
@@ -136,6 +138,57 @@ TEST(text_printf_never_cuts_a_character_in_two)
 		text_printf(buf, size, "%s", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
 		CHECK(jv_utf8_fix(buf) == NULL);
 	}
+}
+
+TEST(text_last_lines_counts_from_the_end)
+{
+	const char *s = "a\nbb\nccc\n";
+	size_t len = strlen(s);
+	CHECK_INT(text_last_lines(s, len, 1), 5);
+	CHECK_INT(text_last_lines(s, len, 2), 2);
+	CHECK_INT(text_last_lines(s, len, 3), 0);
+	CHECK_INT(text_last_lines(s, len, 9), 0);
+	CHECK_INT(text_last_lines(s, len, 0), len);
+	/* a last line without its newline is a line */
+	CHECK_INT(text_last_lines("a\nbb", 4, 1), 2);
+	CHECK_INT(text_last_lines("a\nbb", 4, 2), 0);
+	/* empty lines count */
+	CHECK_INT(text_last_lines("a\n\n\n", 4, 2), 2);
+	CHECK_INT(text_last_lines("", 0, 3), 0);
+}
+
+static int header_handler(struct httpd_req *req, void *ctx)
+{
+	(void)ctx;
+	httpd_add_header(req, "X-Anvil-Next-Offset", "1234");
+	httpd_json(req, 200, "{}");
+	return HTTPD_DONE;
+}
+
+/* httpc keeps the answer's headers for httpc_header, the last answer's only. */
+TEST(httpc_reads_answer_headers)
+{
+	httpc_global_init();
+	struct httpd *h = NULL;
+	struct httpd_config cfg = {.bind = "127.0.0.1", .threads = 1, .handler = header_handler};
+	CHECK_INT(httpd_start(&cfg, &h), 0);
+	char url[64], val[16];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", httpd_port(h));
+	struct httpc *c = httpc_new();
+	CHECK(httpc_header(c, "X-Anvil-Next-Offset", val, sizeof(val)) == NULL);
+	struct buf out;
+	buf_init(&out);
+	int status = 0;
+	CHECK_INT(httpc_do(c, "GET", url, NULL, NULL, 0, 5000, &status, &out), 0);
+	CHECK_INT(status, 200);
+	CHECK_STR(httpc_header(c, "x-anvil-next-offset", val, sizeof(val)), "1234");
+	CHECK_STR(httpc_header(c, "X-Anvil-Next-Offset", val, 3), "12");
+	CHECK(httpc_header(c, "X-Anvil-Next", val, sizeof(val)) == NULL);
+	httpd_stop(h);
+	CHECK(httpc_do(c, "GET", url, NULL, NULL, 0, 2000, &status, &out) != 0);
+	CHECK(httpc_header(c, "X-Anvil-Next-Offset", val, sizeof(val)) == NULL);
+	buf_cleanup(&out);
+	httpc_free(c);
 }
 
 TEST(parse_helpers)

@@ -251,6 +251,37 @@ TEST(run_wait_exit_codes)
 	CHECK_INT(CLI_EXIT_LOST, 75);
 }
 
+/* The rank whose last lines `run --wait --rank R` shows when the job failed
+ * elsewhere: the one the reason names, else the first that failed. */
+TEST(failed_rank_from_the_reason_or_the_ranks)
+{
+	const struct {
+		const char *job;
+		int64_t want;
+	} cases[] = {
+	        {"{\"state\": \"failed\", \"reason\": \"rank 1 on node-2 exited non-zero\"}", 1},
+	        {"{\"state\": \"failed\", \"reason\": \"rank 12 on n was lost: gone\"}", 12},
+	        {"{\"state\": \"succeeded\", \"reason\": \"rank 1 on node-2 exited\"}", -1},
+	        {"{\"state\": \"failed\", \"reason\": \"rankx\"}", -1},
+	        {"{\"state\": \"failed\", \"reason\": \"rank 1x on\"}", -1},
+	        {"{\"state\": \"failed\", \"exit_code\": 3, \"reason\": \"?\", \"attempts\": "
+	         "[{\"ranks\": ["
+	         "{\"rank\": 0, \"state\": \"exited\", \"exit_code\": 143},"
+	         "{\"rank\": 1, \"state\": \"exited\", \"exit_code\": 3}]}]}",
+	         1},
+	        {"{\"state\": \"failed\", \"exit_code\": 127, \"attempts\": [{\"ranks\": ["
+	         "{\"rank\": 0, \"state\": \"exited\", \"exit_code\": 0},"
+	         "{\"rank\": 1, \"state\": \"failed_to_start\", \"exit_code\": null}]}]}",
+	         1},
+	        {"{\"state\": \"failed\", \"attempts\": []}", -1},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *job = load(cases[i].job);
+		CHECK_INT(verb_logs_failed_rank(job), cases[i].want);
+		json_decref(job);
+	}
+}
+
 TEST(command_line_quoting_and_cut)
 {
 	json_t *cmd = load("[\"sh\", \"-c\", \"echo $HOME\", \"\", \"a=b\"]");

@@ -1,0 +1,215 @@
+"""Every rank's output, as `srun -l` prints it: `anvil run --wait` and
+`anvil logs [-f] [--rank R] [--tail N]` against a real 2-agent cluster.
+Lines labeled "R: " when the job has several ranks, stdout and stderr kept
+apart end to end (the agent's two logs, the API's stream=, the CLI's two
+streams), whole lines across chunk boundaries, the failing rank's last
+lines, and logs that survive an agent restart."""
+import os
+import re
+import time
+
+from harness import ApiError, cluster, run_tests, wait_for
+
+RANK1_FAILS = ('if [ "$NODE_RANK" = 1 ]; then echo out-1; sleep 1; echo boom >&2; exit 3; fi; '
+               'echo zero-out; sleep 30')
+
+
+def submitted_id(p):
+    return int(re.search(r"submitted job (\d+)", p.stderr + p.stdout).group(1))
+
+
+def test_run_wait_labels_every_rank_and_exits_with_the_failing_code():
+    with cluster(agents=2, gpus=1, name="outwait") as c:
+        p = c.cli("run", "--wait", "--nodes", "2", "--", "sh", "-c", RANK1_FAILS)
+        assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+        err = p.stderr.splitlines()
+        assert "1: boom" in err, p.stderr
+        assert "1: out-1" in p.stdout.splitlines(), p.stdout
+        assert "boom" not in p.stdout, p.stdout
+        # every rank was shown: no tail of the failing rank repeated
+        assert "last lines" not in p.stderr, p.stderr
+        assert "rank 1 on node-" in p.stderr, p.stderr
+
+
+def test_run_wait_on_one_rank_ends_with_the_failing_ranks_last_lines():
+    with cluster(agents=2, gpus=1, name="outtail") as c:
+        p = c.cli("run", "--wait", "--rank", "0", "--nodes", "2", "--", "sh", "-c", RANK1_FAILS)
+        assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+        # rank 0 alone, unlabeled
+        assert "zero-out" in p.stdout.splitlines(), p.stdout
+        assert "1: " not in p.stdout, p.stdout
+        # then rank 1's last lines on stderr, under a line that says whose
+        err = p.stderr.splitlines()
+        head = [i for i, line in enumerate(err) if "rank 1 failed" in line]
+        assert head, p.stderr
+        assert err[head[0] + 1:] == ["1: out-1", "1: boom"], p.stderr
+
+
+def test_stdout_and_stderr_stay_apart():
+    with cluster(agents=1, gpus=1, name="outstreams") as c:
+        p = c.cli("run", "--wait", "--", "sh", "-c",
+                  "echo to-out; echo to-err >&2; echo more-out; echo more-err >&2")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == "to-out\nmore-out\n", p.stdout
+        assert "to-err\nmore-err\n" in p.stderr and "to-out" not in p.stderr, p.stderr
+        jid = submitted_id(p)
+        p = c.cli("logs", str(jid), check=True)
+        assert (p.stdout, p.stderr) == ("to-out\nmore-out\n", "to-err\nmore-err\n"), p
+        # the API: one stream per request, stdout by default
+        base = "/v1/jobs/%d/logs" % jid
+        assert c.api("GET", base) == b"to-out\nmore-out\n"
+        assert c.api("GET", base + "?stream=stderr") == b"to-err\nmore-err\n"
+        assert c.api("GET", base + "?stream=stderr&offset=7") == b"more-err\n"
+        assert c.api("GET", base + "?stream=stdout&tail=1") == b"more-out\n"
+        assert c.api("GET", base + "?stream=stderr&attempt=1&tail=5") == b"to-err\nmore-err\n"
+        # a tail within the last `limit` bytes never starts with a cut line
+        assert c.api("GET", base + "?tail=5&limit=12") == b"more-out\n"
+        assert c.api("GET", base + "?tail=5&limit=10") == b"more-out\n"
+        assert c.api("GET", base + "?tail=5&limit=16") == b"to-out\nmore-out\n"
+        for query, field in [("?stream=both", "'stream'"), ("?tail=0", "'tail'"),
+                             ("?tail=1&offset=0", "'tail'"), ("?attempt=0", "'attempt'")]:
+            try:
+                c.api("GET", base + query)
+                raise AssertionError("%s accepted" % query)
+            except ApiError as e:
+                assert e.status == 400 and field in str(e.body), (query, e.body)
+        try:
+            c.api("GET", base + "?attempt=2")
+            raise AssertionError("attempt 2 of a job with one")
+        except ApiError as e:
+            assert e.status == 404 and "1 attempt" in str(e.body), e.body
+
+
+def test_rank_selects_one_and_labels_mark_many():
+    with cluster(agents=2, gpus=1, name="outrank") as c:
+        j = c.submit(["sh", "-c", "echo r$NODE_RANK-a; echo e$NODE_RANK >&2; echo r$NODE_RANK-b"],
+                     gpus=1, nodes=2)
+        assert c.wait_job(j["id"])["state"] == "succeeded"
+        p = c.cli("logs", str(j["id"]), check=True)
+        assert sorted(p.stdout.splitlines()) == ["0: r0-a", "0: r0-b", "1: r1-a", "1: r1-b"], p
+        assert sorted(p.stderr.splitlines()) == ["0: e0", "1: e1"], p
+        # each rank's lines in their order
+        out = p.stdout.splitlines()
+        assert out.index("1: r1-a") < out.index("1: r1-b"), out
+        p = c.cli("logs", "--rank", "1", str(j["id"]), check=True)
+        assert (p.stdout, p.stderr) == ("r1-a\nr1-b\n", "e1\n"), p
+        p = c.cli("logs", "--rank", "2", str(j["id"]))
+        assert p.returncode == 1 and "ranks 0 to 1" in p.stderr, p.stderr
+
+
+def test_tail_per_rank_and_with_follow():
+    with cluster(agents=2, gpus=1, name="outtailn") as c:
+        j = c.submit(["sh", "-c", "for i in $(seq 1 50); do echo $i; echo e$i >&2; done"],
+                     gpus=1, nodes=2)
+        assert c.wait_job(j["id"])["state"] == "succeeded"
+        p = c.cli("logs", "--tail", "2", str(j["id"]), check=True)
+        assert sorted(p.stdout.splitlines()) == ["0: 49", "0: 50", "1: 49", "1: 50"], p.stdout
+        assert sorted(p.stderr.splitlines()) == ["0: e49", "0: e50", "1: e49", "1: e50"], p
+        p = c.cli("logs", "--tail", "3", "--rank", "1", str(j["id"]), check=True)
+        assert (p.stdout, p.stderr) == ("48\n49\n50\n", "e48\ne49\ne50\n"), p
+        assert c.cli("logs", "--tail", "0", str(j["id"])).returncode == 2
+        # -f with --tail: the last lines so far, then what comes
+        gate = os.path.join(c.dir, "gate")
+        j = c.submit(["sh", "-c", "seq 1 10; while [ ! -e %s ]; do sleep 0.05; done; echo late"
+                      % gate], gpus=1)
+        wait_for(lambda: c.api("GET", "/v1/jobs/%d/logs?tail=1" % j["id"]) == b"10\n",
+                 what="the first ten lines")
+        follower = c.cli_popen("logs", "-f", "--tail", "2", str(j["id"]))
+        time.sleep(1)
+        open(gate, "w").close()
+        out, err = follower.communicate(timeout=30)
+        assert follower.returncode == 0, err
+        assert out == "9\n10\nlate\n", out
+
+
+def test_follow_a_running_multi_rank_job_until_it_ends():
+    with cluster(agents=2, gpus=1, name="outfollow") as c:
+        j = c.submit(["sh", "-c", "for i in 1 2 3; do echo r$NODE_RANK-$i; sleep 0.3; done; "
+                      "echo done-$NODE_RANK >&2"], gpus=1, nodes=2)
+        p = c.cli("logs", "-f", str(j["id"]), check=True, timeout=30)
+        out = p.stdout.splitlines()
+        for r in (0, 1):
+            assert [x for x in out if x.startswith("%d: " % r)] == \
+                ["%d: r%d-%d" % (r, r, i) for i in (1, 2, 3)], out
+        assert sorted(p.stderr.splitlines()) == ["0: done-0", "1: done-1"], p.stderr
+        assert c.job(j["id"])["state"] == "succeeded"
+
+
+# 16383 lines of 64 bytes end 64 bytes before the 1 MiB chunk the CLI asks
+# for: the next line crosses into the second chunk.
+STRADDLE = ("import sys; sys.stdout.write(('x' * 63 + '\\n') * 16383 + 'S' * 150 + "
+            "'-straddle\\n' + 'tail\\n')")
+
+
+def test_a_line_split_across_chunks_comes_out_whole():
+    with cluster(agents=2, gpus=1, name="outsplit") as c:
+        j = c.submit(["python3", "-c", STRADDLE], gpus=1, nodes=2)
+        assert c.wait_job(j["id"])["state"] == "succeeded"
+        p = c.cli("logs", str(j["id"]), check=True)
+        out = p.stdout.splitlines()
+        for r in (0, 1):
+            assert "%d: %s-straddle" % (r, "S" * 150) in out, [x for x in out if "S" in x]
+            assert out.count("%d: %s" % (r, "x" * 63)) == 16383
+        assert len(out) == 2 * (16383 + 2), len(out)
+        # while it is written: half a line waits for the rest, with the other
+        # rank's lines passing by
+        gate = os.path.join(c.dir, "gate")
+        j = c.submit(["sh", "-c", 'if [ "$NODE_RANK" = 0 ]; then printf half-; '
+                      'while [ ! -e %s ]; do sleep 0.05; done; echo whole; '
+                      'else echo one-line; sleep 1; echo other-line; fi' % gate],
+                     gpus=1, nodes=2)
+        wait_for(lambda: c.api("GET", "/v1/jobs/%d/logs?rank=0" % j["id"]) == b"half-",
+                 what="half a line written")
+        follower = c.cli_popen("logs", "-f", str(j["id"]))
+        time.sleep(1.5)
+        open(gate, "w").close()
+        out, err = follower.communicate(timeout=30)
+        assert follower.returncode == 0, err
+        lines = out.splitlines()
+        assert "0: half-whole" in lines, out
+        assert sorted(lines) == ["0: half-whole", "1: one-line", "1: other-line"], out
+
+
+def test_logs_survive_an_agent_restart():
+    with cluster(agents=1, gpus=1, name="outrestart") as c:
+        gate = os.path.join(c.dir, "gate")
+        j = c.submit(["sh", "-c", "echo before; echo before-err >&2; "
+                      "while [ ! -e %s ]; do sleep 0.05; done; echo after; echo after-err >&2"
+                      % gate], gpus=1)
+        wait_for(lambda: c.api("GET", "/v1/jobs/%d/logs" % j["id"]) == b"before\n",
+                 what="the first line")
+        c.kill_agent(0)
+        open(gate, "w").close()
+        time.sleep(0.3)
+        c.start_agent(0)
+        assert c.wait_job(j["id"], timeout=30)["state"] == "succeeded"
+        p = c.cli("logs", str(j["id"]), check=True)
+        assert (p.stdout, p.stderr) == ("before\nafter\n", "before-err\nafter-err\n"), p
+
+
+def test_follow_goes_on_to_the_next_attempt():
+    with cluster(agents=2, gpus=1, name="outretry") as c:
+        j = c.submit(["sh", "-c", "echo attempt-$ANVIL_ATTEMPT; echo err-$ANVIL_ATTEMPT >&2; "
+                      "printf partial-$ANVIL_ATTEMPT; [ $ANVIL_ATTEMPT = 2 ] || exec sleep 60"],
+                     gpus=1, grace_ms=200)
+        wait_for(lambda: c.api("GET", "/v1/jobs/%d/logs" % j["id"]) == b"attempt-1\npartial-1",
+                 what="attempt 1's output")
+        follower = c.cli_popen("logs", "-f", str(j["id"]))
+        time.sleep(0.5)
+        node = c.job(j["id"])["attempts"][0]["ranks"][0]["node"]
+        c.cli("node", "drain", node, check=True)
+        out, err = follower.communicate(timeout=30)
+        assert follower.returncode == 0, err
+        # attempt 1's output whole (its partial line ended), then attempt 2's
+        assert out == "attempt-1\npartial-1\nattempt-2\npartial-2\n", out
+        lines = err.splitlines()
+        assert lines == ["err-1", "anvil: job %d: attempt 2 started; its output follows" % j["id"],
+                         "err-2"], err
+
+
+run_tests([test_run_wait_labels_every_rank_and_exits_with_the_failing_code,
+           test_run_wait_on_one_rank_ends_with_the_failing_ranks_last_lines,
+           test_stdout_and_stderr_stay_apart, test_rank_selects_one_and_labels_mark_many,
+           test_tail_per_rank_and_with_follow, test_follow_a_running_multi_rank_job_until_it_ends,
+           test_a_line_split_across_chunks_comes_out_whole, test_logs_survive_an_agent_restart,
+           test_follow_goes_on_to_the_next_attempt])
