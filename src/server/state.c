@@ -309,14 +309,18 @@ static void load_job(void *ctx, struct job *j)
 	while (st->njobs + 1 < j->id) /* a hole would break dense ids: never expected */
 		state_index_job(st, NULL);
 	state_index_job(st, j);
+	/* Attempts come in job order, not id order: a requeued job's later
+	 * attempt is newer than other jobs' attempts still to be loaded. Each
+	 * goes at its id, the slots of older ones left for them. */
 	for (int i = 0; i < j->nattempts; i++) {
 		struct attempt *a = j->attempts[i];
-		while (st->nattempts + 1 < a->id) {
+		if (a->id < 1)
+			continue;
+		while (st->nattempts < a->id) {
 			XGROW(st->attempts, st->nattempts, st->capattempts);
 			st->attempts[st->nattempts++] = NULL;
 		}
-		XGROW(st->attempts, st->nattempts, st->capattempts);
-		st->attempts[st->nattempts++] = a;
+		st->attempts[a->id - 1] = a;
 	}
 }
 
