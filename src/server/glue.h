@@ -18,6 +18,9 @@ void glue_job_cache(struct state *st, struct job *j);
 void glue_forget_job(struct state *st, const struct job *j);
 /* 0 if j could ever run on the registered nodes, else ERR_UNFIT + why. */
 int glue_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
+/* As if a second had passed since the last cycle: the next one is full
+ * and not skipped (tests drive time this way). */
+void glue_age(struct state *st);
 /* Frees the glue's caches and the scheduler. */
 void glue_free(struct state *st);
 

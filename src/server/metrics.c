@@ -65,6 +65,12 @@ void server_metrics(struct server *s, struct buf *out)
 	           "# TYPE anvil_sched_skipped_total counter\n"
 	           "anvil_sched_skipped_total %llu\n",
 	           (unsigned long long)st->stats.sched_skipped);
+	buf_printf(out,
+	           "# HELP anvil_state_refused_moves_total State changes the state machines "
+	           "refused (a bug if not 0; the log names each).\n"
+	           "# TYPE anvil_state_refused_moves_total counter\n"
+	           "anvil_state_refused_moves_total %llu\n",
+	           (unsigned long long)st->stats.refused_moves);
 	state_unlock(st);
 	httpd_metrics(s->http, "anvil", out);
 }

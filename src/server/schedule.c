@@ -534,6 +534,13 @@ static int nothing_placeable(struct state *st)
 	return 1; /* every job asks for at least one GPU */
 }
 
+void glue_age(struct state *st)
+{
+	struct scratch *x = scratch_of(st);
+	x->sched_last_ms = 0;
+	x->sched_full_ms = 0;
+}
+
 void state_schedule_tick(struct state *st, int64_t now)
 {
 	struct scratch *x = scratch_of(st);

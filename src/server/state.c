@@ -408,17 +408,20 @@ void state_index_job(struct state *st, struct job *j)
 	st->jobs[st->njobs++] = j;
 }
 
-/* Indexes a by its id (dense: a hole is filled with NULL, never expected);
- * with j, also appends it to j's attempts. */
+/* Indexes a at its id; with j, also appends it to j's attempts. Loading
+ * brings attempts in job order, not id order (a requeued job's later
+ * attempt is newer than other jobs' attempts still to come), so the slots
+ * of older ones are left NULL for them. */
 void state_index_attempt(struct state *st, struct job *j, struct attempt *a)
 {
 	struct state_core *c = st->core;
-	while (c->nattempts + 1 < a->id) {
+	if (a->id < 1)
+		return;
+	while (c->nattempts < a->id) {
 		XGROW(c->attempts, c->nattempts, c->capattempts);
 		c->attempts[c->nattempts++] = NULL;
 	}
-	XGROW(c->attempts, c->nattempts, c->capattempts);
-	c->attempts[c->nattempts++] = a;
+	c->attempts[a->id - 1] = a;
 	if (j) {
 		j->attempts =
 		        xrealloc(j->attempts, sizeof(*j->attempts) * (size_t)(j->nattempts + 1));

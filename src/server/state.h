@@ -69,6 +69,7 @@ struct state_stats {
 	uint64_t placed_total;
 	uint64_t sched_passes;
 	uint64_t sched_skipped; /* cycles skipped: nothing could be placed */
+	uint64_t refused_moves; /* state changes the machines refused: a bug if not 0 */
 	double sched_seconds;
 };
 

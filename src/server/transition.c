@@ -11,9 +11,12 @@
 #include "server/core.h"
 #include "store/machine.h"
 
-static const struct machine_move *allowed(enum machine_kind k, int64_t id, int from, int to)
+static const struct machine_move *allowed(struct state *st, enum machine_kind k, int64_t id,
+                                          int from, int to)
 {
 	const struct machine_move *m = machine_find(k, from, to);
+	if (!m)
+		st->stats.refused_moves++;
 	if (!m)
 		log_error("illegal state change refused: %s %lld %s -> %s", machine_kind_name(k),
 		          (long long)id, machine_state_name(k, from), machine_state_name(k, to));
@@ -37,7 +40,7 @@ static struct attempt *current(const struct job *j)
 
 int job_to(struct state *st, struct job *j, enum job_state to, const char *fmt, ...)
 {
-	const struct machine_move *m = allowed(MACHINE_JOB, j->id, (int)j->state, (int)to);
+	const struct machine_move *m = allowed(st, MACHINE_JOB, j->id, (int)j->state, (int)to);
 	if (!m)
 		return ERR_CONFLICT;
 	const struct attempt *a = current(j);
@@ -68,7 +71,7 @@ int job_to(struct state *st, struct job *j, enum job_state to, const char *fmt, 
 
 int attempt_to(struct state *st, struct attempt *a, enum job_state to)
 {
-	if (!allowed(MACHINE_ATTEMPT, a->id, (int)a->state, (int)to))
+	if (!allowed(st, MACHINE_ATTEMPT, a->id, (int)a->state, (int)to))
 		return ERR_CONFLICT;
 	struct job *j = state_job(st, a->job_id);
 	if (to == JOB_RUNNING && !a->start_ms)
@@ -87,7 +90,7 @@ int attempt_to(struct state *st, struct attempt *a, enum job_state to)
 
 int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state to)
 {
-	if (!allowed(MACHINE_RANK, a->id, (int)k->state, (int)to))
+	if (!allowed(st, MACHINE_RANK, a->id, (int)k->state, (int)to))
 		return ERR_CONFLICT;
 	int ran = to == RANK_RUNNING || (to == RANK_EXITED && k->pid > 0);
 	if (ran && !a->start_ms)
@@ -107,7 +110,7 @@ int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state
 
 int node_to(struct state *st, struct node *n, enum node_state to, const char *fmt, ...)
 {
-	const struct machine_move *m = allowed(MACHINE_NODE, n->id, (int)n->state, (int)to);
+	const struct machine_move *m = allowed(st, MACHINE_NODE, n->id, (int)n->state, (int)to);
 	if (!m)
 		return ERR_CONFLICT;
 	n->state = to;
@@ -124,7 +127,8 @@ int node_to(struct state *st, struct node *n, enum node_state to, const char *fm
 int node_admin_to(struct state *st, struct node *n, enum node_state to, const char *reason,
                   int by_fault, const char *note)
 {
-	const struct machine_move *m = allowed(MACHINE_NODE_ADMIN, n->id, (int)n->admin, (int)to);
+	const struct machine_move *m =
+	        allowed(st, MACHINE_NODE_ADMIN, n->id, (int)n->admin, (int)to);
 	if (!m)
 		return ERR_CONFLICT;
 	enum node_state was = n->admin;
