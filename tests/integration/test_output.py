@@ -31,6 +31,22 @@ def test_run_wait_labels_every_rank_and_exits_with_the_failing_code():
         assert "rank 1 on node-" in p.stderr, p.stderr
 
 
+def test_a_quickly_failing_gang_keeps_its_start_time():
+    """Rank 1 exits at once, before every rank was reported running: the job
+    never got to running, yet it started, and show and the API say when."""
+    with cluster(agents=2, gpus=1, name="outquick") as c:
+        p = c.cli("run", "--wait", "--nodes", "2", "--", "sh", "-c",
+                  'if [ "$NODE_RANK" = 1 ]; then exit 4; fi; sleep 30')
+        assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
+        jid = submitted_id(p)
+        job = c.job(jid)
+        assert job["state"] == "failed", job
+        assert job["start_time_ms"] and job["end_time_ms"] >= job["start_time_ms"], job
+        show = c.cli("show", str(jid), check=True).stdout
+        started = [ln for ln in show.splitlines() if ln.strip().startswith("started")]
+        assert started and "-" != started[0].split()[-1], show
+
+
 def test_run_wait_on_one_rank_ends_with_the_failing_ranks_last_lines():
     with cluster(agents=2, gpus=1, name="outtail") as c:
         p = c.cli("run", "--wait", "--rank", "0", "--nodes", "2", "--", "sh", "-c", RANK1_FAILS)
@@ -208,6 +224,7 @@ def test_follow_goes_on_to_the_next_attempt():
 
 
 run_tests([test_run_wait_labels_every_rank_and_exits_with_the_failing_code,
+           test_a_quickly_failing_gang_keeps_its_start_time,
            test_run_wait_on_one_rank_ends_with_the_failing_ranks_last_lines,
            test_stdout_and_stderr_stay_apart, test_rank_selects_one_and_labels_mark_many,
            test_tail_per_rank_and_with_follow, test_follow_a_running_multi_rank_job_until_it_ends,
