@@ -10,6 +10,7 @@ packages=(
   libjansson-dev       # JSON
   libsqlite3-dev       # the server's state database
   libssl-dev           # libcrypto: hashing
+  libyaml-dev          # workflow files (src/flow/)
   python3              # Debian's python3 runs the integration tests
   procps               # ps/pgrep, used by tests
   prometheus           # promtool: tests validate the /metrics exposition

@@ -1,0 +1,382 @@
+/* compile.c - the YAML way of writing a workflow, compiled to the JSON form
+ * (spec.h), with every error traced back to where the source wrote it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/util.h"
+#include "flow/spec.h"
+#include "flow/ydoc.h"
+
+/* Compiled paths that were written elsewhere in the source: errors found
+ * on the compiled form are traced back through these, longest prefix
+ * first. */
+struct renames {
+	struct {
+		char from[256], to[256];
+	} v[FLOW_MAX_TASKS * 4];
+	int n;
+};
+
+static void rename_add(struct renames *r, const char *from, const char *to)
+{
+	if (r->n < (int)(sizeof(r->v) / sizeof(r->v[0]))) {
+		snprintf(r->v[r->n].from, sizeof(r->v[r->n].from), "%s", from);
+		snprintf(r->v[r->n].to, sizeof(r->v[r->n].to), "%s", to);
+		r->n++;
+	}
+}
+
+static void trace_back(const struct renames *r, char *path, size_t len)
+{
+	int best = -1;
+	size_t best_len = 0;
+	for (int i = 0; i < r->n; i++) {
+		size_t n = strlen(r->v[i].from);
+		if (n >= best_len && strncmp(path, r->v[i].from, n) == 0 &&
+		    (path[n] == '\0' || path[n] == '.' || path[n] == '[')) {
+			best = i;
+			best_len = n;
+		}
+	}
+	if (best < 0)
+		return;
+	char out[512];
+	snprintf(out, sizeof(out), "%s%s", r->v[best].to, path + best_len);
+	snprintf(path, len, "%s", out);
+}
+
+static void err(struct flow_errors *e, const char *path, const char *msg, const char *arg)
+{
+	if (e->n == FLOW_MAX_ERRORS) {
+		e->dropped++;
+		return;
+	}
+	snprintf(e->v[e->n].path, sizeof(e->v[e->n].path), "%s", path);
+	snprintf(e->v[e->n].msg, sizeof(e->v[e->n].msg), msg, arg);
+	e->n++;
+}
+
+/* "8Gi", "512M", "1073741824": Kubernetes' units (Ki = 1024, K = 1000). */
+static int parse_memory(const json_t *v, int64_t *out)
+{
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return 0;
+	}
+	const char *s = json_string_value(v);
+	if (!s)
+		return -1;
+	char *end;
+	double n = strtod(s, &end);
+	static const struct {
+		const char *unit;
+		double mult;
+	} units[] = {{"", 1},           {"K", 1e3},           {"M", 1e6},
+	             {"G", 1e9},        {"T", 1e12},          {"Ki", 1024.0},
+	             {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
+	if (end == s || n < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].unit) == 0) {
+			*out = (int64_t)(n * units[i].mult);
+			return 0;
+		}
+	return -1;
+}
+
+/* "90s", "2h", "500ms", or a number of seconds. */
+static int parse_duration(const json_t *v, int64_t *out)
+{
+	if (json_is_number(v)) {
+		*out = (int64_t)(json_number_value(v) * 1000);
+		return 0;
+	}
+	return json_is_string(v) ? parse_duration_ms(json_string_value(v), out) : -1;
+}
+
+static void add_need(json_t *needs, const char *name)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach (needs, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+			return;
+	json_array_append_new(needs, json_string(name));
+}
+
+/* Needs implied by {{ tasks.T.outputs.K }} in any string of v. */
+static void implied_needs(const json_t *v, json_t *needs)
+{
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		for (const char *at = strstr(s, "{{"); at; at = strstr(at + 2, "{{")) {
+			char t[64];
+			const char *b = at + 2;
+			while (*b == ' ')
+				b++;
+			if (sscanf(b, "tasks.%63[^.].outputs.", t) == 1)
+				add_need(needs, t);
+		}
+	} else if (json_is_array(v) || json_is_object(v)) {
+		size_t i;
+		const char *k;
+		json_t *x;
+		if (json_is_array(v))
+			json_array_foreach (v, i, x)
+				implied_needs(x, needs);
+		else
+			json_object_foreach ((json_t *)v, k, x)
+				implied_needs(x, needs);
+	}
+}
+
+static void sugar_resources(json_t *t, const char *src, struct renames *r, struct flow_errors *e,
+                            const char *dst)
+{
+	json_t *res = json_object_get(t, "resources");
+	json_t *mem = json_object_get(res, "memory");
+	if (!json_is_object(res) || !mem)
+		return;
+	char from[256], to[256];
+	snprintf(to, sizeof(to), "%s.resources.memory", src);
+	int64_t bytes;
+	if (parse_memory(mem, &bytes)) {
+		err(e, to, "%s", "memory is bytes or a size like 512Mi, 8Gi, 16G");
+		return;
+	}
+	res = json_copy(res);
+	json_object_del(res, "memory");
+	json_object_set_new(res, "memory_bytes", json_integer(bytes));
+	json_object_set_new(t, "resources", res);
+	snprintf(from, sizeof(from), "%s.resources.memory_bytes", dst);
+	rename_add(r, from, to);
+}
+
+static void sugar_retries(json_t *t, const char *src, struct renames *r, struct flow_errors *e,
+                          const char *dst)
+{
+	json_t *v = json_object_get(t, "retries");
+	char from[256], to[256];
+	snprintf(from, sizeof(from), "%s.retries", dst);
+	snprintf(to, sizeof(to), "%s.retries", src);
+	if (json_is_integer(v)) {
+		json_object_set_new(t, "retries", json_pack("{s:O}", "count", v));
+		rename_add(r, from, to);
+		return;
+	}
+	json_t *backoff = json_object_get(v, "backoff");
+	if (!json_is_object(v) || !backoff)
+		return;
+	int64_t ms;
+	snprintf(to, sizeof(to), "%s.retries.backoff", src);
+	if (parse_duration(backoff, &ms)) {
+		err(e, to, "%s", "backoff is a duration like 30s or 2m");
+		return;
+	}
+	v = json_copy(v);
+	json_object_del(v, "backoff");
+	json_object_set_new(v, "backoff_ms", json_integer(ms));
+	json_object_set_new(t, "retries", v);
+	snprintf(from, sizeof(from), "%s.retries.backoff_ms", dst);
+	rename_add(r, from, to);
+}
+
+/* One task of the source; src and dst are its paths there and here. */
+static json_t *sugar_task(const json_t *st, const char *name, const char *src, const char *dst,
+                          struct renames *r, struct flow_errors *e)
+{
+	json_t *t = json_copy((json_t *)st);
+	char from[256], to[256];
+	rename_add(r, dst, src);
+	if (name) {
+		if (json_object_get(t, "name")) {
+			snprintf(to, sizeof(to), "%s.name", src);
+			err(e, to, "%s", "a task's name is its key; drop 'name'");
+		}
+		json_object_set_new(t, "name", json_string(name));
+	}
+	json_t *cmd = json_object_get(t, "command");
+	if (json_is_string(cmd))
+		json_object_set_new(t, "command", json_pack("[s,s,O]", "/bin/sh", "-c", cmd));
+	json_t *needs = json_object_get(t, "needs");
+	if (json_is_string(needs))
+		json_object_set_new(t, "needs", json_pack("[O]", needs));
+	json_t *cache = json_object_get(t, "cache");
+	if (json_is_boolean(cache))
+		json_object_set_new(t, "cache", json_pack("{s:O}", "enabled", cache));
+	json_t *timeout = json_object_get(t, "timeout");
+	if (timeout) {
+		int64_t ms;
+		snprintf(to, sizeof(to), "%s.timeout", src);
+		if (parse_duration(timeout, &ms)) {
+			err(e, to, "%s",
+			    "timeout is a duration like 90s, 2h or a number of seconds");
+		} else {
+			json_object_set_new(t, "timeout_ms", json_integer(ms));
+			snprintf(from, sizeof(from), "%s.timeout_ms", dst);
+			rename_add(r, from, to);
+		}
+		json_object_del(t, "timeout");
+	}
+	sugar_resources(t, src, r, e, dst);
+	sugar_retries(t, src, r, e, dst);
+	json_t *implied = json_array();
+	static const char *const templated[] = {"command", "env", "inputs"};
+	for (size_t i = 0; i < sizeof(templated) / sizeof(templated[0]); i++)
+		implied_needs(json_object_get(t, templated[i]), implied);
+	if (json_array_size(implied)) {
+		json_t *all = json_is_array(json_object_get(t, "needs"))
+		                      ? json_copy(json_object_get(t, "needs"))
+		                      : json_array();
+		size_t i;
+		json_t *v;
+		json_array_foreach (implied, i, v)
+			add_need(all, json_string_value(v));
+		if (json_is_array(json_object_get(t, "needs")) || !json_object_get(t, "needs"))
+			json_object_set_new(t, "needs", all);
+		else
+			json_decref(all);
+	}
+	json_decref(implied);
+	return t;
+}
+
+static json_t *sugar_tasks(const json_t *tasks, struct renames *r, struct flow_errors *e)
+{
+	json_t *out = json_array();
+	char src[256], dst[256];
+	if (json_is_object(tasks)) {
+		const char *k;
+		json_t *t;
+		json_object_foreach ((json_t *)tasks, k, t) {
+			ydoc_path_join(src, sizeof(src), "tasks", k, 0);
+			ydoc_path_join(dst, sizeof(dst), "tasks", NULL, json_array_size(out));
+			json_array_append_new(out, json_is_object(t)
+			                                   ? sugar_task(t, k, src, dst, r, e)
+			                                   : json_incref(t));
+			if (!json_is_object(t))
+				rename_add(r, dst, src);
+		}
+	} else {
+		size_t i;
+		json_t *t;
+		json_array_foreach (tasks, i, t) {
+			ydoc_path_join(src, sizeof(src), "tasks", NULL, i);
+			json_array_append_new(out, json_is_object(t)
+			                                   ? sugar_task(t, NULL, src, src, r, e)
+			                                   : json_incref(t));
+		}
+	}
+	return out;
+}
+
+json_t *flow_compile(const json_t *src, const json_t *overrides, struct flow_errors *e)
+{
+	int before = e->n + e->dropped;
+	if (!json_is_object(src)) {
+		err(e, "", "%s", "a workflow is a mapping with name, inputs and tasks");
+		return NULL;
+	}
+	struct renames *r = xcalloc(1, sizeof(*r));
+	json_t *wf = json_copy((json_t *)src);
+	const json_t *tasks = json_object_get(src, "tasks");
+	if (json_is_object(tasks) || json_is_array(tasks))
+		json_object_set_new(wf, "tasks", sugar_tasks(tasks, r, e));
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)overrides, k, v) {
+		json_t *inputs = json_object_get(wf, "inputs");
+		if (!json_object_get(inputs, k)) {
+			err(e, "inputs", "-i %s: the workflow has no such input", k);
+			continue;
+		}
+		inputs = json_copy(inputs);
+		json_object_set(inputs, k, v);
+		json_object_set_new(wf, "inputs", inputs);
+	}
+	int first = e->n;
+	flow_check(wf, e);
+	for (int i = first; i < e->n; i++)
+		trace_back(r, e->v[i].path, sizeof(e->v[i].path));
+	free(r);
+	if (e->n + e->dropped > before) {
+		json_decref(wf);
+		return NULL;
+	}
+	return wf;
+}
+
+/* "train.yaml" -> "train": a workflow's default name. */
+static void default_name(const char *file, char *out, size_t len)
+{
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	size_t n = 0;
+	for (; base[n] && base[n] != '.' && n + 1 < len && n < 63; n++) {
+		char c = base[n];
+		out[n] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		          (c >= '0' && c <= '9') || c == '-' || c == '_')
+		                 ? c
+		                 : '-';
+	}
+	out[n] = '\0';
+	if (!n)
+		snprintf(out, len, "workflow");
+}
+
+struct located {
+	int line, col;
+	const struct flow_error *e;
+};
+
+/* In the order a reader meets them. */
+static int by_position(const void *a, const void *b)
+{
+	const struct located *x = a, *y = b;
+	return x->line != y->line ? x->line - y->line : x->col - y->col;
+}
+
+json_t *flow_compile_yaml(const char *file, const char *text, size_t len, const json_t *overrides,
+                          char *out, size_t len_out)
+{
+	struct ydoc doc;
+	char perr[256];
+	out[0] = '\0';
+	if (ydoc_parse(text, len, &doc, perr, sizeof(perr))) {
+		snprintf(out, len_out, "%s:%s\n", file, perr);
+		return NULL;
+	}
+	if (json_is_object(doc.root) && !json_object_get(doc.root, "name")) {
+		char name[64];
+		default_name(file, name, sizeof(name));
+		json_object_set_new(doc.root, "name", json_string(name));
+	}
+	struct flow_errors *e = xcalloc(1, sizeof(*e));
+	json_t *wf = flow_compile(doc.root, overrides, e);
+	struct located lines[FLOW_MAX_ERRORS];
+	for (int i = 0; i < e->n; i++) {
+		const struct ydoc_pos *p = ydoc_where(&doc, e->v[i].path);
+		int key = p && e->v[i].at_key && p->key_line;
+		lines[i] = (struct located){!p    ? 1
+		                            : key ? p->key_line
+		                                  : p->line,
+		                            !p    ? 1
+		                            : key ? p->key_col
+		                                  : p->col,
+		                            &e->v[i]};
+	}
+	qsort(lines, (size_t)e->n, sizeof(lines[0]), by_position);
+	size_t used = 0;
+	for (int i = 0; i < e->n && used < len_out; i++)
+		used += (size_t)snprintf(out + used, len_out - used, "%s:%d:%d: %s%s%s\n", file,
+		                         lines[i].line, lines[i].col, lines[i].e->path,
+		                         lines[i].e->path[0] ? ": " : "", lines[i].e->msg);
+	if (e->dropped && used < len_out)
+		snprintf(out + used, len_out - used, "%s: %d more errors not shown\n", file,
+		         e->dropped);
+	free(e);
+	ydoc_free(&doc);
+	return wf;
+}
