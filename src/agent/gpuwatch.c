@@ -23,6 +23,7 @@
 #include "base/util.h"
 #include "gpu/dcgm.h"
 #include "gpu/health.h"
+#include "proto/wire.h"
 
 #define CHECK_PROGRAM_TIMEOUT_MS 120000
 #define EVENT_WAIT_MS            100
@@ -178,38 +179,79 @@ static void apply(struct gpuwatch *w, const struct gpu_finding *f)
 	changed(w);
 }
 
+/* A reason or code as JSON: never NULL, as wire_set() wants (a reason
+ * that quotes a device's bytes may not be UTF-8). */
+static json_t *text(const char *s)
+{
+	json_t *v = json_string(s);
+	if (!v) {
+		char *fixed = jv_utf8_fix(s);
+		v = json_string(fixed ? fixed : "");
+		free(fixed);
+	}
+	return v;
+}
+
+/* Lock held. The health report's "gpus" (proto/wire.h, wire_gpu_health). */
+static json_t *gpus_health(const struct gpuwatch *w)
+{
+	const struct wire_record *r = &wire_gpu_health;
+	json_t *gpus = json_array();
+	for (int i = 0; i < w->n; i++) {
+		const struct gw_gpu *g = &w->g[i];
+		json_t *o = json_object();
+		wire_set(o, r, "index", json_integer(i));
+		wire_set(o, r, "state", json_string(state_names[g->state]));
+		if (g->state != GW_HEALTHY) {
+			wire_set(o, r, "code", text(g->code));
+			wire_set(o, r, "reason", text(g->reason));
+			wire_set(o, r, "since_ms", json_integer(g->since_ms));
+		}
+		json_array_append_new(gpus, o);
+	}
+	return gpus;
+}
+
+/* Lock held. Its "findings", oldest first (wire_finding). */
+static json_t *findings(const struct gpuwatch *w)
+{
+	const struct wire_record *r = &wire_finding;
+	json_t *a = json_array();
+	for (int k = 0; k < w->nfindings; k++) {
+		const struct finding *f = &w->findings[(w->head + k) % GPUWATCH_FINDINGS];
+		json_t *o = json_object();
+		wire_set(o, r, "seq", json_integer(f->seq));
+		wire_set(o, r, "gpu", json_integer(f->f.index));
+		wire_set(o, r, "scope", json_string(gpu_scope_name(f->f.scope)));
+		wire_set(o, r, "code", text(f->f.code));
+		wire_set(o, r, "reason", text(f->f.reason));
+		wire_set(o, r, "wall_ms", json_integer(f->wall_ms));
+		wire_set(o, r, "counted", json_boolean(f->counted));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
 json_t *gpuwatch_report(struct gpuwatch *w)
 {
 	uint64_t drain;
 	if (read(w->efd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
 		log_debug("gpuwatch: eventfd read error=\"%s\"", strerror(errno));
+	const struct wire_record *r = &wire_health;
+	json_t *o = json_object();
 	pthread_mutex_lock(&w->mu);
-	json_t *gpus = json_array();
-	for (int i = 0; i < w->n; i++) {
-		const struct gw_gpu *g = &w->g[i];
-		json_t *o = json_pack("{s:i,s:s}", "index", i, "state", state_names[g->state]);
-		if (g->state != GW_HEALTHY)
-			json_object_update_new(o, json_pack("{s:s,s:s,s:I}", "code", g->code,
-			                                    "reason", g->reason, "since_ms",
-			                                    (json_int_t)g->since_ms));
-		json_array_append_new(gpus, o);
+	wire_set(o, r, "gpus", gpus_health(w));
+	json_t *node = json_null();
+	if (w->node_reason[0]) {
+		node = json_object();
+		wire_set(node, &wire_node_fault, "code", text(w->node_code));
+		wire_set(node, &wire_node_fault, "reason", text(w->node_reason));
+		wire_set(node, &wire_node_fault, "since_ms", json_integer(w->node_since_ms));
 	}
-	json_t *node = w->node_reason[0]
-	                       ? json_pack("{s:s,s:s,s:I}", "code", w->node_code, "reason",
-	                                   w->node_reason, "since_ms", (json_int_t)w->node_since_ms)
-	                       : json_null();
-	json_t *findings = json_array();
-	for (int k = 0; k < w->nfindings; k++) {
-		const struct finding *f = &w->findings[(w->head + k) % GPUWATCH_FINDINGS];
-		json_array_append_new(findings,
-		                      json_pack("{s:I,s:i,s:s,s:s,s:s,s:I,s:b}", "seq",
-		                                (json_int_t)f->seq, "gpu", f->f.index, "scope",
-		                                gpu_scope_name(f->f.scope), "code", f->f.code,
-		                                "reason", f->f.reason, "wall_ms",
-		                                (json_int_t)f->wall_ms, "counted", f->counted));
-	}
+	wire_set(o, r, "node", node);
+	wire_set(o, r, "findings", findings(w));
 	pthread_mutex_unlock(&w->mu);
-	return json_pack("{s:o,s:o,s:o}", "gpus", gpus, "node", node, "findings", findings);
+	return o;
 }
 
 /* ---- the thread ---- */

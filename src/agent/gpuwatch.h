@@ -60,9 +60,8 @@ void gpuwatch_stop(struct gpuwatch *w);
 
 /* Readable when the report changed; gpuwatch_report() clears it. */
 int gpuwatch_fd(const struct gpuwatch *w);
-/* The health report for the server: {"gpus": [{index, state, code,
- * reason, since_ms}], "node": {code, reason, since_ms} | null,
- * "findings": [{seq, gpu, scope, code, reason, wall_ms}]}. Caller owns it. */
+/* The health report for the server (proto/wire.h, wire_health: "gpus",
+ * "node" or null, "findings"), built through its tables. Caller owns it. */
 json_t *gpuwatch_report(struct gpuwatch *w);
 
 /* What ranks use now: gpus[i] is the mask of GPUs of the i-th rank, with

@@ -12,6 +12,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "gpu/gpu.h"
+#include "proto/wire.h"
 
 static const struct jv_field ident_fields[] = {
         {"node_id", JV_INT, 1, 1, INT64_MAX},
@@ -108,16 +109,22 @@ json_t *ident_facts(const char *name, const char *address, const char *agent_url
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	json_int_t mem = pages > 0 && page > 0 ? (json_int_t)pages * page : 0;
-	json_t *o = json_pack(
-	        "{s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o,s:o}", "name", name, "hostname", host, "address",
-	        address, "agent_url", agent_url, "cpus", (json_int_t)(cpus > 0 ? cpus : 1),
-	        "memory_bytes", mem, "backend", gpus ? gpu_backend_name(gpus) : "none", "rdma",
-	        rdma ? rdma : json_array(), "gpus", gpus ? gpu_inventory_json(gpus) : json_array());
+	const struct wire_record *r = &wire_register;
+	json_t *o = json_object();
+	wire_set(o, r, "name", json_string(name));
+	wire_set(o, r, "hostname", json_string(host));
+	wire_set(o, r, "address", json_string(address));
+	wire_set(o, r, "agent_url", json_string(agent_url));
+	wire_set(o, r, "cpus", json_integer(cpus > 0 ? cpus : 1));
+	wire_set(o, r, "memory_bytes", json_integer(mem));
+	wire_set(o, r, "backend", json_string(gpus ? gpu_backend_name(gpus) : "none"));
+	wire_set(o, r, "rdma", rdma ? rdma : json_array());
+	wire_set(o, r, "gpus", gpus ? gpu_inventory_json(gpus) : json_array());
 	if (gpus) {
-		json_object_set_new(o, "gpu_groups", groups_json(gpus));
-		json_object_set_new(o, "gpu_near_groups", near_json(gpus));
-		json_object_set_new(o, "driver_version", json_string(gpu_driver_version(gpus)));
-		json_object_set_new(o, "cuda_version", json_string(gpu_cuda_version(gpus)));
+		wire_set(o, r, "gpu_groups", groups_json(gpus));
+		wire_set(o, r, "gpu_near_groups", near_json(gpus));
+		wire_set(o, r, "driver_version", json_string(gpu_driver_version(gpus)));
+		wire_set(o, r, "cuda_version", json_string(gpu_cuda_version(gpus)));
 	}
 	return o;
 }

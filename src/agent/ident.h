@@ -26,9 +26,10 @@ struct ident {
 int ident_load(const char *path, struct ident *out, char *err, size_t errlen);
 int ident_save(const char *path, const struct ident *id);
 
-/* The facts object of docs/api.md (register body, sync "facts"): with the
- * GPU inventory and topology, the GPU groups, the driver versions and the
- * RDMA ports (rdma: a JSON array, stolen; NULL for none). */
+/* The register body (proto/wire.h, wire_register), which the syncer also
+ * sends as a sync's "facts": with the GPU inventory and topology, the GPU
+ * groups, the driver versions and the RDMA ports (rdma: a JSON array,
+ * stolen; NULL for none). */
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
                     const struct gpu_backend *gpus, json_t *rdma);
 

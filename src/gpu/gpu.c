@@ -9,6 +9,7 @@
 #include "base/mem.h"
 #include "gpu/nvml.h"
 #include "gpu/sim.h"
+#include "proto/wire.h"
 
 struct gpu_backend {
 	const struct gpu_backend_ops *ops;
@@ -311,30 +312,56 @@ static void set_known_int(json_t *o, const char *name, int64_t v)
 		json_object_set_new(o, name, json_integer((json_int_t)v));
 }
 
+/* An int field of a GPU entry, left out when -1 (unknown). */
+static void set_known_field(json_t *o, const char *name, int64_t v)
+{
+	if (v != -1)
+		wire_set(o, &wire_gpu, name, json_integer((json_int_t)v));
+}
+
+/* The entry of GPU i of n (proto/wire.h, wire_gpu); NULL when a string of
+ * the driver's is not UTF-8, which JSON cannot carry. */
+static json_t *inventory_entry(const struct gpu_backend *b, int i, int n, const struct gpu_info *g)
+{
+	const struct wire_record *r = &wire_gpu;
+	json_t *uuid = json_string(g->uuid), *name = json_string(g->name),
+	       *bus = json_string(g->pci_bus_id);
+	if (!uuid || !name || !bus) {
+		json_decref(uuid);
+		json_decref(name);
+		json_decref(bus);
+		return NULL;
+	}
+	json_t *o = json_object();
+	wire_set(o, r, "index", json_integer(g->index));
+	wire_set(o, r, "uuid", uuid);
+	wire_set(o, r, "name", name);
+	wire_set(o, r, "memory_bytes", json_integer((json_int_t)g->memory_bytes));
+	wire_set(o, r, "pci_bus_id", bus);
+	set_known_field(o, "minor", g->minor);
+	set_known_field(o, "numa_node", g->numa_node);
+	json_t *affinity = g->cpu_affinity[0] ? json_string(g->cpu_affinity) : NULL;
+	if (affinity)
+		wire_set(o, r, "cpu_affinity", affinity);
+	set_known_field(o, "mig_mode", g->mig_mode);
+	set_known_field(o, "persistence_mode", g->persistence_mode);
+	set_known_field(o, "nvlinks", g->nvlinks);
+	json_t *links = json_array();
+	for (int j = 0; j < n; j++)
+		json_array_append_new(links, json_string(gpu_link_name(gpu_link_between(b, i, j))));
+	wire_set(o, r, "links", links);
+	return o;
+}
+
 json_t *gpu_inventory_json(const struct gpu_backend *b)
 {
 	json_t *arr = json_array();
 	int n = gpu_count(b);
 	for (int i = 0; i < n; i++) {
 		struct gpu_info g;
-		if (gpu_info(b, i, &g) != 0)
-			continue;
-		json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", g.index, "uuid", g.uuid,
-		                      "name", g.name, "memory_bytes", (json_int_t)g.memory_bytes,
-		                      "pci_bus_id", g.pci_bus_id);
-		set_known_int(o, "minor", g.minor);
-		set_known_int(o, "numa_node", g.numa_node);
-		if (g.cpu_affinity[0])
-			json_object_set_new(o, "cpu_affinity", json_string(g.cpu_affinity));
-		set_known_int(o, "mig_mode", g.mig_mode);
-		set_known_int(o, "persistence_mode", g.persistence_mode);
-		set_known_int(o, "nvlinks", g.nvlinks);
-		json_t *links = json_array();
-		for (int j = 0; j < n; j++)
-			json_array_append_new(
-			        links, json_string(gpu_link_name(gpu_link_between(b, i, j))));
-		json_object_set_new(o, "links", links);
-		json_array_append_new(arr, o);
+		json_t *o = gpu_info(b, i, &g) == 0 ? inventory_entry(b, i, n, &g) : NULL;
+		if (o)
+			json_array_append_new(arr, o);
 	}
 	return arr;
 }

@@ -188,7 +188,8 @@ int gpu_groups(const struct gpu_backend *b, uint64_t *groups, int max);
  * fields by name (an int that is -1 and an empty cpu_affinity are left
  * out; index, uuid, name, memory_bytes and pci_bus_id are always there)
  * plus "links", the gpu_link_name() to every GPU by index ("SELF" at its
- * own): what the agent reports. The caller owns the result. */
+ * own): what the agent reports, the facts' GPU entries of proto/wire.h
+ * (wire_gpu), built through that table. The caller owns the result. */
 json_t *gpu_inventory_json(const struct gpu_backend *b);
 
 /* One sample as JSON: "lost" (true or false), then, unless lost, the

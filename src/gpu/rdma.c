@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "proto/wire.h"
 
 const char *rdma_near_name(enum rdma_near n)
 {
@@ -444,23 +445,51 @@ static json_t *gpu_list(uint64_t mask)
 	return arr;
 }
 
+/* Sets a string field of a port's entry; *bad when s is not UTF-8. */
+static void set_text(json_t *o, const char *name, const char *s, int *bad)
+{
+	json_t *v = json_string(s);
+	if (v)
+		wire_set(o, &wire_rdma_port, name, v);
+	else
+		*bad = 1;
+}
+
+/* Port p's entry (proto/wire.h, wire_rdma_port); NULL when a name read
+ * from sysfs is not UTF-8, which JSON cannot carry. */
+static json_t *port_json(const struct rdma_port *p)
+{
+	const struct wire_record *r = &wire_rdma_port;
+	int bad = 0;
+	json_t *o = json_object();
+	set_text(o, "dev", p->dev, &bad);
+	wire_set(o, r, "port", json_integer(p->port));
+	set_text(o, "state", p->state, &bad);
+	set_text(o, "phys_state", p->phys_state, &bad);
+	set_text(o, "rate", p->rate, &bad);
+	set_text(o, "link_layer", p->link_layer, &bad);
+	set_text(o, "netdev", p->netdev, &bad);
+	wire_set(o, r, "numa_node", json_integer(p->numa_node));
+	set_text(o, "pci_bus_id", p->pci_bus_id, &bad);
+	wire_set(o, r, "gpus_near", gpu_list(p->gpus_near));
+	wire_set(o, r, "near_by", json_string(rdma_near_name(p->near_by)));
+	wire_set(o, r, "gpus_numa", gpu_list(p->gpus_numa));
+	if (p->error[0])
+		set_text(o, "error", p->error, &bad);
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *rdma_ports_json(const struct rdma_port *ports, int n)
 {
 	json_t *arr = json_array();
 	for (int i = 0; i < n; i++) {
-		const struct rdma_port *p = &ports[i];
-		json_t *o =
-		        json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:s, s:o}",
-		                  "dev", p->dev, "port", p->port, "state", p->state, "phys_state",
-		                  p->phys_state, "rate", p->rate, "link_layer", p->link_layer,
-		                  "netdev", p->netdev, "numa_node", p->numa_node, "pci_bus_id",
-		                  p->pci_bus_id, "gpus_near", gpu_list(p->gpus_near), "near_by",
-		                  rdma_near_name(p->near_by), "gpus_numa", gpu_list(p->gpus_numa));
-		if (!o)
-			continue; /* bytes jansson refuses (not UTF-8) in a sysfs name */
-		if (p->error[0])
-			json_object_set_new(o, "error", json_string(p->error));
-		json_array_append_new(arr, o);
+		json_t *o = port_json(&ports[i]);
+		if (o) /* else bytes jansson refuses (not UTF-8) in a sysfs name */
+			json_array_append_new(arr, o);
 	}
 	return arr;
 }

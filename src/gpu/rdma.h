@@ -85,7 +85,9 @@ int rdma_nccl_env(const struct rdma_port *ports, int n, uint64_t gpu_mask, char 
 
 /* The ports as a JSON array for the agent's facts: one object per port
  * with every field above ("gpus_near" and "gpus_numa" as arrays of GPU
- * indices, "error" only when set). The caller owns the result (json_decref). */
+ * indices, "error" only when set), built through proto/wire.h's table of
+ * an RDMA port (wire_rdma_port); a port with a name that is not UTF-8 is
+ * left out. The caller owns the result (json_decref). */
 json_t *rdma_ports_json(const struct rdma_port *ports, int n);
 
 #endif

@@ -11,10 +11,10 @@ static const struct wire_field sync_request_fields[] = {
          "the generation of the last answer the agent applied"},
         {"wait_ms", JV_INT, 0, 0, 600000,
          "how long the server may hold the poll (capped at half the node timeout)"},
-        {"facts", JV_OBJECT, 0, 0, 0, "the node's facts as in register, while they changed"},
+        {"facts", JV_OBJECT, 0, 0, 0, "the node's facts (below register), while they changed"},
         {"ranks", JV_ARRAY, 0, 0, 100000,
          "a report (below) of every rank started and not yet acknowledged"},
-        {"health", JV_OBJECT, 0, 0, 0, "the GPU health report, while it changed"},
+        {"health", JV_OBJECT, 0, 0, 0, "the GPU health report (below), while it changed"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -55,6 +55,121 @@ static const struct wire_field desired_fields[] = {
          "CPU time in thousandths of a CPU, when the job set `cpus`"},
         {"memory_bytes", JV_INT, 0, 1, INT64_MAX,
          "the memory limit, when the job set `memory_bytes`"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The node's facts. The agent sends them whole (agent/ident.c) in register
+ * and, while they changed, in a sync; the server keeps the last (nodes.c). */
+static const struct wire_field facts_fields[] = {
+        {"name", JV_STRING, 0, 1, 63, "the node's name, as registered; a sync's facts repeat it"},
+        {"hostname", JV_STRING, 0, 0, 255, "the node's host name"},
+        {"address", JV_STRING, 0, 1, 63,
+         "where the other nodes reach it: `MASTER_ADDR` when it runs rank 0"},
+        {"agent_url", JV_STRING, 0, 0, 255,
+         "the agent's HTTP endpoint, for log reads, node checks and fault injection"},
+        {"backend", JV_STRING, 0, 0, 31, "the GPU backend: `nvml`, `sim` or `none`"},
+        {"cpus", JV_INT, 0, 0, 1 << 20, "online CPUs"},
+        {"memory_bytes", JV_INT, 0, 0, INT64_MAX, "physical memory"},
+        {"driver_version", JV_STRING, 0, 0, 63, "the GPU driver's version"},
+        {"cuda_version", JV_STRING, 0, 0, 63, "the CUDA version the driver supports"},
+        {"gpu_groups", JV_ARRAY, 0, 0, 64,
+         "bit masks of GPU indexes that share NVLink, else a PCIe switch, else a NUMA node: "
+         "what the scheduler packs ranks into"},
+        {"gpu_near_groups", JV_ARRAY, 0, 0, 64,
+         "bit masks of GPU indexes behind one PCIe switch: finer groups within an NVLink group"},
+        {"rdma", JV_ARRAY, 0, 0, 64, "an RDMA port (below) for each port of the node"},
+        {"gpus", JV_ARRAY, 0, 0, 64, "a GPU entry (below) for each GPU"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The rest of the body are the facts (the record's base). */
+static const struct wire_field register_fields[] = {
+        {"name", JV_STRING, 1, 1, 63, "the node's name, which identifies it in the cluster"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* gpu/gpu.c builds it; a value the GPU or driver cannot tell is left out. */
+static const struct wire_field gpu_fields[] = {
+        {"index", JV_INT, 1, 0, 63, "the GPU's index on the node"},
+        {"uuid", JV_STRING, 1, 0, 95, "its UUID (`GPU-...`)"},
+        {"model", JV_STRING, 0, 0, 95,
+         "the model, as agents from before the GPU inventory sent it; else `name` is read"},
+        {"name", JV_STRING, 0, 0, 95, "the model as the driver names it (`NVIDIA H200`)"},
+        {"memory_bytes", JV_INT, 0, 0, INT64_MAX, "its memory"},
+        {"pci_bus_id", JV_STRING, 0, 0, 63, "its PCI address (`00000000:18:00.0`)"},
+        {"minor", JV_INT, 0, -1, 1 << 20, "N of `/dev/nvidiaN`"},
+        {"numa_node", JV_INT, 0, -1, 1 << 16, "the NUMA node of the GPU's PCIe root"},
+        {"cpu_affinity", JV_STRING, 0, 0, 255, "the CPUs close to it, a cpulist (`0-55,112-167`)"},
+        {"mig_mode", JV_INT, 0, -1, 1, "MIG: 1 enabled, 0 disabled"},
+        {"persistence_mode", JV_INT, 0, -1, 1, "persistence mode: 1 enabled, 0 disabled"},
+        {"nvlinks", JV_INT, 0, -1, 64, "NVLink links in state active"},
+        {"links", JV_STRINGS, 0, 0, 64,
+         "the link to every GPU by index: `SELF`, `NV` (NVLink), `PIX` (one PCIe switch), "
+         "`PXB` (several), `PHB` (one host bridge), `NODE` (one NUMA node), `SYS` (across "
+         "NUMA nodes)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* gpu/rdma.c builds it; the bounds are its buffers' sizes. */
+static const struct wire_field rdma_port_fields[] = {
+        {"dev", JV_STRING, 1, 1, 63, "the device (`mlx5_0`)"},
+        {"port", JV_INT, 1, 1, 255, "the port's number on the device"},
+        {"state", JV_STRING, 0, 0, 15,
+         "`ACTIVE`, `DOWN`, `INIT` or `ARMED`; `\"\"` when the port could not be read"},
+        {"phys_state", JV_STRING, 0, 0, 23, "`LinkUp`, `Disabled`, `Polling`, ..."},
+        {"rate", JV_STRING, 0, 0, 47, "`400 Gb/sec (4X NDR)`; `\"\"` when not told"},
+        {"link_layer", JV_STRING, 0, 0, 15, "`InfiniBand` or `Ethernet` (RoCE)"},
+        {"netdev", JV_STRING, 0, 0, 31, "its network interface (`ib0`); `\"\"` when none"},
+        {"numa_node", JV_INT, 0, -1, 4095, "the NUMA node of the device; -1 when unknown"},
+        {"pci_bus_id", JV_STRING, 0, 0, 31, "the device's PCI address (`0000:19:00.0`)"},
+        {"gpus_near", JV_ARRAY, 0, 0, 64,
+         "the indexes of the GPUs near it: below the same PCIe bridge, else on the same NUMA "
+         "node"},
+        {"near_by", JV_STRING, 0, 0, 15, "which made them near: `switch`, `numa` or `none`"},
+        {"gpus_numa", JV_ARRAY, 0, 0, 64, "the indexes of every GPU on its NUMA node"},
+        {"error", JV_STRING, 0, 0, 159,
+         "why the port could not be read; such a port is used for nothing"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* agent/gpuwatch.c builds it; nodes.c applies it. */
+static const struct wire_field health_fields[] = {
+        {"gpus", JV_ARRAY, 0, 0, 64, "a GPU state (below) for every GPU"},
+        {"node", JV_OBJECT, 0, 0, 0, "the node fault (below), or `null` when there is none"},
+        {"findings", JV_ARRAY, 0, 0, 256, "the newest findings (below), oldest first"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field gpu_health_fields[] = {
+        {"index", JV_INT, 1, 0, 63, "the GPU's index"},
+        {"state", JV_STRING, 1, 1, 31,
+         "`healthy`, `quarantined` (waiting for a reset and a clean check) or `lost`"},
+        {"code", JV_STRING, 0, 0, 31, "while not healthy: the fault's code (`xid-48`)"},
+        {"reason", JV_STRING, 0, 0, 255, "while not healthy: why, one sentence"},
+        {"since_ms", JV_INT, 0, 0, INT64_MAX, "while not healthy: since when (wall clock)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field node_fault_fields[] = {
+        {"code", JV_STRING, 0, 0, 31, "the fault's code (`gpu-lost`)"},
+        {"reason", JV_STRING, 1, 1, 255, "why the node is out of service, one sentence"},
+        {"since_ms", JV_INT, 0, 0, INT64_MAX, "since when (wall clock)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The server also checks that scope is one of its four words. */
+static const struct wire_field finding_fields[] = {
+        {"seq", JV_INT, 1, 1, INT64_MAX,
+         "its number, growing across agent restarts: the server applies each finding once"},
+        {"gpu", JV_INT, 0, -1, 63, "the GPU; -1 when the driver could not say"},
+        {"scope", JV_STRING, 1, 1, 15,
+         "the smallest scope that fixes it: `warning`, `job`, `gpu` or `node` ([gpu.md](gpu.md))"},
+        {"code", JV_STRING, 0, 0, 31, "what was found (`xid-48`, `thermal`, ...)"},
+        {"reason", JV_STRING, 0, 0, 255, "one sentence naming the GPU, the fault and the action"},
+        {"wall_ms", JV_INT, 0, 0, INT64_MAX, "when it was found (wall clock)"},
+        {"counted", JV_BOOL, 0, 0, 0,
+         "false for evidence of a fault already acted on (the uncorrectable-error count that "
+         "follows an XID 48): recorded as an event, not counted; default true"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -102,14 +217,24 @@ static const struct wire_field submit_fields[] = {
         {NULL, 0, 0, 0, 0, NULL},
 };
 
-const struct wire_record wire_sync_request = {"sync_request", sync_request_fields};
-const struct wire_record wire_report = {"report", report_fields};
-const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields};
-const struct wire_record wire_desired = {"desired", desired_fields};
-const struct wire_record wire_submit = {"submit", submit_fields};
+const struct wire_record wire_sync_request = {"sync_request", sync_request_fields, NULL};
+const struct wire_record wire_report = {"report", report_fields, NULL};
+const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields, NULL};
+const struct wire_record wire_desired = {"desired", desired_fields, NULL};
+const struct wire_record wire_facts = {"facts", facts_fields, NULL};
+const struct wire_record wire_register = {"register", register_fields, &wire_facts};
+const struct wire_record wire_gpu = {"gpu", gpu_fields, NULL};
+const struct wire_record wire_rdma_port = {"rdma_port", rdma_port_fields, NULL};
+const struct wire_record wire_health = {"health", health_fields, NULL};
+const struct wire_record wire_gpu_health = {"gpu_health", gpu_health_fields, NULL};
+const struct wire_record wire_node_fault = {"node_fault", node_fault_fields, NULL};
+const struct wire_record wire_finding = {"finding", finding_fields, NULL};
+const struct wire_record wire_submit = {"submit", submit_fields, NULL};
 
 const struct wire_record *const wire_records[] = {
-        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, &wire_submit, NULL,
+        &wire_sync_request, &wire_report,  &wire_sync_answer, &wire_desired, &wire_register,
+        &wire_facts,        &wire_gpu,     &wire_rdma_port,   &wire_health,  &wire_gpu_health,
+        &wire_node_fault,   &wire_finding, &wire_submit,      NULL,
 };
 
 const char *const wire_rank_env[] = {
@@ -130,12 +255,38 @@ const char *const wire_rank_env[] = {
         NULL,
 };
 
-const struct wire_field *wire_field(const struct wire_record *r, const char *name)
+static const struct wire_field *own_field(const struct wire_record *r, const char *name)
 {
 	for (const struct wire_field *f = r->fields; f->name; f++)
 		if (strcmp(f->name, name) == 0)
 			return f;
 	return NULL;
+}
+
+const struct wire_field *wire_field(const struct wire_record *r, const char *name)
+{
+	for (; r; r = r->base) {
+		const struct wire_field *f = own_field(r, name);
+		if (f)
+			return f;
+	}
+	return NULL;
+}
+
+/* Every field of r, its own first, then its base's that it does not
+ * replace, into out[WIRE_MAX_FIELDS]; how many. */
+static size_t all_fields(const struct wire_record *r, const struct wire_field **out)
+{
+	size_t n = 0;
+	for (const struct wire_record *b = r; b; b = b->base) {
+		for (const struct wire_field *f = b->fields; f->name; f++) {
+			if (wire_field(r, f->name) != f)
+				continue; /* replaced by a field nearer r */
+			assert(n < WIRE_MAX_FIELDS);
+			out[n++] = f;
+		}
+	}
+	return n;
 }
 
 static int has_type(const json_t *v, enum jv_type t)
@@ -168,11 +319,11 @@ void wire_set(json_t *o, const struct wire_record *r, const char *name, json_t *
 /* r's table as jv_check() takes it, in fields[WIRE_MAX_FIELDS + 1]. */
 static void jv_fields(const struct wire_record *r, struct jv_field *fields)
 {
-	size_t n = 0;
-	for (const struct wire_field *f = r->fields; f->name; f++) {
-		assert(n < WIRE_MAX_FIELDS);
-		fields[n++] = (struct jv_field){f->name, f->type, f->required, f->min, f->max};
-	}
+	const struct wire_field *all[WIRE_MAX_FIELDS];
+	size_t n = all_fields(r, all);
+	for (size_t i = 0; i < n; i++)
+		fields[i] = (struct jv_field){all[i]->name, all[i]->type, all[i]->required,
+		                              all[i]->min, all[i]->max};
 	fields[n] = (struct jv_field){NULL, 0, 0, 0, 0};
 }
 
@@ -193,11 +344,13 @@ int wire_check_each(const json_t *o, const char *key, const struct wire_record *
 
 json_t *wire_known(const json_t *o, const struct wire_record *r)
 {
+	const struct wire_field *all[WIRE_MAX_FIELDS];
+	size_t n = all_fields(r, all);
 	json_t *out = json_object();
-	for (const struct wire_field *f = r->fields; json_is_object(o) && f->name; f++) {
-		json_t *v = json_object_get(o, f->name);
+	for (size_t i = 0; json_is_object(o) && i < n; i++) {
+		json_t *v = json_object_get(o, all[i]->name);
 		if (v)
-			json_object_set(out, f->name, v);
+			json_object_set(out, all[i]->name, v);
 	}
 	return out;
 }

@@ -8,8 +8,14 @@
  * that type; the consumer validates it with wire_check(). A new field is one
  * table entry, and tests/unit/proto/test_wire.c checks the tables against the
  * field tables of docs/api.md both ways, so the doc cannot drift either.
+ * A record nested in another (a desired entry in the sync answer, a GPU in
+ * the facts, a finding in the health report) has a table of its own, which
+ * the consumer applies to each entry with wire_check_each(); what no table
+ * can say (a finding's scope is one of four words) the consumer checks next
+ * to it.
  *
- * Why proto/, a library of its own: the server, the agent and the client
+ * Why proto/, a library of its own: the server, the agent (with its GPU
+ * layer, gpu/, which builds the facts' GPU and RDMA entries) and the client
  * link it, and it depends on base/ (jv.h) and jansson only. It describes JSON, not the
  * code of either side - it names no server or agent type, and each side maps
  * its own structs onto the fields. Each table holds the bounds its consumer
@@ -43,6 +49,11 @@ struct wire_field {
 struct wire_record {
 	const char *name;                /* its key in docs/api.md: <!-- wire:NAME --> */
 	const struct wire_field *fields; /* ends with a NULL name */
+	/* NULL, or a record whose fields this one has too, after its own; a
+	 * field of its own replaces the base's field of that name (the
+	 * registration body is the facts with "name" required). Together at
+	 * most WIRE_MAX_FIELDS. */
+	const struct wire_record *base;
 };
 
 /* An agent's POST /v1/agent/sync body (the server validates it). */
@@ -53,6 +64,24 @@ extern const struct wire_record wire_report;
 extern const struct wire_record wire_sync_answer;
 /* One entry of the answer's "ranks": a rank the node should run. */
 extern const struct wire_record wire_desired;
+
+/* An agent's POST /v1/agent/register body: the facts, with "name"
+ * required. */
+extern const struct wire_record wire_register;
+/* The node's facts, as in register, and a sync request's "facts". */
+extern const struct wire_record wire_facts;
+/* One entry of the facts' "gpus": a GPU's inventory. */
+extern const struct wire_record wire_gpu;
+/* One entry of the facts' "rdma": an RDMA port. */
+extern const struct wire_record wire_rdma_port;
+/* A sync request's "health": the agent's GPU health report. */
+extern const struct wire_record wire_health;
+/* One entry of its "gpus": a GPU's health state. */
+extern const struct wire_record wire_gpu_health;
+/* Its "node": the node fault, when there is one. */
+extern const struct wire_record wire_node_fault;
+/* One entry of its "findings": a fault the agent found. */
+extern const struct wire_record wire_finding;
 
 /* A job submission: the POST /v1/jobs body (the client builds it, the
  * server validates it; the server checks what a table cannot say, such as
@@ -68,7 +97,7 @@ extern const struct wire_record *const wire_records[];
  * interface variables on the node. */
 extern const char *const wire_rank_env[];
 
-/* The field called name, or NULL. */
+/* The field called name, r's own or else its base's; or NULL. */
 const struct wire_field *wire_field(const struct wire_record *r, const char *name);
 
 /* Sets field name of o to v (stolen). Asserts that r has the field and that

@@ -14,91 +14,29 @@
 #include "proto/wire.h"
 #include "server/server.h"
 
-static const struct jv_field gpu_fields[] = {
-        {"index", JV_INT, 1, 0, 63},
-        {"uuid", JV_STRING, 1, 0, 95},
-        {"model", JV_STRING, 0, 0, 95},
-        {"name", JV_STRING, 0, 0, 95},
-        {"memory_bytes", JV_INT, 0, 0, INT64_MAX},
-        {"pci_bus_id", JV_STRING, 0, 0, 63},
-        {"minor", JV_INT, 0, -1, 1 << 20},
-        {"numa_node", JV_INT, 0, -1, 1 << 16},
-        {"cpu_affinity", JV_STRING, 0, 0, 255},
-        {"mig_mode", JV_INT, 0, -1, 1},
-        {"persistence_mode", JV_INT, 0, -1, 1},
-        {"nvlinks", JV_INT, 0, -1, 64},
-        {"links", JV_STRINGS, 0, 0, 64},
-        {NULL, 0, 0, 0, 0},
-};
-
-#define FACT_FIELDS                                                                                \
-	{"hostname", JV_STRING, 0, 0, 255}, {"address", JV_STRING, 0, 1, 63},                      \
-	        {"agent_url", JV_STRING, 0, 0, 255}, {"backend", JV_STRING, 0, 0, 31},             \
-	        {"cpus", JV_INT, 0, 0, 1 << 20}, {"memory_bytes", JV_INT, 0, 0, INT64_MAX},        \
-	        {"driver_version", JV_STRING, 0, 0, 63}, {"cuda_version", JV_STRING, 0, 0, 63},    \
-	        {"gpu_groups", JV_ARRAY, 0, 0, 64}, {"gpu_near_groups", JV_ARRAY, 0, 0, 64},       \
-	        {"rdma", JV_ARRAY, 0, 0, 64},                                                      \
-	{                                                                                          \
-		"gpus", JV_ARRAY, 0, 0, 64                                                         \
-	}
-
-static const struct jv_field register_fields[] = {
-        {"name", JV_STRING, 1, 1, 63},
-        FACT_FIELDS,
-        {NULL, 0, 0, 0, 0},
-};
-
-static const struct jv_field facts_fields[] = {
-        {"name", JV_STRING, 0, 1, 63},
-        FACT_FIELDS,
-        {NULL, 0, 0, 0, 0},
-};
-
-/* The agent's GPU health report (agent/gpuwatch.c). */
-static const struct jv_field health_fields[] = {
-        {"gpus", JV_ARRAY, 0, 0, 64},
-        {"node", JV_OBJECT, 0, 0, 0},
-        {"findings", JV_ARRAY, 0, 0, 256},
-        {NULL, 0, 0, 0, 0},
-};
-
-static const struct jv_field gpu_health_fields[] = {
-        {"index", JV_INT, 1, 0, 63},           {"state", JV_STRING, 1, 1, 31},
-        {"code", JV_STRING, 0, 0, 31},         {"reason", JV_STRING, 0, 0, 255},
-        {"since_ms", JV_INT, 0, 0, INT64_MAX}, {NULL, 0, 0, 0, 0},
-};
-
-static const struct jv_field node_fault_fields[] = {
-        {"code", JV_STRING, 0, 0, 31},
-        {"reason", JV_STRING, 1, 1, 255},
-        {"since_ms", JV_INT, 0, 0, INT64_MAX},
-        {NULL, 0, 0, 0, 0},
-};
-
-static const struct jv_field finding_fields[] = {
-        {"seq", JV_INT, 1, 1, INT64_MAX}, {"gpu", JV_INT, 0, -1, 63},
-        {"scope", JV_STRING, 1, 1, 15},   {"code", JV_STRING, 0, 0, 31},
-        {"reason", JV_STRING, 0, 0, 255}, {"wall_ms", JV_INT, 0, 0, INT64_MAX},
-        {"counted", JV_BOOL, 0, 0, 0},    {NULL, 0, 0, 0, 0},
-};
-
-static int check_facts(const json_t *facts, const struct jv_field *fields, char *err, size_t errlen)
+/* The facts (proto/wire.h, wire_facts or wire_register) with their GPUs
+ * and RDMA ports. */
+static int check_facts(const json_t *facts, const struct wire_record *r, char *err, size_t errlen)
 {
-	int rc = jv_check(facts, fields, err, errlen);
-	return rc ? rc : jv_check_each(facts, "gpus", gpu_fields, err, errlen);
+	int rc = wire_check(facts, r, err, errlen);
+	if (rc == 0)
+		rc = wire_check_each(facts, "gpus", &wire_gpu, err, errlen);
+	return rc ? rc : wire_check_each(facts, "rdma", &wire_rdma_port, err, errlen);
 }
 
+/* The GPU health report (wire_health), and what its tables cannot say:
+ * that each finding's scope is one the server knows. */
 static int check_health(const json_t *h, char *err, size_t errlen)
 {
 	char inner[220];
-	int rc = jv_check(h, health_fields, inner, sizeof(inner));
+	int rc = wire_check(h, &wire_health, inner, sizeof(inner));
 	const json_t *nf = json_object_get(h, "node");
 	if (rc == 0)
-		rc = jv_check_each(h, "gpus", gpu_health_fields, inner, sizeof(inner));
+		rc = wire_check_each(h, "gpus", &wire_gpu_health, inner, sizeof(inner));
 	if (rc == 0)
-		rc = jv_check_each(h, "findings", finding_fields, inner, sizeof(inner));
+		rc = wire_check_each(h, "findings", &wire_finding, inner, sizeof(inner));
 	if (rc == 0 && json_is_object(nf))
-		rc = jv_check(nf, node_fault_fields, inner, sizeof(inner));
+		rc = wire_check(nf, &wire_node_fault, inner, sizeof(inner));
 	enum node_fault_scope scope;
 	size_t i;
 	json_t *f;
@@ -124,14 +62,21 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 		httpd_error(req, ERR_AUTH, "register needs the cluster's join token");
 		return HTTPD_DONE;
 	}
-	json_t *body = api_body_checked(req, check_facts, register_fields);
-	if (!body)
+	char err[256];
+	json_t *body = NULL;
+	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
+	if (rc == 0)
+		rc = check_facts(body, &wire_register, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		json_decref(body);
 		return HTTPD_DONE;
+	}
 	struct state *st = &s->state;
 	state_lock(st);
 	struct node *n = state_register(st, body, jv_str(body, "name", ""));
 	state_settle(st);
-	int rc = state_flush(st);
+	rc = state_flush(st);
 	if (rc) {
 		httpd_error(req, rc, "cannot persist the registration");
 	} else {
@@ -192,7 +137,7 @@ static int validate_sync(const json_t *body, char *err, size_t errlen)
 	int rc = wire_check(body, &wire_sync_request, err, errlen);
 	const json_t *facts = json_object_get(body, "facts");
 	if (rc == 0 && facts)
-		rc = check_facts(facts, facts_fields, err, errlen);
+		rc = check_facts(facts, &wire_facts, err, errlen);
 	const json_t *health = json_object_get(body, "health");
 	if (rc == 0 && health)
 		rc = check_health(health, err, errlen);

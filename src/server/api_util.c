@@ -38,16 +38,11 @@ int api_flush_or_fail(struct state *st, struct httpd_req *req)
 
 json_t *api_body(struct httpd_req *req, const struct jv_field *fields)
 {
-	return api_body_checked(req, jv_check, fields);
-}
-
-json_t *api_body_checked(struct httpd_req *req, api_check_fn check, const struct jv_field *fields)
-{
 	char err[256];
 	json_t *body = NULL;
 	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
 	if (rc == 0)
-		rc = check(body, fields, err, sizeof(err));
+		rc = jv_check(body, fields, err, sizeof(err));
 	if (rc) {
 		httpd_error(req, rc, err);
 		json_decref(body);

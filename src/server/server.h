@@ -43,12 +43,9 @@ void server_metrics(struct server *s, struct buf *out);
 
 /* Shared by the API files (api_util.c). */
 void api_send_json(struct httpd_req *req, int status, json_t *o); /* takes o */
-/* Parses a request body and validates it against fields (jv_check, or
- * check); on failure answers 400 itself and returns NULL. */
+/* Parses a request body and validates it against fields (jv_check); on
+ * failure answers 400 itself and returns NULL. */
 json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
-typedef int (*api_check_fn)(const json_t *body, const struct jv_field *fields, char *err,
-                            size_t errlen);
-json_t *api_body_checked(struct httpd_req *req, api_check_fn check, const struct jv_field *fields);
 /* "Authorization: Bearer WANT", compared in constant time; NULL want: no. */
 int api_token_ok(struct httpd_req *req, const char *want);
 int api_flush_or_fail(struct state *st, struct httpd_req *req);

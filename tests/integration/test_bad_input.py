@@ -104,6 +104,29 @@ def test_agent_protocol_rejects_garbage():
         alive(c)
 
 
+def test_agent_records_checked_entry_by_entry():
+    """The facts' GPU entries and RDMA ports, and the health report's node
+    fault, are records of their own (proto/wire.h): a bad one is refused
+    with its place, its field and the reason, and nothing is registered."""
+    with cluster(agents=1, gpus=2, name="badfacts") as c:
+        join, secret = c.join_token, c.node_secret(0)
+        expect(c, 400, "rdma[0]: field 'port': required", path="/v1/agent/register",
+               body={"name": "x", "rdma": [{"dev": "mlx5_0"}]}, token=join)
+        expect(c, 400, "rdma[1]: field 'colour': unknown field", path="/v1/agent/register",
+               body={"name": "x", "rdma": [{"dev": "mlx5_0", "port": 1},
+                                           {"dev": "mlx5_1", "port": 1, "colour": "red"}]},
+               token=join)
+        expect(c, 400, "gpus[0]: field 'uuid': required", path="/v1/agent/sync",
+               body={"node_id": 1, "facts": {"gpus": [{"index": 0}]}}, token=secret)
+        expect(c, 400, "health: field 'reason': required", path="/v1/agent/sync",
+               body={"node_id": 1, "health": {"node": {"code": "gpu-lost"}}}, token=secret)
+        names = [n["name"] for n in c.api("GET", "/v1/nodes")["nodes"]]
+        assert names == ["node-1"], names
+        n = c.api("GET", "/v1/nodes/node-1")["node"]
+        assert n["state"] == "ready" and len(n["gpus"]) == 2 and n["fault"] is None, n
+        alive(c)
+
+
 def test_random_bytes_never_crash_the_server():
     rnd = random.Random(7)
     with cluster(agents=1, gpus=2, name="fuzz") as c:
@@ -360,6 +383,7 @@ def test_cli_prints_the_reason_and_fails():
 
 
 run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
+           test_agent_records_checked_entry_by_entry,
            test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
            test_damaged_state_files_stop_the_server_with_a_reason,
            test_reasons_cut_to_fit_stay_utf8,

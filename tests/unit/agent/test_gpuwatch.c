@@ -13,6 +13,7 @@
 #include "base/util.h"
 #include "gpu/gpu.h"
 #include "gpu/sim.h"
+#include "proto/wire.h"
 
 struct fixture {
 	char dir[64];
@@ -157,6 +158,54 @@ TEST(reset_fails_and_the_gpu_stays_out_when_the_check_fails)
 	char s[32];
 	CHECK_STR(state_of(&f, 1, s, sizeof(s)), "quarantined");
 	CHECK_STR(state_of(&f, 0, s, sizeof(s)), "healthy");
+	stop(&f);
+}
+
+/* The report is what the server checks (proto/wire.h): the health record,
+ * each GPU state, each finding and the node fault, once there is one. */
+static void check_report(json_t *r)
+{
+	char err[256] = "";
+	int rc = wire_check(r, &wire_health, err, sizeof(err));
+	if (rc == 0)
+		rc = wire_check_each(r, "gpus", &wire_gpu_health, err, sizeof(err));
+	if (rc == 0)
+		rc = wire_check_each(r, "findings", &wire_finding, err, sizeof(err));
+	if (rc == 0 && json_is_object(json_object_get(r, "node")))
+		rc = wire_check(json_object_get(r, "node"), &wire_node_fault, err, sizeof(err));
+	if (rc)
+		FAIL_AT("%s", err);
+}
+
+TEST(report_passes_the_wire_tables)
+{
+	struct fixture f;
+	start(&f, 600);
+	json_t *r = gpuwatch_report(f.w);
+	check_report(r);
+	CHECK(json_is_null(json_object_get(r, "node")));
+	json_decref(r);
+	struct gpuwatch_use use = {.gpus = 1u << 0, .job_id = 42, .job_name = "train"};
+	gpuwatch_set_usage(f.w, &use, 1); /* no reset: GPU 0 stays quarantined */
+	inject(&f, "{\"gpu\":0,\"kind\":\"xid\",\"xid\":48}");
+	inject(&f, "{\"gpu\":1,\"kind\":\"xid\",\"xid\":79}");
+	wait_state(&f, 0, "quarantined", 5000);
+	int64_t end = now_ms() + 5000;
+	for (;;) {
+		r = gpuwatch_report(f.w);
+		if (json_is_object(json_object_get(r, "node")) &&
+		    json_array_size(json_object_get(r, "findings")) >= 2)
+			break;
+		json_decref(r);
+		if (now_ms() > end)
+			FAIL_AT("no node fault and two findings after 5 s");
+		sleep_ms(10);
+	}
+	check_report(r);
+	const json_t *g0 = json_array_get(json_object_get(r, "gpus"), 0);
+	CHECK(*jv_str(g0, "code", "") && *jv_str(g0, "reason", "") &&
+	      jv_int(g0, "since_ms", 0) > 0);
+	json_decref(r);
 	stop(&f);
 }
 

@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "gpu/rdma.h"
+#include "proto/wire.h"
 
 static char root[64];
 
@@ -335,6 +336,25 @@ TEST(ports_as_json)
 	          "mlx5_5 port 1: state: malformed value 'x'");
 	CHECK_STR(json_string_value(json_object_get(json_array_get(j, 3), "near_by")), "numa");
 	json_decref(j);
+	rm_rf(root);
+}
+
+/* The ports are what the agent registers as "rdma": RDMA ports of
+ * proto/wire.h (wire_rdma_port), which the server checks each of; a port
+ * that could not be read too. */
+TEST(ports_pass_the_wire_table)
+{
+	build_cluster_node();
+	struct rdma_port p[RDMA_MAX_PORTS];
+	int n = scan(p);
+	snprintf(p[3].error, sizeof(p[3].error), "mlx5_5 port 1: state: malformed value 'x'");
+	p[3].state[0] = '\0';
+	json_t *facts = json_pack("{s:o}", "rdma", rdma_ports_json(p, n));
+	char err[256] = "";
+	if (wire_check_each(facts, "rdma", &wire_rdma_port, err, sizeof(err)) != 0)
+		FAIL_AT("%s", err);
+	CHECK_INT(json_array_size(json_object_get(facts, "rdma")), 4);
+	json_decref(facts);
 	rm_rf(root);
 }
 

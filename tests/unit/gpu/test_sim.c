@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "gpu/gpu.h"
 #include "gpu/sim.h"
+#include "proto/wire.h"
 
 static char dir[64];
 
@@ -831,6 +832,21 @@ TEST(inventory_and_sample_json)
 	                "\"nvlinks\":0,\"links\":[\"SELF\"]}]");
 	free(text);
 	json_decref(inv);
+	gpu_close(b);
+	rm_rf(dir);
+}
+
+/* The inventory is what the agent registers: GPU entries of proto/wire.h
+ * (wire_gpu), which the server checks each of. */
+TEST(inventory_entries_pass_the_wire_table)
+{
+	struct gpu_backend *b = open_board(4, "H200", 2);
+	json_t *facts = json_pack("{s:o}", "gpus", gpu_inventory_json(b));
+	char err[256] = "";
+	if (wire_check_each(facts, "gpus", &wire_gpu, err, sizeof(err)) != 0)
+		FAIL_AT("%s", err);
+	CHECK_INT(json_array_size(json_object_get(facts, "gpus")), 4);
+	json_decref(facts);
 	gpu_close(b);
 	rm_rf(dir);
 }

@@ -232,6 +232,75 @@ TEST(submit_table_checks_a_job_body)
 	json_decref(o);
 }
 
+/* The register body is the facts with "name" required: one table for the
+ * fields they share, checked and built as one record. */
+TEST(register_is_the_facts_with_name_required)
+{
+	char err[256];
+	CHECK(wire_field(&wire_register, "gpus") == wire_field(&wire_facts, "gpus"));
+	CHECK_INT(wire_field(&wire_register, "name")->required, 1);
+	CHECK_INT(wire_field(&wire_facts, "name")->required, 0);
+	CHECK(wire_field(&wire_register, "colour") == NULL);
+	json_t *o = json_pack("{s:s,s:i,s:[{s:i,s:s}]}", "hostname", "box", "cpus", 8, "gpus",
+	                      "index", 0, "uuid", "GPU-1");
+	CHECK_INT(wire_check(o, &wire_facts, err, sizeof(err)), 0);
+	CHECK_INT(wire_check(o, &wire_register, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'name': required");
+	wire_set(o, &wire_register, "name", json_string("node-1"));
+	CHECK_INT(wire_check(o, &wire_register, err, sizeof(err)), 0);
+	/* the base's bounds hold in the record built on it */
+	json_object_set_new(o, "cpus", json_integer(-1));
+	CHECK_INT(wire_check(o, &wire_register, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'cpus': -1 is below the minimum 0");
+	json_object_set_new(o, "colour", json_string("red"));
+	json_t *known = wire_known(o, &wire_register);
+	CHECK_INT(json_object_size(known), 4);
+	CHECK(json_object_get(known, "name") && json_object_get(known, "gpus"));
+	json_decref(known);
+	/* the entries are records of their own */
+	json_object_set_new(json_array_get(json_object_get(o, "gpus"), 0), "links",
+	                    json_string("NV"));
+	CHECK_INT(wire_check_each(o, "gpus", &wire_gpu, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "gpus[0]: field 'links': \"NV\" is not an array of strings");
+	json_decref(o);
+	o = json_pack("{s:[{s:s}]}", "rdma", "dev", "mlx5_0");
+	CHECK_INT(wire_check_each(o, "rdma", &wire_rdma_port, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "rdma[0]: field 'port': required");
+	json_decref(o);
+}
+
+/* The health report and its three kinds of entries, as the agent's GPU
+ * watcher sends them. */
+TEST(health_tables_check_a_report)
+{
+	char err[256];
+	json_t *h = json_pack("{s:[{s:i,s:s},{s:i,s:s,s:s,s:s,s:I}],s:n,s:[{s:I,s:i,s:s,s:s,s:s,"
+	                      "s:I,s:b}]}",
+	                      "gpus", "index", 0, "state", "healthy", "index", 1, "state",
+	                      "quarantined", "code", "xid-48", "reason", "XID 48 on GPU 1",
+	                      "since_ms", (json_int_t)1790000000000, "node", "findings", "seq",
+	                      (json_int_t)1790000000001, "gpu", 1, "scope", "gpu", "code", "xid-48",
+	                      "reason", "XID 48 on GPU 1", "wall_ms", (json_int_t)1790000000000,
+	                      "counted", 1);
+	CHECK(h != NULL);
+	CHECK_INT(wire_check(h, &wire_health, err, sizeof(err)), 0);
+	CHECK_INT(wire_check_each(h, "gpus", &wire_gpu_health, err, sizeof(err)), 0);
+	CHECK_INT(wire_check_each(h, "findings", &wire_finding, err, sizeof(err)), 0);
+	json_t *nf = json_pack("{s:s,s:s}", "code", "gpu-lost", "reason", "");
+	CHECK_INT(wire_check(nf, &wire_node_fault, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "field 'reason': must not be empty");
+	json_decref(nf);
+	json_object_set_new(json_array_get(json_object_get(h, "findings"), 0), "seq",
+	                    json_integer(0));
+	CHECK_INT(wire_check_each(h, "findings", &wire_finding, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "findings[0]: field 'seq': 0 is below the minimum 1");
+	json_object_set_new(json_array_get(json_object_get(h, "gpus"), 1), "index",
+	                    json_integer(64));
+	CHECK_INT(wire_check_each(h, "gpus", &wire_gpu_health, err, sizeof(err)), ERR_INVALID);
+	CHECK_STR(err, "gpus[1]: field 'index': 64 is above the maximum 63");
+	json_decref(h);
+}
+
 /* Runs set in a child; whether it was aborted. */
 static int aborts(void (*set)(void))
 {
@@ -282,6 +351,36 @@ TEST(set_refuses_what_the_table_does_not_describe)
 	CHECK(aborts(set_wrong_type));
 	CHECK(aborts(set_null_required));
 	CHECK(!aborts(set_fine));
+}
+
+static void set_unknown_in_base(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_register, "colour", json_string("red"));
+	json_decref(o);
+}
+
+static void set_wrong_type_in_base(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_register, "cpus", json_string("8"));
+	json_decref(o);
+}
+
+static void set_base_fields(void)
+{
+	json_t *o = json_object();
+	wire_set(o, &wire_register, "name", json_string("node-1"));
+	wire_set(o, &wire_register, "hostname", json_string("box"));
+	json_decref(o);
+}
+
+/* A record built on a base sets the base's fields with their types. */
+TEST(set_knows_the_base_records_fields)
+{
+	CHECK(aborts(set_unknown_in_base));
+	CHECK(aborts(set_wrong_type_in_base));
+	CHECK(!aborts(set_base_fields));
 }
 
 TEST_MAIN()
