@@ -132,55 +132,40 @@ static void implied_needs(const json_t *v, json_t *needs)
 	}
 }
 
-static void sugar_resources(json_t *t, const char *src, struct renames *r, struct flow_errors *e,
-                            const char *dst)
-{
-	json_t *res = json_object_get(t, "resources");
-	json_t *mem = json_object_get(res, "memory");
-	if (!json_is_object(res) || !mem)
-		return;
-	char from[256], to[256];
-	snprintf(to, sizeof(to), "%s.resources.memory", src);
-	int64_t bytes;
-	if (parse_memory(mem, &bytes)) {
-		err(e, to, "%s", "memory is bytes or a size like 512Mi, 8Gi, 16G");
-		return;
-	}
-	res = json_copy(res);
-	json_object_del(res, "memory");
-	json_object_set_new(res, "memory_bytes", json_integer(bytes));
-	json_object_set_new(t, "resources", res);
-	snprintf(from, sizeof(from), "%s.resources.memory_bytes", dst);
-	rename_add(r, from, to);
-}
+/* Where a task is, in the source and in the compiled form. */
+struct at {
+	const char *src, *dst;
+	struct renames *r;
+	struct flow_errors *e;
+};
 
-static void sugar_retries(json_t *t, const char *src, struct renames *r, struct flow_errors *e,
-                          const char *dst)
+typedef int (*parse_fn)(const json_t *v, int64_t *out);
+
+/* A shorthand key: in the task t (part NULL) or its member part, key
+ * `from` becomes `to` holding parse(value); a value parse refuses is an
+ * error at the source ("what" says what it should be). */
+static void sugar_key(json_t *t, const char *part, const char *from, const char *to, parse_fn parse,
+                      const char *what, const struct at *at)
 {
-	json_t *v = json_object_get(t, "retries");
-	char from[256], to[256];
-	snprintf(from, sizeof(from), "%s.retries", dst);
-	snprintf(to, sizeof(to), "%s.retries", src);
-	if (json_is_integer(v)) {
-		json_object_set_new(t, "retries", json_pack("{s:O}", "count", v));
-		rename_add(r, from, to);
+	json_t *o = part ? json_object_get(t, part) : t;
+	json_t *v = json_object_get(o, from);
+	if (!json_is_object(o) || !v)
 		return;
-	}
-	json_t *backoff = json_object_get(v, "backoff");
-	if (!json_is_object(v) || !backoff)
-		return;
-	int64_t ms;
-	snprintf(to, sizeof(to), "%s.retries.backoff", src);
-	if (parse_duration(backoff, &ms)) {
-		err(e, to, "%s", "backoff is a duration like 30s or 2m");
-		return;
-	}
-	v = json_copy(v);
-	json_object_del(v, "backoff");
-	json_object_set_new(v, "backoff_ms", json_integer(ms));
-	json_object_set_new(t, "retries", v);
-	snprintf(from, sizeof(from), "%s.retries.backoff_ms", dst);
-	rename_add(r, from, to);
+	char src[256], dst[256];
+	snprintf(src, sizeof(src), "%s%s%s.%s", at->src, part ? "." : "", part ? part : "", from);
+	snprintf(dst, sizeof(dst), "%s%s%s.%s", at->dst, part ? "." : "", part ? part : "", to);
+	int64_t n;
+	int bad = parse(v, &n);
+	if (bad)
+		err(at->e, src, "%s", what); /* and only that: the key goes */
+	if (part)
+		o = json_copy(o);
+	json_object_del(o, from);
+	if (!bad)
+		json_object_set_new(o, to, json_integer(n));
+	if (part)
+		json_object_set_new(t, part, o);
+	rename_add(at->r, dst, src);
 }
 
 /* One task of the source; src and dst are its paths there and here. */
@@ -206,22 +191,20 @@ static json_t *sugar_task(const json_t *st, const char *name, const char *src, c
 	json_t *cache = json_object_get(t, "cache");
 	if (json_is_boolean(cache))
 		json_object_set_new(t, "cache", json_pack("{s:O}", "enabled", cache));
-	json_t *timeout = json_object_get(t, "timeout");
-	if (timeout) {
-		int64_t ms;
-		snprintf(to, sizeof(to), "%s.timeout", src);
-		if (parse_duration(timeout, &ms)) {
-			err(e, to, "%s",
-			    "timeout is a duration like 90s, 2h or a number of seconds");
-		} else {
-			json_object_set_new(t, "timeout_ms", json_integer(ms));
-			snprintf(from, sizeof(from), "%s.timeout_ms", dst);
-			rename_add(r, from, to);
-		}
-		json_object_del(t, "timeout");
+	json_t *retries = json_object_get(t, "retries");
+	if (json_is_integer(retries)) {
+		json_object_set_new(t, "retries", json_pack("{s:O}", "count", retries));
+		snprintf(from, sizeof(from), "%s.retries", dst);
+		snprintf(to, sizeof(to), "%s.retries", src);
+		rename_add(r, from, to);
 	}
-	sugar_resources(t, src, r, e, dst);
-	sugar_retries(t, src, r, e, dst);
+	const struct at at = {src, dst, r, e};
+	sugar_key(t, NULL, "timeout", "timeout_ms", parse_duration,
+	          "timeout is a duration like 90s, 2h or a number of seconds", &at);
+	sugar_key(t, "resources", "memory", "memory_bytes", parse_memory,
+	          "memory is bytes or a size like 512Mi, 8Gi, 16G", &at);
+	sugar_key(t, "retries", "backoff", "backoff_ms", parse_duration,
+	          "backoff is a duration like 30s or 2m", &at);
 	json_t *implied = json_array();
 	static const char *const templated[] = {"command", "env", "inputs"};
 	for (size_t i = 0; i < sizeof(templated) / sizeof(templated[0]); i++)

@@ -177,6 +177,15 @@ TEST(every_error_is_found_with_its_position)
 	              needles);
 }
 
+TEST(a_bad_shorthand_is_one_error)
+{
+	CHECK(compile("tasks:\n  a: {command: [x], timeout: soon, resources: {memory: lots}}\n") ==
+	      NULL);
+	CHECK(strstr(out, "timeout is a duration") != NULL);
+	CHECK(strstr(out, "memory is bytes") != NULL);
+	CHECK(strstr(out, "unknown key") == NULL);
+}
+
 TEST(structure_errors)
 {
 	static const char *const n1[] = {"wf.yaml:1:1: 'tasks' is missing", NULL};
