@@ -248,7 +248,8 @@ static void check_outputs(const json_t *o, const char *path, struct flow_errors 
 		const char *s = json_string_value(v);
 		if (!is_name(k))
 			add(e, sub, "'%.64s' is not a name for an output", k);
-		if (!s || (strcmp(s, "file") && strcmp(s, "dir") && strcmp(s, "value")))
+		if (!s ||
+		    (strcmp(s, "file") != 0 && strcmp(s, "dir") != 0 && strcmp(s, "value") != 0))
 			add(e, sub, "an output is \"file\", \"dir\" or \"value\"");
 	}
 }
