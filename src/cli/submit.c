@@ -8,6 +8,7 @@
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/mem.h"
+#include "base/util.h"
 #include "proto/wire.h"
 
 /* ---- what is never exported ---- */
@@ -319,6 +320,97 @@ static json_t *copied(const struct copy *c, const struct cliargs_value *v, char 
 	return NULL;
 }
 
+int submit_after(const char *spec, json_t **out, char *err, size_t errlen)
+{
+	json_t *after = json_array();
+	char *copy = xstrdup(spec), *save = NULL;
+	int rc = 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');
+		const char *when = colon ? colon + 1 : "ok";
+		if (colon)
+			*colon = '\0';
+		int64_t id;
+		if (parse_i64(tok, 1, INT64_MAX, &id) ||
+		    (strcmp(when, "ok") != 0 && strcmp(when, "any") != 0 &&
+		     strcmp(when, "failed") != 0)) {
+			snprintf(err, errlen,
+			         "--after %.64s: write JOB[:ok|:any|:failed][,...] (a job id, and "
+			         "whether "
+			         "it must succeed, end, or fail; ok when not said)",
+			         spec);
+			rc = ERR_INVALID;
+		} else {
+			json_array_append_new(
+			        after, json_pack("{s:I,s:s}", "job", (json_int_t)id, "when", when));
+		}
+	}
+	free(copy);
+	if (rc || json_array_size(after) == 0) {
+		if (!rc)
+			snprintf(err, errlen, "--after: name at least one job");
+		json_decref(after);
+		return ERR_INVALID;
+	}
+	*out = after;
+	return 0;
+}
+
+/* One part of --array: "7", "0-29" or "0-29:2" appended to indices. */
+static int array_part(char *part, json_t *indices)
+{
+	int64_t lo, hi, step = 1;
+	char *dash = strchr(part, '-'), *colon = strchr(part, ':');
+	if (colon) {
+		*colon = '\0';
+		if (parse_i64(colon + 1, 1, SUBMIT_ARRAY_MAX_INDEX, &step))
+			return ERR_INVALID;
+	}
+	if (dash)
+		*dash = '\0';
+	if (parse_i64(part, 0, SUBMIT_ARRAY_MAX_INDEX, &lo) ||
+	    (dash ? parse_i64(dash + 1, lo, SUBMIT_ARRAY_MAX_INDEX, &hi) : (hi = lo, 0)))
+		return ERR_INVALID;
+	for (int64_t i = lo; i <= hi; i += step) {
+		if (json_array_size(indices) >= SUBMIT_ARRAY_MAX)
+			return ERR_TOOBIG;
+		json_array_append_new(indices, json_integer(i));
+	}
+	return 0;
+}
+
+int submit_array(const char *spec, json_t **out, char *err, size_t errlen)
+{
+	char *copy = xstrdup(spec), *save = NULL;
+	char *pct = strchr(copy, '%');
+	int64_t max = 0;
+	int rc = 0;
+	if (pct) {
+		*pct = '\0';
+		rc = parse_i64(pct + 1, 1, SUBMIT_ARRAY_MAX, &max) ? ERR_INVALID : 0;
+	}
+	json_t *indices = json_array();
+	for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0;
+	     tok = strtok_r(NULL, ",", &save))
+		rc = array_part(tok, indices);
+	free(copy);
+	if (rc == 0 && json_array_size(indices) == 0)
+		rc = ERR_INVALID;
+	if (rc) {
+		snprintf(err, errlen,
+		         rc == ERR_TOOBIG ? "--array %.64s: more than %d jobs"
+		                          : "--array %.64s: write indices as 0-29, 1,5,9 or "
+		                            "0-98:2, and a limit "
+		                            "on how many run at once as %%8 (at most %d jobs)",
+		         spec, SUBMIT_ARRAY_MAX);
+		json_decref(indices);
+		return ERR_INVALID;
+	}
+	*out = json_pack("{s:o,s:I}", "indices", indices, "max_running", (json_int_t)max);
+	return 0;
+}
+
 int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, json_t **out,
                 struct buf *notes, char *err, size_t errlen)
 {
@@ -341,6 +433,13 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 		rc = add_cwd(a, cwd, body, err, errlen);
 	if (rc == 0)
 		rc = add_env(a, envp, body, notes, err, errlen);
+	json_t *x = NULL;
+	const char *spec = cliargs_str(a, "after");
+	if (rc == 0 && spec && (rc = submit_after(spec, &x, err, errlen)) == 0)
+		wire_set(body, &wire_submit, "after", x);
+	spec = cliargs_str(a, "array");
+	if (rc == 0 && spec && (rc = submit_array(spec, &x, err, errlen)) == 0)
+		wire_set(body, &wire_submit, "array", x);
 	if (rc) {
 		json_decref(body);
 		return rc;

@@ -33,6 +33,16 @@
  * still set any of them on purpose. */
 const char *submit_never_exported(const char *name);
 
+/* --after JOB[:ok|:any|:failed][,...] as the body's "after"; 0 with *out,
+ * or ERR_INVALID with a message naming the option. */
+int submit_after(const char *spec, json_t **out, char *err, size_t errlen);
+
+/* --array 0-29%8, 1,5,9 or 0-98:2 as the body's "array" ({"indices",
+ * "max_running"}); 0 with *out, or ERR_INVALID with a message. */
+#define SUBMIT_ARRAY_MAX       10000
+#define SUBMIT_ARRAY_MAX_INDEX 999999
+int submit_array(const char *spec, json_t **out, char *err, size_t errlen);
+
 /* The body for `anvil run` with options a (parsed against verb_run's
  * table), the client's environment envp ("K=V" strings, NULL-terminated)
  * and its working directory cwd (absolute; NULL when it cannot be told).

@@ -102,7 +102,10 @@ void verb_logs_failure(struct verb_ctx *v, const json_t *job, int64_t shown_rank
 
 /* Human renderings of {"jobs": [...]}'s array, one JOB, and the nodes array.
  * now_ms is the wall clock in epoch milliseconds. */
+/* An array's members as one row ("12_[0-29%8]", counted by state), or
+ * (expanded) each as "12_3". */
 void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out);
+void verb_jobs_render_expanded(const json_t *jobs, int64_t now_ms, struct buf *out);
 void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out);
 void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out);

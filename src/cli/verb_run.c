@@ -35,6 +35,10 @@ static const struct cliargs_opt opts[] = {
         {"cwd", 0, CLIARGS_STR, "DIR", "working directory on the nodes (default: this one)"},
         {"grace", 0, CLIARGS_DURATION, "DURATION",
          "SIGTERM-to-SIGKILL grace: 30s, 500ms, 2m (default 10s)"},
+        {"after", 0, CLIARGS_STR, "JOB[:WHEN],...",
+         "wait for these jobs to succeed (:ok, the default), fail (:failed) or end (:any)"},
+        {"array", 0, CLIARGS_STR, "INDICES",
+         "one job per index (0-29, 1,5,9, 0-98:2) with ANVIL_ARRAY_INDEX; %8: 8 at once"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
         {"rank", 'r', CLIARGS_INT, "R", "with --wait: only this rank's output (default: all)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON answer (not with --wait)"},
@@ -71,6 +75,9 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
+	if (wait && cliargs_str(a, "array"))
+		return verb_usage_error(v, "--wait follows one job, not an --array (anvil jobs "
+		                           "--array ID shows its members)");
 	return CLI_EXIT_OK;
 }
 
@@ -108,8 +115,16 @@ static int run_fn(struct verb_ctx *v)
 		return ret;
 	int64_t id = verb_int(json_object_get(resp, "job"), "id", -1);
 	int wait = cliargs_flag(&v->args, "wait");
+	const json_t *members = json_object_get(resp, "array_job_ids");
 	if (cliargs_flag(&v->args, "json"))
 		verb_print_json(resp);
+	else if (members)
+		printf("submitted array %lld: %zu jobs (ids %lld to %lld; anvil jobs shows them as "
+		       "%lld_[...])\n",
+		       (long long)id, json_array_size(members), (long long)id,
+		       (long long)json_integer_value(
+		               json_array_get(members, json_array_size(members) - 1)),
+		       (long long)id);
 	else
 		fprintf(wait ? stderr : stdout, "submitted job %lld\n", (long long)id);
 	json_decref(resp);

@@ -214,6 +214,12 @@ static const struct wire_field submit_fields[] = {
         {"memory_bytes", JV_INT, 0, 4LL << 20, 64LL << 40,
          "memory per rank; past it the kernel reclaims, then OOM-kills a process of the rank "
          "(SIGKILL: exit code 137 when it is the command); default: no limit"},
+        {"after", JV_ARRAY, 0, 0, 64,
+         "jobs to wait for, as `sbatch --dependency`: `[{\"job\": ID, \"when\": \"ok\"}]`, "
+         "`when` `ok` (the job succeeded), `failed` (it ended otherwise) or `any`; default `ok`"},
+        {"array", JV_OBJECT, 0, 0, 0,
+         "submit one job per index, as `sbatch --array`: `{\"indices\": [0, 1, ...], "
+         "\"max_running\": N}` (1 to 10000 distinct indices 0 to 999999; N 0: no limit)"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 

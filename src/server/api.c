@@ -48,7 +48,15 @@ static void jobs_submit(struct server *s, struct httpd_req *req)
 		/* the job itself is on disk already (state_submit); what its first
 		 * cycle changed is written now, or with the next flush that can */
 		state_flush(st);
-		api_send_json(req, 201, json_pack("{s:o}", "job", state_job_json(st, j, 1)));
+		json_t *o = json_pack("{s:o}", "job", state_job_json(st, j, 1));
+		if (j->array_id) { /* its members' ids follow the first's */
+			json_t *ids = json_array();
+			for (int64_t id = j->id;
+			     state_job(st, id) && state_job(st, id)->array_id == j->id; id++)
+				json_array_append_new(ids, json_integer(id));
+			json_object_set_new(o, "array_job_ids", ids);
+		}
+		api_send_json(req, 201, o);
 	}
 	state_unlock(st);
 	json_decref(body);
@@ -80,10 +88,14 @@ static void jobs_list(struct server *s, struct httpd_req *req)
 		httpd_error(req, ERR_INVALID, msg);
 		return;
 	}
-	int64_t limit = 100;
-	const char *l = httpd_query(req, "limit");
+	int64_t limit = 100, array = 0;
+	const char *l = httpd_query(req, "limit"), *a = httpd_query(req, "array");
 	if (l && parse_i64(l, 1, 100000, &limit)) {
 		httpd_error(req, ERR_INVALID, "query 'limit': must be an integer from 1 to 100000");
+		return;
+	}
+	if (a && parse_i64(a, 1, INT64_MAX, &array)) {
+		httpd_error(req, ERR_INVALID, "query 'array': must be an array's job id");
 		return;
 	}
 	struct state *st = &s->state;
@@ -91,7 +103,7 @@ static void jobs_list(struct server *s, struct httpd_req *req)
 	json_t *arr = json_array();
 	for (int64_t i = st->njobs - 1; i >= 0 && (int64_t)json_array_size(arr) < limit; i--) {
 		struct job *j = st->jobs[i];
-		if (j && state_filter(f, j->state))
+		if (j && state_filter(f, j->state) && (!array || j->array_id == array))
 			json_array_append_new(arr, state_job_json(st, j, 0));
 	}
 	state_unlock(st);

@@ -3,6 +3,7 @@
  * check, admit, a cycle), agent reports and housekeeping (apply, then
  * settle). Layer 5 of the state files (core.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -72,25 +73,32 @@ void state_close(struct state *st)
 
 int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
-	struct job *j = NULL;
-	int rc = jobs_build(st, body, &j, err, errlen);
+	struct job **js = NULL;
+	int n = 0;
+	int rc = jobs_build(st, body, &js, &n, err, errlen);
 	if (rc)
 		return rc;
-	glue_job_cache(st, j);
-	rc = glue_fits_ever(st, j, err, errlen);
+	glue_job_cache(st, js[0]); /* an array's members ask for the same */
+	rc = glue_fits_ever(st, js[0], err, errlen);
 	if (rc == 0)
-		rc = jobs_admit(st, j, err, errlen);
+		rc = jobs_admit(st, js, n, err, errlen);
 	if (rc) {
-		glue_forget_job(st, j);
-		job_free(j);
+		glue_forget_job(st, js[0]);
+		for (int k = 0; k < n; k++)
+			job_free(js[k]);
+		free(js);
 		return rc;
 	}
 	state_schedule(st);
-	if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
-		text_printf(
-		        j->reason, sizeof(j->reason), /* the cycle was skipped: no GPU is free */
-		        "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus, j->nodes);
-	*out = j;
+	for (int k = 0; k < n; k++) {
+		struct job *j = js[k];
+		if (j->state == JOB_PENDING && strcmp(j->reason, "waiting to be scheduled") == 0)
+			text_printf(j->reason, sizeof(j->reason), /* the cycle was skipped */
+			            "needs %d GPU(s) on %d node(s); every GPU is in use", j->gpus,
+			            j->nodes);
+	}
+	*out = js[0];
+	free(js);
 	return 0;
 }
 

@@ -61,6 +61,93 @@ static int check_exported(const json_t *body, char *err, size_t errlen)
 	return 0;
 }
 
+#define ARRAY_MAX       10000
+#define ARRAY_INDEX_MAX 999999
+
+/* "after": [{"job": an existing job, "when": "ok" | "failed" | "any"}]. */
+static int check_after(struct state *st, const json_t *body, char *err, size_t errlen)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach (json_object_get(body, "after"), i, a) {
+		const char *k;
+		json_t *v;
+		json_object_foreach (a, k, v)
+			if (strcmp(k, "job") != 0 && strcmp(k, "when") != 0) {
+				snprintf(err, errlen, "field 'after[%zu]': unknown field '%.32s'",
+				         i, k);
+				return ERR_INVALID;
+			}
+		json_t *job = json_object_get(a, "job");
+		const char *when = jv_str(a, "when", "ok");
+		if (!json_is_object(a) || !json_is_integer(job)) {
+			snprintf(err, errlen,
+			         "field 'after[%zu]': should be {\"job\": ID, \"when\": ...}", i);
+			return ERR_INVALID;
+		}
+		if (!state_job(st, json_integer_value(job))) {
+			snprintf(err, errlen, "field 'after[%zu].job': there is no job %lld", i,
+			         (long long)json_integer_value(job));
+			return ERR_NOTFOUND;
+		}
+		if (strcmp(when, "ok") != 0 && strcmp(when, "failed") != 0 &&
+		    strcmp(when, "any") != 0) {
+			snprintf(err, errlen,
+			         "field 'after[%zu].when': '%.16s' is not ok, failed or any", i,
+			         when);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
+/* "array": {"indices": [distinct integers 0-999999], "max_running": N}. */
+static int check_array(const json_t *body, char *err, size_t errlen)
+{
+	const json_t *arr = json_object_get(body, "array");
+	if (!arr)
+		return 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)arr, k, v)
+		if (strcmp(k, "indices") != 0 && strcmp(k, "max_running") != 0) {
+			snprintf(err, errlen, "field 'array': unknown field '%.32s'", k);
+			return ERR_INVALID;
+		}
+	const json_t *idx = json_object_get(arr, "indices");
+	size_t n = json_array_size(idx);
+	if (!json_is_array(idx) || n == 0 || n > ARRAY_MAX) {
+		snprintf(err, errlen, "field 'array.indices': should list 1 to %d indices",
+		         ARRAY_MAX);
+		return ERR_INVALID;
+	}
+	char *seen = xcalloc(ARRAY_INDEX_MAX + 1, 1);
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		json_t *x = json_array_get(idx, i);
+		json_int_t val = json_integer_value(x);
+		if (!json_is_integer(x) || val < 0 || val > ARRAY_INDEX_MAX) {
+			snprintf(err, errlen, "field 'array.indices[%zu]': should be 0 to %d", i,
+			         ARRAY_INDEX_MAX);
+			rc = ERR_INVALID;
+		} else if (seen[val]++) {
+			snprintf(err, errlen, "field 'array.indices[%zu]': %lld is listed twice", i,
+			         (long long)val);
+			rc = ERR_INVALID;
+		}
+	}
+	free(seen);
+	json_t *max = json_object_get(arr, "max_running");
+	if (rc == 0 && max &&
+	    (!json_is_integer(max) || json_integer_value(max) < 0 ||
+	     json_integer_value(max) > ARRAY_MAX)) {
+		snprintf(err, errlen, "field 'array.max_running': should be 0 (no limit) to %d",
+		         ARRAY_MAX);
+		rc = ERR_INVALID;
+	}
+	return rc;
+}
+
 static int check_semantics(struct state *st, const json_t *body, char *err, size_t errlen)
 {
 	const json_t *cmd = json_object_get(body, "command");
@@ -91,7 +178,26 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		}
 	}
 	int rc = check_env(json_object_get(body, "env"), err, errlen);
-	return rc ? rc : check_exported(body, err, errlen);
+	if (rc == 0)
+		rc = check_exported(body, err, errlen);
+	if (rc == 0)
+		rc = check_after(st, body, err, errlen);
+	return rc ? rc : check_array(body, err, errlen);
+}
+
+/* "after" as stored: every entry with its "when". */
+static json_t *after_of(const json_t *body)
+{
+	const json_t *after = json_object_get(body, "after");
+	if (!json_array_size(after))
+		return NULL;
+	json_t *out = json_array();
+	size_t i;
+	json_t *a;
+	json_array_foreach (after, i, a)
+		json_array_append_new(out, json_pack("{s:O,s:s}", "job", json_object_get(a, "job"),
+		                                     "when", jv_str(a, "when", "ok")));
+	return out;
 }
 
 /* The job's placement constraints as stored: only what was asked for. */
@@ -131,51 +237,71 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
 	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);
+	j->after = after_of(body);
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	text_printf(j->reason, sizeof(j->reason), "waiting to be scheduled");
 	return j;
 }
 
-int jobs_build(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
+int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, char *err,
+               size_t errlen)
 {
 	int rc = wire_check(body, &wire_submit, err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
 	if (rc)
 		return rc;
-	*out = job_from_body(st, body);
-	state_team(st, (*out)->team, 1);
+	const json_t *arr = json_object_get(body, "array");
+	const json_t *idx = json_object_get(arr, "indices");
+	*n = arr ? (int)json_array_size(idx) : 1;
+	*out = xcalloc((size_t)*n, sizeof(**out));
+	for (int k = 0; k < *n; k++) {
+		struct job *j = job_from_body(st, body);
+		j->id = st->njobs + 1 + k;
+		if (arr) {
+			j->array_id = st->njobs + 1;
+			j->array_index = json_integer_value(json_array_get(idx, (size_t)k));
+			j->array_max_running = (int)jv_int(arr, "max_running", 0);
+		}
+		(*out)[k] = j;
+	}
+	state_team(st, (*out)[0]->team, 1);
 	return 0;
 }
 
-int jobs_admit(struct state *st, struct job *j, char *err, size_t errlen)
+int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errlen)
 {
-	/* The job is on disk before it is anywhere else: a submission that
+	/* The jobs are on disk before they are anywhere else: a submission that
 	 * cannot be persisted (a full disk) is refused whole and changes
 	 * nothing, so the client may send it again without it running twice;
-	 * kept in memory behind an error, it would be scheduled all the same. */
-	char *msg = xasprintf("job %lld submitted: %d node(s) x %d GPU(s)", (long long)j->id,
-	                      j->nodes, j->gpus);
+	 * kept in memory behind an error, it would be scheduled all the same.
+	 * An array's members are written in one transaction: all or none. */
 	int rc = store_begin(st->core->store);
-	if (rc == 0)
+	for (int k = 0; rc == 0 && k < n; k++) {
+		const struct job *j = js[k];
+		char *msg = xasprintf("job %lld submitted: %d node(s) x %d GPU(s)",
+		                      (long long)j->id, j->nodes, j->gpus);
 		rc = store_put_job(st->core->store, j);
-	if (rc == 0)
-		rc = store_add_event(st->core->store, "job.submitted", j->id, 0, msg);
+		if (rc == 0)
+			rc = store_add_event(st->core->store, "job.submitted", j->id, 0, msg);
+		free(msg);
+	}
 	if (rc == 0)
 		rc = store_commit(st->core->store);
 	else
 		store_rollback(st->core->store);
-	free(msg);
 	if (rc) {
 		log_error("cannot persist a new job: %s", store_error(st->core->store));
 		snprintf(err, errlen, "cannot persist the job (%s); nothing was submitted",
 		         store_error(st->core->store));
 		return rc;
 	}
-	state_index_job(st, j);
-	state_pending_add(st, j);
-	st->stats.submitted_total++;
+	for (int k = 0; k < n; k++) {
+		state_index_job(st, js[k]);
+		state_pending_add(st, js[k]);
+		st->stats.submitted_total++;
+	}
 	return 0;
 }
 

@@ -274,6 +274,10 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	add_env(env, "ANVIL_ATTEMPT_ID", "%lld", (long long)a->id);
 	json_object_set_new(env, "ANVIL_NODE", json_string(n->name));
 	json_object_set_new(env, "ANVIL_JOB_NAME", json_string(j->name));
+	if (j->array_id) {
+		add_env(env, "ANVIL_ARRAY_ID", "%lld", (long long)j->array_id);
+		add_env(env, "ANVIL_ARRAY_INDEX", "%lld", (long long)j->array_index);
+	}
 	if (j->checkpointing) /* the agent gives it ANVIL_CHECKPOINT_DIR */
 		json_object_set_new(env, "ANVIL_CHECKPOINTING", json_string("1"));
 	(void)st;

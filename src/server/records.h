@@ -27,13 +27,23 @@ void ranks_check_time_limits(struct state *st);
 
 /* ---- layer 3: jobs.c ---- */
 
-/* Validates a submission body and makes its job record (not yet indexed:
- * its id is the next one). On failure: a code and a message naming the
- * field, the value and the reason. */
-int jobs_build(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen);
-/* Persists a built job and queues it; on failure nothing changed and the
- * caller frees it. */
-int jobs_admit(struct state *st, struct job *j, char *err, size_t errlen);
+/* Validates a submission body and makes its job records: one, or an
+ * array's members (*n of them, in *out, which the caller frees), not yet
+ * indexed: their ids are the next ones. On failure: a code and a message
+ * naming the field, the value and the reason. */
+int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, char *err,
+               size_t errlen);
+/* Persists built jobs in one transaction and queues them; on failure
+ * nothing changed and the caller frees them. */
+int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errlen);
+
+/* ---- layer 3: deps.c ---- */
+
+/* The pending jobs the scheduler may see now, in pending order, into out
+ * (room for npending): those whose dependencies hold and whose array is
+ * under its limit. The others' reasons say what they wait for; a job whose
+ * dependency can never hold is cancelled, saying why. Returns the count. */
+int deps_ready(struct state *st, struct job **out);
 
 /* ---- layer 3: nodes.c ---- */
 

@@ -57,6 +57,8 @@ struct scratch {
 	size_t capnodes;
 	struct sched_job *jobs;
 	size_t capjobs;
+	struct job **ready; /* the pending jobs the scheduler may see (deps.c) */
+	size_t capready;
 	struct sched_running *running;
 	size_t caprunning;
 	struct sched_rank_hold *holds;
@@ -87,6 +89,7 @@ void glue_free(struct state *st)
 		free(x->jobc);
 		free(x->nodes);
 		free(x->jobs);
+		free(x->ready);
 		free(x->running);
 		free(x->holds);
 		free(x->queues);
@@ -383,13 +386,15 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	ENSURE(x->nodes, x->capnodes, st->nnodes + 1);
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);
-	ENSURE(x->jobs, x->capjobs, st->core->npending + 1);
-	for (int i = 0; i < st->core->npending; i++)
-		fill_job(st, st->core->pending[i], &x->jobs[i]);
+	ENSURE(x->ready, x->capready, st->core->npending + 1);
+	int nready = deps_ready(st, x->ready); /* dependencies and array limits */
+	ENSURE(x->jobs, x->capjobs, nready + 1);
+	for (int i = 0; i < nready; i++)
+		fill_job(st, x->ready[i], &x->jobs[i]);
 	snap->nodes = x->nodes;
 	snap->nnodes = st->nnodes;
 	snap->pending = x->jobs;
-	snap->npending = st->core->npending;
+	snap->npending = nready;
 	snap->nrunning = fill_running(st, x);
 	snap->running = x->running;
 	fill_policy(st, x, snap);

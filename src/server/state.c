@@ -602,6 +602,14 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 		json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
 	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
 	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
+	json_object_set_new(o, "after", j->after ? json_incref(j->after) : json_array());
+	if (j->array_id)
+		json_object_set_new(o, "array",
+		                    json_pack("{s:I,s:I,s:i}", "id", (json_int_t)j->array_id,
+		                              "index", (json_int_t)j->array_index, "max_running",
+		                              j->array_max_running));
+	else
+		json_object_set_new(o, "array", json_null());
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)

@@ -177,6 +177,12 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
 	json_t *exported = json_object_get(extra, "exported");
 	j->exported = json_array_size(exported) ? json_incref(exported) : NULL;
+	json_t *after = json_object_get(extra, "after");
+	j->after = json_array_size(after) ? json_incref(after) : NULL;
+	json_t *array = json_object_get(extra, "array");
+	j->array_id = jv_int(array, "id", 0);
+	j->array_index = jv_int(array, "index", 0);
+	j->array_max_running = (int)jv_int(array, "max_running", 0);
 	json_decref(extra);
 	return j;
 }

@@ -115,6 +115,7 @@ void job_free(struct job *j)
 	json_decref(j->command);
 	json_decref(j->env);
 	json_decref(j->exported);
+	json_decref(j->after);
 	for (int i = 0; i < j->nattempts; i++)
 		attempt_free(j->attempts[i]);
 	free(j->attempts);

@@ -124,8 +124,17 @@ struct job {
 	int64_t time_limit_ms; /* 0: the queue's default */
 	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
 	int checkpointing;
-	int64_t cpu_millis;      /* per rank, thousandths of a CPU; 0: no limit */
-	int64_t memory_bytes;    /* per rank; 0: no limit */
+	int64_t cpu_millis;   /* per rank, thousandths of a CPU; 0: no limit */
+	int64_t memory_bytes; /* per rank; 0: no limit */
+	/* Dependencies, as `sbatch --dependency`: [{"job": ID, "when": "ok" |
+	 * "any" | "failed"}], or NULL. The job waits until each holds. */
+	json_t *after;
+	/* An array's members (`--array`): array_id is its first member's id
+	 * (0: not in an array), array_index the member's index, and at most
+	 * array_max_running members run at once (0: no limit). */
+	int64_t array_id;
+	int64_t array_index;
+	int array_max_running;
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	int explained;           /* in memory: a full cycle gave it a reason */

@@ -397,6 +397,13 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
 	if (j->exported)
 		json_object_set(extra, "exported", j->exported);
+	if (j->after)
+		json_object_set(extra, "after", j->after);
+	if (j->array_id)
+		json_object_set_new(extra, "array",
+		                    json_pack("{s:I,s:I,s:i}", "id", (json_int_t)j->array_id,
+		                              "index", (json_int_t)j->array_index, "max_running",
+		                              j->array_max_running));
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

@@ -18,6 +18,7 @@ LAYERS = {
     "transition.c": 1,
     "ranks.c": 2,
     "jobs.c": 3,
+    "deps.c": 3,
     "nodes.c": 3,
     "schedule.c": 4,
     "entry.c": 5,

@@ -138,9 +138,11 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                "\"min_gpu_memory_bytes\":85899345920,\"pool\":\"batch\","
 	                "\"selectors\":{\"disk\":\"nvme\"},\"checkpointing\":true,\"cpus\":0.5,"
 	                "\"memory_bytes\":17179869184,\"cwd\":\"/data\",\"env\":{\"A\":\"1\"}}");
-	/* every field of the table but "exported" (nothing was) has its option */
+	/* every field of the table but "exported" (nothing was), "after" and
+	 * "array" (their own syntax: below) has its option */
 	for (const struct wire_field *f = wire_submit.fields; f->name; f++)
-		if (strcmp(f->name, "exported") != 0 && !json_object_get(b.body, f->name))
+		if (strcmp(f->name, "exported") != 0 && strcmp(f->name, "after") != 0 &&
+		    strcmp(f->name, "array") != 0 && !json_object_get(b.body, f->name))
 			FAIL_AT("no option of anvil run sets field '%s'", f->name);
 	free(text);
 	built_free(&b);
@@ -318,6 +320,37 @@ TEST(cwd_is_the_current_directory_or_relative_to_it)
 	CHECK_INT(b.rc, ERR_INVALID);
 	CHECK_CONTAINS(b.err, "the current directory cannot be told");
 	built_free(&b);
+}
+
+TEST(after_and_array_specs)
+{
+	json_t *o = NULL;
+	char err[256];
+	CHECK_INT(submit_after("5,6:any,7:failed", &o, err, sizeof(err)), 0);
+	char *t = jv_dump(o);
+	CHECK_STR(t, "[{\"job\":5,\"when\":\"ok\"},{\"job\":6,\"when\":\"any\"},"
+	             "{\"job\":7,\"when\":\"failed\"}]");
+	free(t);
+	json_decref(o);
+	CHECK_INT(submit_after("5:soon", &o, err, sizeof(err)), ERR_INVALID);
+	CHECK(strstr(err, "--after 5:soon: write JOB[:ok|:any|:failed]") != NULL);
+	CHECK_INT(submit_after("0", &o, err, sizeof(err)), ERR_INVALID);
+	CHECK_INT(submit_after(",", &o, err, sizeof(err)), ERR_INVALID);
+
+	CHECK_INT(submit_array("0-3,7,10-14:2%2", &o, err, sizeof(err)), 0);
+	t = jv_dump(o);
+	CHECK_STR(t, "{\"indices\":[0,1,2,3,7,10,12,14],\"max_running\":2}");
+	free(t);
+	json_decref(o);
+	CHECK_INT(submit_array("9", &o, err, sizeof(err)), 0);
+	CHECK_INT(json_integer_value(json_object_get(o, "max_running")), 0);
+	json_decref(o);
+	static const char *const bad[] = {"5-1", "a", "1-", "%2", "0-3%0", "0-20000", "1,,x", NULL};
+	for (int i = 0; bad[i]; i++) {
+		if (submit_array(bad[i], &o, err, sizeof(err)) != ERR_INVALID)
+			FAIL_AT("--array %s was accepted", bad[i]);
+		CHECK(strstr(err, "--array ") != NULL);
+	}
 }
 
 TEST_MAIN()

@@ -1,0 +1,142 @@
+/* deps.c - which pending jobs the scheduler may see: a job waits while a
+ * job it comes after (--after) has not ended as it asks, and an array's
+ * members wait while as many of them run as the array allows. A job
+ * whose dependency can never hold is cancelled, with the reason. Layer 3
+ * of the state files (core.h); every function runs with the state lock
+ * held. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/util.h"
+#include "server/records.h"
+
+enum dep { DEP_HOLDS, DEP_WAITS, DEP_NEVER };
+
+/* Whether "after" entry a holds now. */
+static enum dep dep_of(struct state *st, const json_t *a, const struct job **on)
+{
+	const struct job *d = state_job(st, json_integer_value(json_object_get(a, "job")));
+	const char *when = json_string_value(json_object_get(a, "when"));
+	*on = d;
+	if (!d)
+		return DEP_NEVER; /* checked at submission: never expected */
+	if (!job_state_final(d->state))
+		return DEP_WAITS;
+	int ok = d->state == JOB_SUCCEEDED;
+	if (strcmp(when, "any") == 0 || (strcmp(when, "ok") == 0) == ok)
+		return DEP_HOLDS;
+	return DEP_NEVER;
+}
+
+static const char *want_text(const char *when)
+{
+	return strcmp(when, "ok") == 0 ? "succeed" : strcmp(when, "failed") == 0 ? "fail" : "end";
+}
+
+static void set_reason(struct state *st, struct job *j, const char *text)
+{
+	if (strcmp(j->reason, text) == 0)
+		return;
+	text_printf(j->reason, sizeof(j->reason), "%s", text);
+	state_mark_job(st, j);
+}
+
+/* DEP_HOLDS when every dependency of j holds; else why not, in j's reason
+ * (DEP_WAITS) or in never (DEP_NEVER). */
+static enum dep deps_of(struct state *st, struct job *j, char *never, size_t len)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach (j->after, i, a) {
+		const struct job *d;
+		enum dep r = dep_of(st, a, &d);
+		const char *when = json_string_value(json_object_get(a, "when"));
+		long long id = (long long)json_integer_value(json_object_get(a, "job"));
+		if (r == DEP_NEVER) {
+			snprintf(never, len, "its dependency can never hold: job %lld %s (--after %lld:%s)",
+			         id, d ? job_state_name(d->state) : "does not exist", id, when);
+			return r;
+		}
+		if (r == DEP_WAITS) {
+			char why[128];
+			snprintf(why, sizeof(why), "waiting for job %lld to %s (--after %lld:%s)", id,
+			         want_text(when), id, when);
+			set_reason(st, j, why);
+			return r;
+		}
+	}
+	return DEP_HOLDS;
+}
+
+/* Members of each array that run now, counted once per cycle. */
+static json_t *running_by_array(struct state *st)
+{
+	json_t *by = json_object();
+	for (int i = 0; i < st->core->nactive; i++) {
+		const struct job *j = state_job(st, st->core->active[i]->job_id);
+		if (!j || !j->array_id || !j->array_max_running)
+			continue;
+		char key[24];
+		snprintf(key, sizeof(key), "%lld", (long long)j->array_id);
+		json_object_set_new(by, key, json_integer(json_integer_value(json_object_get(by, key)) + 1));
+	}
+	return by;
+}
+
+/* Whether the array of j may start one more member; counts it if so. */
+static int array_room(struct state *st, struct job *j, json_t *by)
+{
+	if (!j->array_id || !j->array_max_running)
+		return 1;
+	char key[24];
+	snprintf(key, sizeof(key), "%lld", (long long)j->array_id);
+	json_int_t n = json_integer_value(json_object_get(by, key));
+	if (n >= j->array_max_running) {
+		char why[128];
+		snprintf(why, sizeof(why), "array %lld: %lld of its jobs run, its limit (%%%d)",
+		         (long long)j->array_id, (long long)n, j->array_max_running);
+		set_reason(st, j, why);
+		return 0;
+	}
+	json_object_set_new(by, key, json_integer(n + 1));
+	return 1;
+}
+
+static void cancel_never(struct state *st, struct job *j, const char *why)
+{
+	state_pending_remove(st, j);
+	text_printf(j->reason, sizeof(j->reason), "cancelled: %s", why);
+	job_to(st, j, JOB_CANCELLED, "job %lld cancelled: %s", (long long)j->id, why);
+}
+
+int deps_ready(struct state *st, struct job **out)
+{
+	/* Cancelling one job may make another's dependency impossible: go on
+	 * until a pass cancels nothing (a chain settles in one call). */
+	for (int cancelled = 1; cancelled;) {
+		cancelled = 0;
+		for (int i = st->core->npending - 1; i >= 0; i--) {
+			struct job *j = st->core->pending[i];
+			char never[200];
+			if (j->after && deps_of(st, j, never, sizeof(never)) == DEP_NEVER) {
+				cancel_never(st, j, never);
+				cancelled = 1;
+			}
+		}
+	}
+	json_t *by = running_by_array(st);
+	int n = 0;
+	for (int i = 0; i < st->core->npending; i++) {
+		struct job *j = st->core->pending[i];
+		char never[200];
+		if (j->after && deps_of(st, j, never, sizeof(never)) != DEP_HOLDS)
+			continue;
+		if (!array_room(st, j, by))
+			continue;
+		out[n++] = j;
+	}
+	json_decref(by);
+	return n;
+}
