@@ -61,6 +61,27 @@ static int check_exported(const json_t *body, char *err, size_t errlen)
 	return 0;
 }
 
+/* A head and its workers (docs/cli.md, "Head and workers"): "worker" and
+ * "head_timeout_ms" only with "head". (A command line cannot hold a NUL:
+ * bodies with \u0000 are refused when parsed.) */
+static int check_head(const json_t *body, char *err, size_t errlen)
+{
+	if (json_is_string(json_object_get(body, "head")))
+		return 0;
+	static const char *const need_head[] = {"worker", "head_timeout_ms"};
+	for (size_t i = 0; i < sizeof(need_head) / sizeof(need_head[0]); i++) {
+		const json_t *v = json_object_get(body, need_head[i]);
+		if (v && !json_is_null(v)) {
+			snprintf(err, errlen,
+			         "field '%s': only with field 'head' (the process that the "
+			         "workers and the command connect to)",
+			         need_head[i]);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
 static int check_semantics(struct state *st, const json_t *body, char *err, size_t errlen)
 {
 	const json_t *cmd = json_object_get(body, "command");
@@ -91,7 +112,9 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		}
 	}
 	int rc = check_env(json_object_get(body, "env"), err, errlen);
-	return rc ? rc : check_exported(body, err, errlen);
+	if (rc == 0)
+		rc = check_exported(body, err, errlen);
+	return rc ? rc : check_head(body, err, errlen);
 }
 
 /* The job's placement constraints as stored: only what was asked for. */
@@ -131,6 +154,10 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
 	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);
+	const char *head = jv_str(body, "head", NULL), *worker = jv_str(body, "worker", NULL);
+	j->head = head ? xstrdup(head) : NULL;
+	j->worker = worker ? xstrdup(worker) : NULL;
+	j->head_timeout_ms = head ? jv_int(body, "head_timeout_ms", JOBS_HEAD_TIMEOUT_MS) : 0;
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	text_printf(j->reason, sizeof(j->reason), "waiting to be scheduled");

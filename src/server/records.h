@@ -27,6 +27,10 @@ void ranks_check_time_limits(struct state *st);
 
 /* ---- layer 3: jobs.c ---- */
 
+/* How long the ranks of a job with a head wait for it to answer, unless
+ * the job says (docs/cli.md, "Head and workers"). */
+#define JOBS_HEAD_TIMEOUT_MS 300000
+
 /* Validates a submission body and makes its job record (not yet indexed:
  * its id is the next one). On failure: a code and a message naming the
  * field, the value and the reason. */
