@@ -14,6 +14,7 @@ packages=(
   python3              # Debian's python3 runs the integration tests
   procps               # ps/pgrep, used by tests
   prometheus           # promtool: tests validate the /metrics exposition
+  python3-distributed  # Dask: the head/worker integration test runs a real Dask cluster
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 

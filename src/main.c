@@ -4,11 +4,14 @@
  *   anvil agent ...    a node agent (src/agent)
  *   anvil up ...       a whole local cluster: server + N agents (src/cli/up.c)
  *   anvil VERB ...     a client command over the server's API (src/cli)
+ *   anvil _launch ...  hidden: the launcher an agent runs for each rank of a
+ *                      job with a head (src/agent/launch.h)
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/launch.h"
 #include "cli/cli.h"
 #include "server/server.h"
 
@@ -23,5 +26,7 @@ int main(int argc, char **argv)
 		return agent_main(argc - 1, argv + 1);
 	if (strcmp(role, "up") == 0)
 		return up_main(argc - 1, argv + 1);
+	if (strcmp(role, "_launch") == 0)
+		return launch_main(argc - 1, argv + 1);
 	return cli_main(argc, argv);
 }

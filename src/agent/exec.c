@@ -190,6 +190,11 @@ const char *exec_cgroup_root(const struct exec *e)
 	return e->cgroup_root;
 }
 
+const char *exec_work_dir(const struct exec *e)
+{
+	return e->work_dir;
+}
+
 static void stop_rank(struct rank *r, int64_t cap_ms)
 {
 	if (r->state != EXEC_RUNNING || r->stopping)

@@ -106,6 +106,8 @@ void exec_free(struct exec *e);
 int exec_uses_cgroups(const struct exec *e);
 /* ROOT of the ranks' cgroups (agent/cgroup.h); NULL without cgroups. */
 const char *exec_cgroup_root(const struct exec *e);
+/* The work dir the executor was opened over (borrowed for its life). */
+const char *exec_work_dir(const struct exec *e);
 
 /* Spare shims (agent/shim.h), each waiting in a cgroup ROOT/spare-*, take
  * the cgroup join and the fork of the shim off a rank's start. A rank's

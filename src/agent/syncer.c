@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/exec.h"
+#include "agent/launch.h"
 #include "agent/serve.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -176,8 +177,12 @@ static json_t *report(struct exec *ex, struct call *c, const struct exec_status 
 		wire_set(o, r, "state", json_string("exited"));
 		wire_set(o, r, "exit_code", json_integer(st->exit_code));
 		wire_set(o, r, "signal", json_integer(st->signal));
+		char why[256];
 		if (st->error) /* lost: what the agent knows of why */
 			wire_set(o, r, "error", json_string(st->error));
+		else if (launch_reason_read(exec_work_dir(ex), st->attempt_id, st->rank, why,
+		                            sizeof(why)))
+			wire_set(o, r, "reason", json_string(why)); /* a job with a head */
 	} else {
 		wire_set(o, r, "state", json_string("failed_to_start"));
 		wire_set(o, r, "error", json_string(st->error ? st->error : "unknown"));
@@ -335,11 +340,13 @@ static void start_desired(struct syncer *s, const json_t *d)
 	json_decref(extra);
 	int minors[64];
 	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
+	/* A job with a head: the rank runs its launcher, which runs the rest. */
+	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
 	        .job_id = jv_int(o, "job_id", 0),
-	        .argv = argv,
+	        .argv = launch ? (const char *const *)launch : argv,
 	        .cwd = jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(o, "grace_ms", 10000),
@@ -354,6 +361,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 		free(envv[i]);
 	free(envv);
 	free(argv);
+	launch_argv_free(launch);
 out:
 	json_decref(o);
 }

@@ -269,6 +269,9 @@ static const struct copy {
         {"checkpointing", "checkpointing"},
         {"cpus", "cpus"},
         {"memory", "memory_bytes"},
+        {"head", "head"},
+        {"worker", "worker"},
+        {"head-timeout", "head_timeout_ms"},
 };
 
 static json_t *kv_object(const struct cliargs_value *kv)

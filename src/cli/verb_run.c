@@ -39,6 +39,12 @@ static const struct cliargs_opt opts[] = {
          "wait for these jobs to succeed (:ok, the default), fail (:failed) or end (:any)"},
         {"array", 0, CLIARGS_STR, "INDICES",
          "one job per index (0-29, 1,5,9, 0-98:2) with ANVIL_ARRAY_INDEX; %8: 8 at once"},
+        {"head", 0, CLIARGS_STR, "CMD",
+         "run CMD (sh -c) on rank 0; the command starts once it answers at $ANVIL_HEAD_ADDR"},
+        {"worker", 0, CLIARGS_STR, "CMD",
+         "with --head: run CMD (sh -c) on every rank once the head answers"},
+        {"head-timeout", 0, CLIARGS_DURATION, "DURATION",
+         "with --head: how long to wait for it to answer (default 5m)"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
         {"rank", 'r', CLIARGS_INT, "R", "with --wait: only this rank's output (default: all)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON answer (not with --wait)"},
@@ -170,5 +176,14 @@ const struct verb verb_run = {
                 "  75     it was lost with its node\n"
                 "When the job failed on a rank whose output was not shown, that rank's last\n"
                 "lines follow on stderr. Interrupting `anvil run --wait` leaves the job\n"
-                "running: `anvil cancel JOB` stops it.\n",
+                "running: `anvil cancel JOB` stops it.\n"
+                "\n"
+                "Head and workers, the way Ray and Dask start a cluster: --head CMD runs on\n"
+                "rank 0, --worker CMD on every rank once the head answers at $ANVIL_HEAD_ADDR\n"
+                "(host:port; the head listens on $ANVIL_HEAD_PORT), then the command on rank 0.\n"
+                "The job ends with the command, and its status is the command's; the head and\n"
+                "workers are stopped. If the head or a worker ends first, the job fails saying\n"
+                "which. Example:\n"
+                "  anvil run --nodes 4 --head 'dask-scheduler --port $ANVIL_HEAD_PORT' \\\n"
+                "      --worker 'dask-worker $ANVIL_HEAD_ADDR' -- python3 analyze.py\n",
 };

@@ -61,6 +61,22 @@ static void exported_lines(const json_t *names, struct buf *out)
 		buf_adds(out, "\n");
 }
 
+/* A job with a head: its head's and worker's command lines, and how long
+ * its ranks wait for the head to answer. */
+static void head_lines(const json_t *job, struct buf *out)
+{
+	const char *head = verb_str(job, "head");
+	if (!*head)
+		return;
+	field(out, "head", head);
+	const char *worker = verb_str(job, "worker");
+	if (*worker)
+		field(out, "worker", worker);
+	char s[64];
+	clitable_duration(s, sizeof(s), verb_int(job, "head_timeout_ms", -1));
+	field(out, "head wait", s);
+}
+
 static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 {
 	char s[256];
@@ -82,6 +98,7 @@ static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 	field(out, "size", s);
 	verb_command_line(json_object_get(job, "command"), 0, &tmp);
 	field(out, "command", tmp.len ? tmp.data : "");
+	head_lines(job, out);
 	const char *cwd = verb_str(job, "cwd");
 	field(out, "cwd", *cwd ? cwd : "(the agent's work dir)");
 	buf_reset(&tmp);
@@ -140,6 +157,8 @@ static void render_attempt(const json_t *a, struct buf *out)
 	if (*verb_str(a, "master_addr"))
 		buf_printf(out, ", master %s:%lld", verb_str(a, "master_addr"),
 		           (long long)verb_int(a, "master_port", 0));
+	if (*verb_str(a, "head_addr"))
+		buf_printf(out, ", head %s", verb_str(a, "head_addr"));
 	buf_adds(out, "\n");
 	end_line(a, out);
 	struct clitable *t =
@@ -200,7 +219,8 @@ const struct verb verb_show = {
         .summary = "show one job: its state, attempts and ranks",
         .help = "Shows JOB: state (and why it waits), queue, size, command, working\n"
                 "directory, environment (only the names of the variables exported from the\n"
-                "submitter's environment), times, exit code, and each attempt: whether it\n"
+                "submitter's environment), head and worker commands, times, exit code, and\n"
+                "each attempt (with its head's address): whether it\n"
                 "ran on borrowed quota, why it ended or was requeued, and its ranks: node,\n"
                 "GPUs, state, pid, exit code, signal.\n",
 };

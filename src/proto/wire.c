@@ -29,6 +29,9 @@ static const struct wire_field report_fields[] = {
          "with `failed_to_start`, or `exited` when the agent lost the rank: why"},
         {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX,
          "wall-clock time of the rank's newest checkpoint"},
+        {"reason", JV_STRING, 0, 0, 255,
+         "with `exited`, in a job with a head: why its launcher ended it (which process "
+         "ended first)"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -55,6 +58,14 @@ static const struct wire_field desired_fields[] = {
          "CPU time in thousandths of a CPU, when the job set `cpus`"},
         {"memory_bytes", JV_INT, 0, 1, INT64_MAX,
          "the memory limit, when the job set `memory_bytes`"},
+        {"head_addr", JV_STRING, 0, 1, 300,
+         "in a job with a head (below): its `host:port`; the agent runs the rank under its "
+         "launcher"},
+        {"head", JV_STRING, 0, 1, WIRE_MAX_SHELL,
+         "rank 0 of a job with a head: the head's command"},
+        {"worker", JV_STRING, 0, 1, WIRE_MAX_SHELL, "in a job with a head: the worker's command"},
+        {"head_timeout_ms", JV_INT, 0, 1000, WIRE_MAX_HEAD_TIMEOUT_MS,
+         "in a job with a head: how long to wait for it to answer"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -220,6 +231,14 @@ static const struct wire_field submit_fields[] = {
         {"array", JV_OBJECT, 0, 0, 0,
          "submit one job per index, as `sbatch --array`: `{\"indices\": [0, 1, ...], "
          "\"max_running\": N}` (1 to 10000 distinct indices 0 to 999999; N 0: no limit)"},
+        {"head", JV_STRING, 0, 1, WIRE_MAX_SHELL,
+         "a command for `/bin/sh -c` run on rank 0 before the job's command (below); "
+         "default: none"},
+        {"worker", JV_STRING, 0, 1, WIRE_MAX_SHELL,
+         "with `head`: a command for `/bin/sh -c` run on every rank once the head answers; "
+         "default: none"},
+        {"head_timeout_ms", JV_INT, 0, 1000, WIRE_MAX_HEAD_TIMEOUT_MS,
+         "with `head`: how long the ranks wait for it to answer; default 300000"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -258,6 +277,8 @@ const char *const wire_rank_env[] = {
         "ANVIL_NODE",
         "ANVIL_JOB_NAME",
         "ANVIL_CHECKPOINTING",
+        "ANVIL_HEAD_ADDR",
+        "ANVIL_HEAD_PORT",
         NULL,
 };
 

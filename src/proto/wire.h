@@ -32,10 +32,14 @@
 
 #include "base/jv.h"
 
-#define WIRE_MAX_FIELDS 24
+#define WIRE_MAX_FIELDS 32
 /* GPUs per node a job may ask for: store/model.h's MODEL_MAX_GPUS (the
  * server asserts that they agree). */
 #define WIRE_MAX_GPUS 64
+/* A head's or worker's command line (a job with a head, docs/cli.md), and
+ * the longest wait for its head to answer (a day). */
+#define WIRE_MAX_SHELL           16384
+#define WIRE_MAX_HEAD_TIMEOUT_MS (24LL * 3600 * 1000)
 
 struct wire_field {
 	const char *name;
@@ -92,7 +96,8 @@ extern const struct wire_record wire_submit;
 extern const struct wire_record *const wire_records[];
 
 /* The variables the server sets in every rank's environment (a desired
- * entry's "env"), over the job's own; NULL-terminated. The agent adds
+ * entry's "env"), over the job's own (ANVIL_CHECKPOINTING for a
+ * checkpointing job, ANVIL_HEAD_* for a job with a head); NULL-terminated. The agent adds
  * ANVIL_OUTPUT_DIR, ANVIL_LOG_FILE, ANVIL_CHECKPOINT_DIR and the NCCL
  * interface variables on the node. */
 extern const char *const wire_rank_env[];

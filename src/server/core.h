@@ -7,7 +7,12 @@
  *                    queues and teams, accounting
  *   1  transition.c  the transitions: the only writers of a job's,
  *                    attempt's, rank's or node's state (store/machine.h)
- *   2  ranks.c       attempts and ranks: reports, stops, desired sets
+ *   2  ranks.c       attempts and ranks: reports, stops, desired sets;
+ *                    how a gang ends: when one rank fails, and in a job
+ *                    with a head (head and workers, docs/cli.md) when
+ *                    rank 0 ends by itself: its command's status is the
+ *                    job's, and the other ranks are stopped without
+ *                    counting (attempt->command_ended)
  *   3  jobs.c        submission and cancellation; nodes.c: facts, admin
  *                    states, health, liveness, registration
  *   4  schedule.c    the scheduler glue (glue.h)
@@ -83,6 +88,9 @@ void state_active_remove(struct state *st, struct attempt *a);
 /* Adds a's GPU-hours, once ended, to its team's usage. */
 void state_account(struct state *st, const struct job *j, const struct attempt *a);
 json_t *state_gpu_list(uint64_t mask);
+/* "host:port" of the head of a's job (a job with a head: a->head_port is
+ * set), "[v6]:port" for an IPv6 master address. */
+void state_head_addr(const struct attempt *a, char *out, size_t n);
 
 /* ---- layer 1: transition.c ----
  *

@@ -55,14 +55,15 @@ static enum dep deps_of(struct state *st, struct job *j, char *never, size_t len
 		const char *when = json_string_value(json_object_get(a, "when"));
 		long long id = (long long)json_integer_value(json_object_get(a, "job"));
 		if (r == DEP_NEVER) {
-			snprintf(never, len, "its dependency can never hold: job %lld %s (--after %lld:%s)",
-			         id, d ? job_state_name(d->state) : "does not exist", id, when);
+			snprintf(never, len,
+			         "its dependency can never hold: job %lld %s (--after %lld:%s)", id,
+			         d ? job_state_name(d->state) : "does not exist", id, when);
 			return r;
 		}
 		if (r == DEP_WAITS) {
 			char why[128];
-			snprintf(why, sizeof(why), "waiting for job %lld to %s (--after %lld:%s)", id,
-			         want_text(when), id, when);
+			snprintf(why, sizeof(why), "waiting for job %lld to %s (--after %lld:%s)",
+			         id, want_text(when), id, when);
 			set_reason(st, j, why);
 			return r;
 		}
@@ -80,7 +81,8 @@ static json_t *running_by_array(struct state *st)
 			continue;
 		char key[24];
 		snprintf(key, sizeof(key), "%lld", (long long)j->array_id);
-		json_object_set_new(by, key, json_integer(json_integer_value(json_object_get(by, key)) + 1));
+		json_object_set_new(by, key,
+		                    json_integer(json_integer_value(json_object_get(by, key)) + 1));
 	}
 	return by;
 }

@@ -61,6 +61,27 @@ static int check_exported(const json_t *body, char *err, size_t errlen)
 	return 0;
 }
 
+/* A head and its workers (docs/cli.md, "Head and workers"): "worker" and
+ * "head_timeout_ms" only with "head". (A command line cannot hold a NUL:
+ * bodies with \u0000 are refused when parsed.) */
+static int check_head(const json_t *body, char *err, size_t errlen)
+{
+	if (json_is_string(json_object_get(body, "head")))
+		return 0;
+	static const char *const need_head[] = {"worker", "head_timeout_ms"};
+	for (size_t i = 0; i < sizeof(need_head) / sizeof(need_head[0]); i++) {
+		const json_t *v = json_object_get(body, need_head[i]);
+		if (v && !json_is_null(v)) {
+			snprintf(err, errlen,
+			         "field '%s': only with field 'head' (the process that the "
+			         "workers and the command connect to)",
+			         need_head[i]);
+			return ERR_INVALID;
+		}
+	}
+	return 0;
+}
+
 #define ARRAY_MAX       10000
 #define ARRAY_INDEX_MAX 999999
 
@@ -181,6 +202,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 	if (rc == 0)
 		rc = check_exported(body, err, errlen);
 	if (rc == 0)
+		rc = check_head(body, err, errlen);
+	if (rc == 0)
 		rc = check_after(st, body, err, errlen);
 	return rc ? rc : check_array(body, err, errlen);
 }
@@ -238,6 +261,10 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);
 	j->after = after_of(body);
+	const char *head = jv_str(body, "head", NULL), *worker = jv_str(body, "worker", NULL);
+	j->head = head ? xstrdup(head) : NULL;
+	j->worker = worker ? xstrdup(worker) : NULL;
+	j->head_timeout_ms = head ? jv_int(body, "head_timeout_ms", JOBS_HEAD_TIMEOUT_MS) : 0;
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	text_printf(j->reason, sizeof(j->reason), "waiting to be scheduled");

@@ -30,6 +30,14 @@ void state_attempt_stop(struct state *st, struct attempt *a)
 	}
 }
 
+/* Whether rank r's end counts for the attempt's outcome: every rank's, but
+ * only rank 0's once rank 0 of a job with a head ended by itself (the
+ * others were stopped because of it). */
+static int counts(const struct attempt *a, int r)
+{
+	return !a->command_ended || r == 0;
+}
+
 /* The job's exit status from its ranks, unless a failing rank set it. */
 static void job_exit(struct job *j, const struct attempt *a)
 {
@@ -38,7 +46,7 @@ static void job_exit(struct job *j, const struct attempt *a)
 	/* Cancelled ranks still have a real status (143 after SIGTERM). */
 	j->has_exit = 1;
 	j->exit_code = 0;
-	for (int r = 0; r < a->nranks && !j->exit_code; r++) {
+	for (int r = 0; r < a->nranks && !j->exit_code && counts(a, r); r++) {
 		const struct rank *k = &a->ranks[r];
 		if (k->state == RANK_EXITED)
 			j->exit_code = k->signal ? 128 + k->signal : k->exit_code;
@@ -48,10 +56,11 @@ static void job_exit(struct job *j, const struct attempt *a)
 static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 {
 	int lost = 0, failed = 0;
-	for (int r = 0; r < a->nranks; r++) {
-		const struct rank *k = &a->ranks[r];
-		if (!rank_state_final(k->state))
+	for (int r = 0; r < a->nranks; r++)
+		if (!rank_state_final(a->ranks[r].state))
 			return;
+	for (int r = 0; r < a->nranks && counts(a, r); r++) {
+		const struct rank *k = &a->ranks[r];
 		lost |= k->state == RANK_LOST;
 		failed |= k->state == RANK_FAILED_START ||
 		          (k->state == RANK_EXITED && (k->exit_code || k->signal));
@@ -73,7 +82,10 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		return;
 	}
 	job_exit(j, a);
-	if (s == JOB_SUCCEEDED)
+	if (s == JOB_SUCCEEDED && a->command_ended)
+		text_printf(j->reason, sizeof(j->reason),
+		            "the command exited 0 on rank 0; the head and workers were stopped");
+	else if (s == JOB_SUCCEEDED)
 		text_printf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
 	else if (s == JOB_CANCELLED)
 		text_printf(j->reason, sizeof(j->reason), "cancelled by request");
@@ -96,6 +108,9 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	if (k->state == RANK_EXITED && k->error[0])
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s", k->rank,
 		            n ? n->name : "?", k->error);
+	else if (k->state == RANK_EXITED && k->reason[0]) /* its launcher says why */
+		text_printf(j->reason, sizeof(j->reason), "rank %d on %s: %s", k->rank,
+		            n ? n->name : "?", k->reason);
 	else if (k->state == RANK_FAILED_START && k->error[0]) /* the agent says why */
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s failed to start: %s",
 		            k->rank, n ? n->name : "?", k->error);
@@ -108,18 +123,32 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 		                                            : "exited non-zero");
 }
 
-/* Rank k ends in state `to` (its GPUs are freed); a failed rank ends the gang. */
+/* Rank k ends in state `to` (its GPUs are freed); a failed rank ends the
+ * gang, and so does rank 0 of a job with a head, whatever its status. */
 static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum rank_state to)
 {
 	struct job *j = state_job(st, a->job_id);
 	if (!j || rank_to(st, a, k, to))
 		return;
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
+	int ends = bad;
+	/* In a job with a head, rank 0 runs the job's command: when rank 0
+	 * ends by itself (not stopped), the job ends with its status, and the
+	 * other ranks (the workers) are stopped; their ends, SIGTERM's 143
+	 * included, no longer count. A worker that fails first still fails
+	 * the gang, as any rank does. */
+	if (j->head && k->rank == 0 && to == RANK_EXITED && !a->ending) {
+		a->command_ended = 1;
+		state_mark_job(st, j);
+		ends = 1;
+	} else if (!counts(a, k->rank)) {
+		bad = ends = 0;
+	}
 	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out)
 		first_failure(st, j, k);
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
-	if (bad)
+	if (ends)
 		state_attempt_stop(st, a);
 	finish_attempt(st, j, a);
 }
@@ -186,6 +215,10 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		const char *lost = jv_str(rep, "error", NULL); /* the agent lost it: why */
 		if (lost)
 			text_printf(k->error, sizeof(k->error), "%s", lost);
+		/* Its launcher's words: only a job with a head has a launcher. */
+		const char *why = j && j->head ? jv_str(rep, "reason", NULL) : NULL;
+		if (why)
+			text_printf(k->reason, sizeof(k->reason), "%s", why);
 	} else if (strcmp(s, "failed_to_start") == 0) {
 		to = RANK_FAILED_START;
 		text_printf(k->error, sizeof(k->error), "%s",
@@ -280,6 +313,12 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 	}
 	if (j->checkpointing) /* the agent gives it ANVIL_CHECKPOINT_DIR */
 		json_object_set_new(env, "ANVIL_CHECKPOINTING", json_string("1"));
+	if (j->head) {
+		char addr[96];
+		state_head_addr(a, addr, sizeof(addr));
+		json_object_set_new(env, "ANVIL_HEAD_ADDR", json_string(addr));
+		add_env(env, "ANVIL_HEAD_PORT", "%lld", a->head_port);
+	}
 	(void)st;
 	return env;
 }
@@ -302,6 +341,16 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
 		wire_set(d, r, "memory_bytes", json_integer(j->memory_bytes));
+	if (j->head) { /* the agent runs the rank under its launcher (agent/launch.h) */
+		char addr[96];
+		state_head_addr(a, addr, sizeof(addr));
+		wire_set(d, r, "head_addr", json_string(addr));
+		if (k->rank == 0)
+			wire_set(d, r, "head", json_string(j->head));
+		if (j->worker)
+			wire_set(d, r, "worker", json_string(j->worker));
+		wire_set(d, r, "head_timeout_ms", json_integer(j->head_timeout_ms));
+	}
 	return d;
 }
 

@@ -424,6 +424,9 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	/* Attempt ids are unique and increasing, so ports only repeat after
 	 * 20,000 attempts: far longer than any rendezvous lives. */
 	a->master_port = 20000 + (int)(a->id % 20000);
+	/* A head's port, likewise, from a range of its own: never the master
+	 * port of this attempt or of another on the same node. */
+	a->head_port = j->head ? 10000 + (int)(a->id % 10000) : 0;
 	state_index_attempt(st, j, a);
 	state_active_add(st, a);
 	for (int r = 0; r < p->nranks; r++)

@@ -510,6 +510,12 @@ static json_t *opt_int(int has, int64_t v)
 	return has ? json_integer(v) : json_null();
 }
 
+void state_head_addr(const struct attempt *a, char *out, size_t n)
+{
+	snprintf(out, n, strchr(a->master_addr, ':') ? "[%s]:%d" : "%s:%d", a->master_addr,
+	         a->head_port);
+}
+
 static json_t *rank_json(struct state *st, const struct rank *r)
 {
 	struct node *n = state_node(st, r->node_id);
@@ -521,6 +527,8 @@ static json_t *rank_json(struct state *st, const struct rank *r)
 	        opt_int(final, r->exit_code), "signal", opt_int(final && r->signal, r->signal));
 	if (r->error[0])
 		json_object_set_new(o, "error", json_string(r->error));
+	if (r->reason[0])
+		json_object_set_new(o, "reason", json_string(r->reason));
 	return o;
 }
 
@@ -540,6 +548,11 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
 	if (a->preempted)
 		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
+	if (a->head_port) {
+		char addr[96];
+		state_head_addr(a, addr, sizeof(addr));
+		json_object_set_new(o, "head_addr", json_string(addr));
+	}
 	json_object_set_new(o, "end_reason", json_string(a->end_reason));
 	return o;
 }
@@ -601,6 +614,9 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	if (j->memory_bytes > 0)
 		json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
 	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
+	json_object_set_new(o, "head", j->head ? json_string(j->head) : json_null());
+	json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
+	json_object_set_new(o, "head_timeout_ms", opt_int(j->head != NULL, j->head_timeout_ms));
 	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
 	json_object_set_new(o, "after", j->after ? json_incref(j->after) : json_array());
 	if (j->array_id)

@@ -111,6 +111,7 @@ static void ranks_from_json(struct attempt *a, json_t *arr)
 		k->exit_code = (int)jv_int(r, "exit_code", 0);
 		k->signal = (int)jv_int(r, "signal", 0);
 		snprintf(k->error, sizeof(k->error), "%s", jv_str(r, "error", ""));
+		snprintf(k->reason, sizeof(k->reason), "%s", jv_str(r, "reason", ""));
 	}
 }
 
@@ -135,6 +136,8 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	a->borrowed = jv_bool(extra, "borrowed", 0);
 	a->preempted_for = jv_int(extra, "preempted_for", 0);
 	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
+	a->head_port = (int)jv_int(extra, "head_port", 0);
+	a->command_ended = jv_bool(extra, "command_ended", 0);
 	json_decref(extra);
 	const unsigned char *why = sqlite3_column_text(s, 11);
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why ? (const char *)why : "");
@@ -183,6 +186,10 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->array_id = jv_int(array, "id", 0);
 	j->array_index = jv_int(array, "index", 0);
 	j->array_max_running = (int)jv_int(array, "max_running", 0);
+	const char *head = jv_str(extra, "head", NULL), *worker = jv_str(extra, "worker", NULL);
+	j->head = head ? xstrdup(head) : NULL;
+	j->worker = head && worker ? xstrdup(worker) : NULL;
+	j->head_timeout_ms = head ? jv_int(extra, "head_timeout_ms", 0) : 0;
 	json_decref(extra);
 	return j;
 }

@@ -111,6 +111,8 @@ void job_free(struct job *j)
 	free(j->queue);
 	free(j->cwd);
 	free(j->team);
+	free(j->head);
+	free(j->worker);
 	json_decref(j->constraints);
 	json_decref(j->command);
 	json_decref(j->env);

@@ -77,6 +77,9 @@ struct rank {
 	int exit_code;
 	int signal;
 	char error[128];
+	/* A job with a head: why its launcher ended it ("the head exited with
+	 * status 1 before the command ended"); "" otherwise. */
+	char reason[200];
 	int64_t stop_gen; /* in memory: the node generation that dropped it */
 	json_t *desired;  /* in memory: its entry in the node's desired set (immutable) */
 };
@@ -100,6 +103,11 @@ struct attempt {
 	char end_reason[256];
 	char master_addr[64];
 	int master_port;
+	int head_port; /* a job with a head: the head's port on master_addr; else 0 */
+	/* A job with a head: rank 0 ended by itself (its command, or its head or
+	 * worker, ended first), so the attempt's outcome is rank 0's and the
+	 * other ranks are being stopped (server/ranks.c). */
+	int command_ended;
 	int64_t start_ms;
 	int64_t end_ms;
 	int nranks;
@@ -149,6 +157,12 @@ struct job {
 	int nattempts;
 	struct attempt **attempts; /* the last one is current */
 	int dirty;                 /* changed since the last flush */
+	/* Head and workers (docs/cli.md): command lines for /bin/sh -c, run by
+	 * each rank's launcher around the command; NULL: none (worker is NULL
+	 * without a head). head_timeout_ms: 0 without a head. */
+	char *head;
+	char *worker;
+	int64_t head_timeout_ms;
 };
 
 struct gpu_slot {

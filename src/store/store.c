@@ -330,6 +330,9 @@ static char *ranks_text(const struct attempt *a)
 		                                     rank_state_name(r->state), "pid", r->pid,
 		                                     "exit_code", r->exit_code, "signal", r->signal,
 		                                     "error", r->error));
+		if (r->reason[0])
+			json_object_set_new(json_array_get(arr, (size_t)i), "reason",
+			                    json_string(r->reason));
 	}
 	char *text = jv_dump(arr);
 	json_decref(arr);
@@ -354,6 +357,10 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	json_t *extra = json_pack("{s:b,s:b,s:I,s:I}", "preempted", a->preempted, "borrowed",
 	                          a->borrowed, "preempted_for", (json_int_t)a->preempted_for,
 	                          "checkpoint_ms", (json_int_t)a->checkpoint_ms);
+	if (a->head_port) /* jobs with a head only */
+		json_object_set_new(extra, "head_port", json_integer(a->head_port));
+	if (a->command_ended)
+		json_object_set_new(extra, "command_ended", json_true());
 	bind_json(s, 11, extra);
 	json_decref(extra);
 	sqlite3_bind_text(s, 12, a->end_reason, -1, SQLITE_STATIC);
@@ -404,6 +411,12 @@ int store_put_job(struct store *st, const struct job *j)
 		                    json_pack("{s:I,s:I,s:i}", "id", (json_int_t)j->array_id,
 		                              "index", (json_int_t)j->array_index, "max_running",
 		                              j->array_max_running));
+	if (j->head) {
+		json_object_set_new(extra, "head", json_string(j->head));
+		json_object_set_new(extra, "head_timeout_ms", json_integer(j->head_timeout_ms));
+	}
+	if (j->worker)
+		json_object_set_new(extra, "worker", json_string(j->worker));
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

@@ -125,6 +125,12 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                      "A=1",
 	                      "--export",
 	                      "NONE",
+	                      "--head",
+	                      "ray start --head --port=$ANVIL_HEAD_PORT --block",
+	                      "--worker",
+	                      "ray start --address=$ANVIL_HEAD_ADDR --block",
+	                      "--head-timeout",
+	                      "2m",
 	                      "--",
 	                      "python3",
 	                      "train.py",
@@ -137,7 +143,10 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                "\"grace_ms\":30000,\"time_limit_ms\":3600000,\"gpu_type\":\"h200\","
 	                "\"min_gpu_memory_bytes\":85899345920,\"pool\":\"batch\","
 	                "\"selectors\":{\"disk\":\"nvme\"},\"checkpointing\":true,\"cpus\":0.5,"
-	                "\"memory_bytes\":17179869184,\"cwd\":\"/data\",\"env\":{\"A\":\"1\"}}");
+	                "\"memory_bytes\":17179869184,"
+	                "\"head\":\"ray start --head --port=$ANVIL_HEAD_PORT --block\","
+	                "\"worker\":\"ray start --address=$ANVIL_HEAD_ADDR --block\","
+	                "\"head_timeout_ms\":120000,\"cwd\":\"/data\",\"env\":{\"A\":\"1\"}}");
 	/* every field of the table but "exported" (nothing was), "after" and
 	 * "array" (their own syntax: below) has its option */
 	for (const struct wire_field *f = wire_submit.fields; f->name; f++)

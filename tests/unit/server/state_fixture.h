@@ -47,6 +47,8 @@ struct sfx_proc {
 	int exit_code, signal;
 	int stopping; /* dropped from the desired set: SIGTERM sent */
 	int reported; /* reported at least once */
+	/* EXITED: its launcher's words (a job with a head); NULL: none */
+	const char *reason;
 };
 
 struct sfx_agent {
@@ -324,6 +326,8 @@ static inline json_t *sfx_report_of(const struct sfx_proc *p)
 		wire_set(o, r, "state", json_string("exited"));
 		wire_set(o, r, "exit_code", json_integer(p->exit_code));
 		wire_set(o, r, "signal", json_integer(p->signal));
+		if (p->reason)
+			wire_set(o, r, "reason", json_string(p->reason));
 	} else {
 		wire_set(o, r, "state", json_string("failed_to_start"));
 		wire_set(o, r, "error", json_string("exec: no such file"));

@@ -96,10 +96,12 @@ TEST(desired_entry_with_limits_cwd_and_env_passes_the_agents_table)
 
 /* The variables the server sets per rank are the ones proto/wire.h lists
  * (the client never exports those), and they win over the job's own env,
- * exported from a client's environment or not. */
+ * exported from a client's environment or not. The job checkpoints and has
+ * a head, so that every listed variable is set. */
 TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
 {
 	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"checkpointing\": true,"
+	                        " \"head\": \"sleep 9\","
 	                        " \"env\": {\"LR\": \"3e-4\", \"CUDA_VISIBLE_DEVICES\": \"7\","
 	                        " \"MASTER_ADDR\": \"laptop\"},"
 	                        " \"exported\": [\"LR\", \"MASTER_ADDR\"]}");
