@@ -55,6 +55,8 @@ static const struct wire_field desired_fields[] = {
          "CPU time in thousandths of a CPU, when the job set `cpus`"},
         {"memory_bytes", JV_INT, 0, 1, INT64_MAX,
          "the memory limit, when the job set `memory_bytes`"},
+        {"session", JV_BOOL, 0, 0, 0,
+         "an interactive session: the agent runs the command under a session holder"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -99,6 +101,23 @@ static const struct wire_field submit_fields[] = {
         {"memory_bytes", JV_INT, 0, 4LL << 20, 64LL << 40,
          "memory per rank; past it the kernel reclaims, then OOM-kills a process of the rank "
          "(SIGKILL: exit code 137 when it is the command); default: no limit"},
+        {"session", JV_BOOL, 0, 0, 0,
+         "an interactive session (`anvil shell`): the command runs in a terminal that "
+         "`attach` streams reach; default false"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The first frame of an exec stream (proto/stream.h, STREAM_EXEC): what to
+ * run in the rank. The exec helper on the node validates it. */
+static const struct wire_field exec_fields[] = {
+        {"command", JV_STRINGS, 1, 1, 1024, "the program and its arguments; the program not empty"},
+        {"tty", JV_BOOL, 0, 0, 0,
+         "run it in a terminal (stdout and stderr are one); default false"},
+        {"stdin", JV_BOOL, 0, 0, 0,
+         "the client sends stdin frames; without, stdin is /dev/null; default false"},
+        {"rows", JV_INT, 0, 1, 65535, "with `tty`: the terminal's rows; default 24"},
+        {"cols", JV_INT, 0, 1, 65535, "with `tty`: the terminal's columns; default 80"},
+        {"term", JV_STRING, 0, 1, 128, "with `tty`: TERM for the command; default the rank's"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -107,9 +126,11 @@ const struct wire_record wire_report = {"report", report_fields};
 const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields};
 const struct wire_record wire_desired = {"desired", desired_fields};
 const struct wire_record wire_submit = {"submit", submit_fields};
+const struct wire_record wire_exec = {"exec", exec_fields};
 
 const struct wire_record *const wire_records[] = {
-        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, &wire_submit, NULL,
+        &wire_sync_request, &wire_report, &wire_sync_answer, &wire_desired, &wire_submit,
+        &wire_exec,         NULL,
 };
 
 const char *const wire_rank_env[] = {

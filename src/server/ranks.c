@@ -298,6 +298,8 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
 		wire_set(d, r, "memory_bytes", json_integer(j->memory_bytes));
+	if (j->session)
+		wire_set(d, r, "session", json_true());
 	return d;
 }
 

@@ -601,6 +601,7 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	if (j->memory_bytes > 0)
 		json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
 	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
+	json_object_set_new(o, "session", json_boolean(j->session));
 	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
 	if (with_attempts) {
 		json_t *arr = json_array();

@@ -124,6 +124,7 @@ struct job {
 	int64_t time_limit_ms; /* 0: the queue's default */
 	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
 	int checkpointing;
+	int session;             /* an interactive session (anvil shell): run under a holder */
 	int64_t cpu_millis;      /* per rank, thousandths of a CPU; 0: no limit */
 	int64_t memory_bytes;    /* per rank; 0: no limit */
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */

@@ -397,6 +397,8 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
 	if (j->exported)
 		json_object_set(extra, "exported", j->exported);
+	if (j->session)
+		json_object_set_new(extra, "session", json_true());
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);
