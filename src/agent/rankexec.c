@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/pidfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -49,6 +50,8 @@ struct rexec {
 	int exited, status;
 	int64_t exited_at, quiet_since;
 	int client_gone;
+	int rank_fd;    /* a pidfd of the rank's command: readable once it ends; -1 */
+	int rank_ended; /* it did: the command was killed */
 };
 
 /* ---- frames to the client ---- */
@@ -271,6 +274,21 @@ static int client_frame(struct rexec *x, const struct stream_frame *f)
 	}
 }
 
+/* The frames read so far (some may have come with the request). */
+static void client_frames(struct rexec *x)
+{
+	struct stream_frame f;
+	char err[160];
+	int rc;
+	while ((rc = stream_reader_next(&x->in, &f, err, sizeof(err))) == 1)
+		if (client_frame(x, &f) < 0) {
+			rc = -1;
+			break;
+		}
+	if (rc < 0) /* a client that breaks the protocol is gone */
+		x->client_gone = 1;
+}
+
 static void read_client(struct rexec *x)
 {
 	char b[READ_CHUNK];
@@ -279,17 +297,10 @@ static void read_client(struct rexec *x)
 		x->client_gone = 1;
 		return;
 	}
-	if (n < 0)
-		return;
-	stream_reader_feed(&x->in, b, (size_t)n);
-	struct stream_frame f;
-	char err[160];
-	int rc;
-	while ((rc = stream_reader_next(&x->in, &f, err, sizeof(err))) == 1)
-		if (client_frame(x, &f) < 0)
-			rc = -1;
-	if (rc < 0) /* a client that breaks the protocol is gone */
-		x->client_gone = 1;
+	if (n > 0) {
+		stream_reader_feed(&x->in, b, (size_t)n);
+		client_frames(x);
+	}
 }
 
 static void read_output(struct rexec *x, int which)
@@ -332,10 +343,25 @@ static int done(const struct rexec *x)
 	       now - x->exited_at >= DRAIN_MAX_MS;
 }
 
+/* The rank's command has ended: the rank is over, and so is what runs in
+ * it. With cgroups the executor kills the whole cgroup anyway; without,
+ * this is what ends a command still running in the exec. */
+static void rank_ended(struct rexec *x)
+{
+	if (x->rank_ended)
+		return;
+	x->rank_ended = 1;
+	if (!x->exited)
+		kill(-x->pgid, SIGKILL);
+	close(x->rank_fd);
+	x->rank_fd = -1;
+}
+
 static void loop(struct rexec *x)
 {
+	client_frames(x);
 	while (!x->client_gone && !done(x)) {
-		struct pollfd p[5];
+		struct pollfd p[6];
 		int backlog = x->out.len - x->sent > RANKEXEC_OUT_MAX;
 		p[0] = (struct pollfd){.fd = x->sigfd, .events = POLLIN};
 		p[1] = (struct pollfd){.fd = x->sock,
@@ -350,8 +376,11 @@ static void loop(struct rexec *x)
 			p[2].events |= POLLOUT;
 			p[4].fd = -1;
 		}
-		if (poll(p, 5, x->exited ? 50 : -1) < 0 && errno != EINTR)
+		p[5] = (struct pollfd){.fd = x->rank_fd, .events = POLLIN};
+		if (poll(p, 6, x->exited ? 50 : -1) < 0 && errno != EINTR)
 			break;
+		if (p[5].revents)
+			rank_ended(x);
 		if (p[0].revents)
 			read_signals(x);
 		if ((p[4].revents | (x->tty ? p[2].revents : 0)) & (POLLOUT | POLLERR))
@@ -365,29 +394,51 @@ static void loop(struct rexec *x)
 	}
 }
 
-static int parse_args(int argc, char **argv, int *sock, int *procfd)
+static int parse_args(int argc, char **argv, int *sock, int *procfd, pid_t *pid)
 {
 	int64_t v;
 	*sock = *procfd = -1;
+	*pid = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
-		if (parse_i64(argv[i + 1], 3, 1 << 20, &v) != 0)
+		if (parse_i64(argv[i + 1], 1, INT32_MAX, &v) != 0)
 			return -1;
 		if (strcmp(argv[i], "--fd") == 0)
 			*sock = (int)v;
 		else if (strcmp(argv[i], "--proc") == 0)
 			*procfd = (int)v;
+		else if (strcmp(argv[i], "--pid") == 0)
+			*pid = (pid_t)v;
 		else
 			return -1;
 	}
-	return *sock >= 0 && *procfd >= 0 ? 0 : -1;
+	return *sock >= 0 && *procfd >= 0 && *pid > 0 ? 0 : -1;
 }
 
-static int run(struct rexec *x, int procfd)
+/* A pidfd of the rank's command, checked to be the process procfd is: the
+ * /proc directory still opens a file after the pidfd was made. */
+static int watch_rank(int procfd, pid_t pid)
+{
+	int fd = pidfd_open(pid, 0);
+	int probe = fd >= 0 ? openat(procfd, "stat", O_RDONLY | O_CLOEXEC) : -1;
+	if (probe < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(probe);
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+static int run(struct rexec *x, int procfd, pid_t rank_pid)
 {
 	char err[512];
 	if (cgroup_join_like(procfd, err, sizeof(err)) != 0)
 		return fail(x, err);
+	x->rank_fd = watch_rank(procfd, rank_pid);
 	close(procfd);
+	if (x->rank_fd < 0)
+		return fail(x, "the rank has ended");
 	json_t *req = read_request(x, err, sizeof(err));
 	if (!req)
 		return fail(x, err);
@@ -419,12 +470,12 @@ static int run(struct rexec *x, int procfd)
 
 int rankexec_main(int argc, char **argv)
 {
-	struct rexec x = {.cmd_in = -1, .cmd_out = {-1, -1}, .sigfd = -1};
+	struct rexec x = {.cmd_in = -1, .cmd_out = {-1, -1}, .sigfd = -1, .rank_fd = -1};
 	int procfd;
-	if (parse_args(argc, argv, &x.sock, &procfd) != 0) {
-		fprintf(stderr,
-		        "usage: anvil _exec --fd SOCKET --proc DIRFD (the agent runs it for "
-		        "anvil exec)\n");
+	pid_t rank_pid;
+	if (parse_args(argc, argv, &x.sock, &procfd, &rank_pid) != 0) {
+		fprintf(stderr, "usage: anvil _exec --fd SOCKET --proc DIRFD --pid PID (the agent "
+		                "runs it for anvil exec)\n");
 		return 2;
 	}
 	sigset_t set;
@@ -439,7 +490,9 @@ int rankexec_main(int argc, char **argv)
 	stream_reader_init(&x.in);
 	buf_init(&x.out);
 	buf_init(&x.to_cmd);
-	int rc = run(&x, procfd);
+	int rc = run(&x, procfd, rank_pid);
+	if (x.rank_fd >= 0)
+		close(x.rank_fd);
 	stream_reader_cleanup(&x.in);
 	buf_cleanup(&x.out);
 	buf_cleanup(&x.to_cmd);

@@ -1,12 +1,13 @@
-/* rankexec.h - the exec helper: `anvil _exec --fd S --proc P`, a command run
+/* rankexec.h - the exec helper: `anvil _exec --fd S --proc P --pid N`, a command run
  * inside a running rank (anvil exec; docs/api.md, "Streams").
  *
  * The agent's exec endpoint (agent/streams.h) spawns it with the rank's
  * environment and working directory (agent/exec.h, exec_context), in a
  * session of its own, with fd S one end of a socketpair whose other end the
- * agent splices to the client, and fd P the rank's command's /proc/PID
+ * agent splices to the client, and fd P the rank's command's /proc/N
  * directory, opened by the agent while the rank ran (so a reused pid can
- * never be mistaken for it). The helper:
+ * never be mistaken for it; the helper's pidfd of N is checked against it).
+ * The helper:
  *
  *   1. joins every cgroup the rank's command is in (cgroup_join_like): the
  *      rank's pids cgroup, so what it runs is killed with the rank and
@@ -25,7 +26,12 @@
  *      takes it;
  *   5. when the client goes away first, hangs the command up (SIGHUP to its
  *      process group, as a closed terminal would) and exits. Whatever is
- *      left running stays in the rank's cgroup and ends with the rank.
+ *      left running stays in the rank's cgroup and ends with the rank;
+ *   6. when the rank's command ends first (the rank is over), kills the
+ *      command's process group: on a node without cgroups, that is what
+ *      keeps an exec from outliving its rank (what the command left in the
+ *      background after the exec ended is then not stopped, as a rank's
+ *      own processes that leave its process group are not).
  *
  * Single-threaded, one poll() loop.
  */

@@ -113,7 +113,7 @@ static int high(int fd)
 	return to;
 }
 
-/* Spawns `SELF _exec --fd 3 --proc 4` in the rank's environment and
+/* Spawns `SELF _exec --fd 3 --proc 4 --pid PID` in the rank's environment and
  * working directory, in a session of its own, with default signals (the
  * agent blocks and ignores some, which a child would inherit). */
 static int spawn_helper(const char *self, const struct serve_rank *r, int sock, int procfd,
@@ -136,7 +136,9 @@ static int spawn_helper(const char *self, const struct serve_rank *r, int sock, 
 	posix_spawnattr_setsigdefault(&at, &all);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
 	                                      POSIX_SPAWN_SETSID);
-	char *argv[] = {(char *)self, "_exec", "--fd", "3", "--proc", "4", NULL};
+	char rank_pid[24];
+	snprintf(rank_pid, sizeof(rank_pid), "%d", r->pid);
+	char *argv[] = {(char *)self, "_exec", "--fd", "3", "--proc", "4", "--pid", rank_pid, NULL};
 	int rc = posix_spawn(pid, self, &fa, &at, argv, r->env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);

@@ -12,10 +12,34 @@ static const struct cliargs_opt opts[] = {
         {NULL, 0, 0, NULL, NULL},
 };
 
+/* The session's command exited: when the cluster stopped it (cancelled,
+ * out of time, preempted: its attempt is ending), say so, as the shell's
+ * own exit says nothing. */
+static void say_why_stopped(struct verb_ctx *v, int64_t job)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)job);
+	json_t *resp = NULL;
+	if (cliconn_call(&v->conn, "GET", path, NULL, &resp) != CLI_EXIT_OK)
+		return;
+	const json_t *j = json_object_get(resp, "job");
+	const json_t *attempts = json_object_get(j, "attempts");
+	const json_t *a = json_array_get(attempts, json_array_size(attempts) - 1);
+	if (json_is_true(json_object_get(a, "ending"))) {
+		const char *why = verb_str(a, "end_reason");
+		fprintf(stderr, "anvil: job %lld was stopped: %s\n", (long long)job,
+		        *why ? why : verb_str(j, "reason"));
+	}
+	json_decref(resp);
+}
+
 int verb_attach_finish(struct verb_ctx *v, int64_t job, const struct attach_result *r)
 {
-	if (r->end == ATTACH_EXITED)
+	if (r->end == ATTACH_EXITED) {
+		if (r->code != 0)
+			say_why_stopped(v, job);
 		return r->code < 0 || r->code > 255 ? 255 : r->code;
+	}
 	if (r->end == ATTACH_REFUSED)
 		return r->code;
 	if (r->end == ATTACH_DETACHED) {
