@@ -60,6 +60,7 @@ struct httpd {
 	int nstats;
 	struct stream *streams; /* running, for httpd_stop to shut down */
 	int nstreams;
+	uint64_t streams_total;
 	int stopping;
 };
 
@@ -414,6 +415,7 @@ static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, co
 			s->next->prev = s;
 		h->streams = s;
 		h->nstreams++;
+		h->streams_total++;
 	} else {
 		ok = 0;
 	}
@@ -441,6 +443,14 @@ void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
 	for (int i = 0; i < h->nstats; i++)
 		buf_printf(out, "%s_http_request_errors_total{route=\"%s\"} %llu\n", prefix,
 		           h->stats[i].route, (unsigned long long)h->stats[i].errors);
+	buf_printf(out, "# HELP %s_http_streams Upgraded connections (streams) open now.\n",
+	           prefix);
+	buf_printf(out, "# TYPE %s_http_streams gauge\n%s_http_streams %d\n", prefix, prefix,
+	           h->nstreams);
+	buf_printf(out, "# HELP %s_http_streams_total Upgraded connections (streams) opened.\n",
+	           prefix);
+	buf_printf(out, "# TYPE %s_http_streams_total counter\n%s_http_streams_total %llu\n",
+	           prefix, prefix, (unsigned long long)h->streams_total);
 	buf_printf(out, "# HELP %s_http_request_duration_seconds HTTP request latency.\n", prefix);
 	buf_printf(out, "# TYPE %s_http_request_duration_seconds histogram\n", prefix);
 	for (int i = 0; i < h->nstats; i++) {

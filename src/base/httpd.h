@@ -106,8 +106,9 @@ void httpd_upgrade(struct httpd_req *req, const char *proto, httpd_stream_fn fn,
 /* 1 when the request carries "Connection: upgrade" and "Upgrade: proto". */
 int httpd_wants_upgrade(struct httpd_req *req, const char *proto);
 
-/* Appends Prometheus text for anvil_http_requests_total and
- * anvil_http_request_duration_seconds to out. */
+/* Appends Prometheus text for anvil_http_requests_total,
+ * anvil_http_request_duration_seconds and the streams (open, opened) to
+ * out. */
 void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out);
 
 #endif

@@ -80,9 +80,11 @@ void verb_report_end(int64_t id, const json_t *job);
 
 struct attach_result;
 /* The exit status of `anvil shell` and `anvil attach` once the stream to
- * job ended as r says (cli/attach.h); says why on stderr when it was not
- * the shell's own exit: detached, or lost (then the job's end, if any). */
-int verb_attach_finish(struct verb_ctx *v, int64_t job, const struct attach_result *r);
+ * rank of job ended as r says (cli/attach.h); says why on stderr when it
+ * was not the shell's own exit: stopped by the cluster, detached, or lost
+ * (then the job's end, if any). */
+int verb_attach_finish(struct verb_ctx *v, int64_t job, int64_t rank,
+                       const struct attach_result *r);
 
 /* What verb_logs_stream prints (verb_logs.c says how it reads). */
 struct verb_logs_opts {

@@ -2,6 +2,7 @@
  * session (cli/attach.h), and how a session's end reads for `anvil shell`
  * too (verb_attach_finish). */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/attach.h"
 #include "cli/cli.h"
@@ -13,9 +14,10 @@ static const struct cliargs_opt opts[] = {
 };
 
 /* The session's command exited: when the cluster stopped it (cancelled,
- * out of time, preempted: its attempt is ending), say so, as the shell's
- * own exit says nothing. */
-static void say_why_stopped(struct verb_ctx *v, int64_t job)
+ * out of time, preempted, another rank failed: its attempt is ending for a
+ * reason that is not this rank's own exit), say so, as the shell's own
+ * exit says nothing. */
+static void say_why_stopped(struct verb_ctx *v, int64_t job, int64_t rank)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)job);
@@ -25,19 +27,21 @@ static void say_why_stopped(struct verb_ctx *v, int64_t job)
 	const json_t *j = json_object_get(resp, "job");
 	const json_t *attempts = json_object_get(j, "attempts");
 	const json_t *a = json_array_get(attempts, json_array_size(attempts) - 1);
-	if (json_is_true(json_object_get(a, "ending"))) {
-		const char *why = verb_str(a, "end_reason");
-		fprintf(stderr, "anvil: job %lld was stopped: %s\n", (long long)job,
-		        *why ? why : verb_str(j, "reason"));
-	}
+	const char *why = verb_str(a, "end_reason");
+	if (!*why)
+		why = verb_str(j, "reason");
+	char own[32];
+	snprintf(own, sizeof(own), "rank %lld ", (long long)rank);
+	if (json_is_true(json_object_get(a, "ending")) && strncmp(why, own, strlen(own)) != 0)
+		fprintf(stderr, "anvil: job %lld was stopped: %s\n", (long long)job, why);
 	json_decref(resp);
 }
 
-int verb_attach_finish(struct verb_ctx *v, int64_t job, const struct attach_result *r)
+int verb_attach_finish(struct verb_ctx *v, int64_t job, int64_t rank, const struct attach_result *r)
 {
 	if (r->end == ATTACH_EXITED) {
 		if (r->code != 0)
-			say_why_stopped(v, job);
+			say_why_stopped(v, job, rank);
 		return r->code < 0 || r->code > 255 ? 255 : r->code;
 	}
 	if (r->end == ATTACH_REFUSED)
@@ -84,7 +88,7 @@ static int attach_fn(struct verb_ctx *v)
 	                        .escape = 1};
 	fprintf(stderr, "anvil: attaching to job %lld; Ctrl-] detaches\n", (long long)id);
 	struct attach_result r = attach_run(v, &o);
-	return verb_attach_finish(v, id, &r);
+	return verb_attach_finish(v, id, o.rank, &r);
 }
 
 const struct verb verb_attach = {

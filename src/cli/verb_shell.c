@@ -152,7 +152,7 @@ static int shell_fn(struct verb_ctx *v)
 	        (long long)id, (long long)id);
 	struct attach_opts o = {.job = id, .tty = 1, .forward_stdin = 1, .escape = 1};
 	struct attach_result r = attach_run(v, &o);
-	return verb_attach_finish(v, id, &r);
+	return verb_attach_finish(v, id, 0, &r);
 }
 
 const struct verb verb_shell = {

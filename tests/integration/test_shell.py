@@ -68,6 +68,9 @@ def test_shell_is_a_terminal_on_the_node():
         job = only_job(c)
         assert job["state"] == "running" and job["session"] and job["name"] == "shell", job
         jid = job["id"]
+        with c.term("attach", str(jid), env=shell_env()) as gone:
+            gone.expect("still-42")
+        # killed (SIGKILL) while attached: the session does not notice
         with c.term("attach", str(jid), env=shell_env()) as a, \
                 c.term("attach", str(jid), env=shell_env()) as b:
             a.expect("still-42")  # the scrollback: where the session was
@@ -78,6 +81,7 @@ def test_shell_is_a_terminal_on_the_node():
             b.send("exit 7\r")
             assert a.wait() == 7
             assert b.wait() == 7
+            assert b"was stopped" not in a.seen + b.seen  # its own exit
         done = c.wait_job(jid)
         assert done["state"] == "failed" and done["exit_code"] == 7, done
         log = c.cli("logs", str(jid)).stdout
@@ -138,6 +142,8 @@ def test_exec_into_a_batch_rank():
         assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
         assert p.stdout == "cvd=0 foo=bar job=%d cwd=%s\n" % (jid, work), p.stdout
         assert p.stderr == "to-stderr\n", p.stderr
+        metrics = c.api("GET", "/metrics").decode()
+        assert "anvil_http_streams_total 1\n" in metrics, metrics  # the server's count
         # in every cgroup of the rank's command
         p = c.cli("exec", str(jid), "--", "cat", "/proc/self/cgroup")
         with open("/proc/%d/cgroup" % rank_pid(c, jid)) as f:

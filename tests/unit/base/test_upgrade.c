@@ -198,6 +198,10 @@ TEST(stop_ends_open_streams)
 	struct upgrade u;
 	CHECK_INT(upgrade_open(&u, url, "/stream", "sesame", "anvil-stream", 5000), 0);
 	CHECK_INT(u.status, 101);
+	/* the 101 may arrive before the stream's thread runs: wait for an echo */
+	CHECK_INT(relay_write_all(u.fd, "up", 2, 1000), 0);
+	char up[3] = "";
+	read_exact(u.fd, up, 2);
 	httpd_stop(h);
 	CHECK_INT(atomic_load(&streams_ended), 1);
 	char b[8];
