@@ -4,14 +4,21 @@
  *   anvil agent ...    a node agent (src/agent)
  *   anvil up ...       a whole local cluster: server + N agents (src/cli/up.c)
  *   anvil VERB ...     a client command over the server's API (src/cli)
- *   anvil _launch ...  hidden: the launcher an agent runs for each rank of a
- *                      job with a head (src/agent/launch.h)
+ *
+ * and two hidden roles the agent starts on a node:
+ *
+ *   anvil _session -- CMD       an interactive session's holder (agent/holder.h)
+ *   anvil _exec --fd S --proc P a command run in a rank (agent/rankexec.h)
+ *   anvil _launch ...             the launcher of each rank of a job with a head
+ *                                 (agent/launch.h)
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/holder.h"
 #include "agent/launch.h"
+#include "agent/rankexec.h"
 #include "cli/cli.h"
 #include "server/server.h"
 
@@ -28,5 +35,9 @@ int main(int argc, char **argv)
 		return up_main(argc - 1, argv + 1);
 	if (strcmp(role, "_launch") == 0)
 		return launch_main(argc - 1, argv + 1);
+	if (strcmp(role, "_session") == 0)
+		return holder_main(argc - 1, argv + 1);
+	if (strcmp(role, "_exec") == 0)
+		return rankexec_main(argc - 1, argv + 1);
 	return cli_main(argc, argv);
 }

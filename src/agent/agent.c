@@ -55,6 +55,7 @@ struct agent {
 	struct syncer *sync;
 	json_t *facts;
 	struct ident id;
+	uint64_t contexts_published; /* exec_context_version last given to serve */
 };
 
 struct flag {
@@ -467,8 +468,37 @@ static void reregister(struct agent *a)
 	syncer_set_facts(a->sync, json_incref(a->facts));
 }
 
+/* The running ranks' contexts, for exec and attach (serve.h), when they changed. */
+static void publish_contexts(struct agent *a)
+{
+	uint64_t v = exec_context_version(a->exec);
+	if (v == a->contexts_published)
+		return;
+	a->contexts_published = v;
+	size_t n = exec_count(a->exec), k = 0;
+	struct serve_rank *ranks = xcalloc(n ? n : 1, sizeof(*ranks));
+	for (size_t i = 0; i < n; i++) {
+		struct exec_context c;
+		if (exec_context(a->exec, i, &c) != 0)
+			continue;
+		size_t nenv = 0;
+		while (c.env[nenv])
+			nenv++;
+		char **env = xcalloc(nenv + 1, sizeof(char *));
+		for (size_t j = 0; j < nenv; j++)
+			env[j] = xstrdup(c.env[j]);
+		ranks[k++] = (struct serve_rank){.attempt_id = c.attempt_id,
+		                                 .rank = c.rank,
+		                                 .pid = c.pid,
+		                                 .env = env,
+		                                 .cwd = c.cwd ? xstrdup(c.cwd) : NULL};
+	}
+	serve_set_ranks(a->serve, ranks, (int)k);
+}
+
 static void publish(struct agent *a)
 {
+	publish_contexts(a);
 	atomic_store(&a->stats.ranks_running, exec_running(a->exec));
 	atomic_store(&a->stats.ranks_started_total, (long long)exec_started_total(a->exec));
 	atomic_store(&a->stats.ranks_started_spare_total,
@@ -544,7 +574,7 @@ static void teardown(struct agent *a)
 
 int agent_main(int argc, char **argv)
 {
-	struct agent a = {.sigfd = -1};
+	struct agent a = {.sigfd = -1, .contexts_published = UINT64_MAX};
 	a.o = (struct agent_opts){.listen = "127.0.0.1:0",
 	                          .address = "127.0.0.1",
 	                          .wait_ms = "10000",

@@ -350,3 +350,77 @@ int cgroup_limit_gpus(const char *path, const int *minors, int n)
 	close(fd);
 	return rc;
 }
+
+/* The line of hierarchy id in a /proc/PID/cgroup text, as its path; NULL
+ * when there is none. The caller frees it. */
+static char *hierarchy_path(const char *text, const char *id, size_t idlen)
+{
+	for (const char *line = text; line && *line;) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		const char *c1 = memchr(line, ':', len);
+		const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+		if (c2 && (size_t)(c1 - line) == idlen && memcmp(line, id, idlen) == 0)
+			return xstrndup(c2 + 1, len - (size_t)(c2 + 1 - line));
+		line = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* Joins one hierarchy's cgroup path (controllers ctrls, "" for v2). */
+static int join_one(const char *ctrls, const char *path, char *err, size_t errlen)
+{
+	char first[64], mnt[PATH_MAX];
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(ctrls, ","), ctrls);
+	int rc = find_mount(*ctrls ? first : NULL, mnt, sizeof(mnt));
+	char dir[PATH_MAX * 2];
+	snprintf(dir, sizeof(dir), "%s%s", mnt, strcmp(path, "/") == 0 ? "" : path);
+	if (rc == 0)
+		rc = cgroup_write(dir, "cgroup.procs", "0");
+	if (rc)
+		snprintf(err, errlen, "cannot join the rank's cgroup %s (%s): %s",
+		         *ctrls ? ctrls : "v2", path, strerror(-rc));
+	return rc;
+}
+
+int cgroup_join_like(int procfd, char *err, size_t errlen)
+{
+	struct buf theirs, ours;
+	buf_init(&theirs);
+	buf_init(&ours);
+	int rc = -ENOENT;
+	int fd = openat(procfd, "cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char tmp[4096];
+		ssize_t n;
+		while ((n = read(fd, tmp, sizeof(tmp))) > 0 && theirs.len < 65536)
+			buf_add(&theirs, tmp, (size_t)n);
+		rc = n < 0 ? -errno : 0;
+		close(fd);
+	} else {
+		rc = -errno;
+	}
+	if (rc == 0)
+		rc = read_file("/proc/self/cgroup", 65536, &ours);
+	if (rc)
+		snprintf(err, errlen, "cannot read the rank's cgroups: %s",
+		         rc == -ESRCH ? "the rank has ended" : strerror(-rc));
+	for (const char *line = theirs.data; rc == 0 && line && *line;) {
+		const char *nl = strchr(line, '\n');
+		char *l = xstrndup(line, nl ? (size_t)(nl - line) : strlen(line));
+		line = nl ? nl + 1 : NULL;
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2) {
+			*c2 = '\0';
+			char *mine = hierarchy_path(ours.data, l, (size_t)(c1 - l));
+			if (strncmp(c1 + 1, "name=", 5) != 0 &&
+			    (!mine || strcmp(mine, c2 + 1) != 0))
+				rc = join_one(c1 + 1, c2 + 1, err, errlen);
+			free(mine);
+		}
+		free(l);
+	}
+	buf_cleanup(&theirs);
+	buf_cleanup(&ours);
+	return rc;
+}

@@ -89,6 +89,16 @@ int cgroup_open_procs(const char *path);
  * in its rank's cgroup and must outlive the command to record its exit. */
 int cgroup_signal(const char *path, int sig, pid_t spare);
 
+/* Moves the calling process into every cgroup that another process is in
+ * (its /proc/PID/cgroup, read through procfd, an open /proc/PID
+ * directory) where the caller is not already: each v1 hierarchy with
+ * controllers (named ones such as name=systemd are left alone) and v2.
+ * For exec into a rank (agent/rankexec.h): what the rank's command is in,
+ * its pids cgroup and its limits', the exec'd process is in, so it counts
+ * against the rank's limits and is killed with the rank. 0, or the first
+ * failure as a negative errno with the cgroup named in err. */
+int cgroup_join_like(int procfd, char *err, size_t errlen);
+
 /* Removes the cgroup directory; 0, -EBUSY while processes remain, -errno. */
 int cgroup_remove(const char *path);
 

@@ -55,10 +55,19 @@ struct rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank)
 	return r;
 }
 
+static void env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
 static void rank_free(struct rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS; i++)
 		free(r->limits[i]);
+	env_free(r->env);
+	free(r->cwd);
 	free(r->error);
 	free(r->cgroup);
 	free(r);
@@ -88,6 +97,11 @@ void exec_cgroup_tidy(struct rank *r)
 /* The command ended with wait status st, or was lost (st unused). */
 void exec_set_final(struct rank *r, int st, const char *lost)
 {
+	/* what an exec needed goes with the rank (exec_context) */
+	env_free(r->env);
+	r->env = NULL;
+	free(r->cwd);
+	r->cwd = NULL;
 	r->state = EXEC_EXITED;
 	if (lost) {
 		r->exit_code = 255;
@@ -124,9 +138,15 @@ static void log_final(const struct rank *r)
  * Whatever the rank left behind goes with it: everything in its cgroup,
  * else its process group, but only while we watched it end (an adopted
  * rank's group may be long gone and its id reused). */
-static void finish(struct rank *r, int st, const char *lost, int live)
+static void finish(struct exec *e, struct rank *r, int st, const char *lost, int live)
 {
 	exec_set_final(r, st, lost);
+	e->ctx_version++;
+	if (r->session) { /* the holder removes it, unless it was killed */
+		char *sock = exec_session_socket(e, r->attempt_id, r->rank);
+		unlink(sock);
+		free(sock);
+	}
 	if (r->cgroup) {
 		r->cgroup_left = 1;
 		exec_cgroup_tidy(r);
@@ -251,11 +271,12 @@ static void ended(struct exec *e, struct rank *r, int st)
 	r->have_status = 1;
 	if (exec_spares_reuse(e, r)) {
 		exec_set_final(r, st, NULL);
+		e->ctx_version++;
 		log_final(r);
 		return;
 	}
 	rank_unwatch(e, r); /* the shim exits: SIGCHLD, reaped below */
-	finish(r, st, NULL, 1);
+	finish(e, r, st, NULL, 1);
 }
 
 /* Reaps the shim of a final rank (it exits after its rank). */
@@ -284,15 +305,15 @@ int exec_poll_running(struct exec *e, struct rank *r, int64_t now, int live)
 	int gone = r->sock < 0 && (r->shim < 0 || shim_gone(r));
 	/* Our own shims tell on their socket; adopted ones are polled. */
 	if ((gone || !r->own) && r->have_status) {
-		finish(r, r->wait_status, NULL, live);
+		finish(e, r, r->wait_status, NULL, live);
 		return 1;
 	}
 	if (gone) {
-		finish(r, 0, "the rank's shim ended without recording an exit status", live);
+		finish(e, r, 0, "the rank's shim ended without recording an exit status", live);
 		return 1;
 	}
 	if (r->shim == 0 && !r->own && now >= r->lost_at) {
-		finish(r, 0, "the agent stopped while the rank was starting", live);
+		finish(e, r, 0, "the agent stopped while the rank was starting", live);
 		return 1;
 	}
 	if (r->stopping && !r->killed && now >= r->kill_at) {
@@ -363,9 +384,13 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 {
 	char *logs = xasprintf("%s/logs", work_dir), *outd = xasprintf("%s/output", work_dir);
 	char *spare_dirs = xasprintf("%s/spare-output", work_dir);
+	char *sessions = xasprintf("%s/sessions", work_dir);
 	int rc = mkdir_p(logs, 0755);
 	if (rc == 0)
 		rc = mkdir_p(outd, 0755);
+	if (rc == 0) /* the holders' sockets: nobody else's to open */
+		rc = mkdir_p(sessions, 0700);
+	free(sessions);
 	if (rc == 0)
 		rc = mkdir_p(spare_dirs, 0755);
 	free(logs);
@@ -393,6 +418,9 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	e->epoll_fd = epoll_fd;
 	e->journal = j;
 	e->spare_dirs = spare_dirs;
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	e->self = xstrndup(n > 0 ? self : "anvil", n > 0 ? (size_t)n : 5);
 	exec_launch_dirs_load(e);
 	e->want_spares = EXEC_SPARES_DEFAULT;
 	char *pool = xasprintf("%s/spare-logs", work_dir);
@@ -479,6 +507,7 @@ void exec_free(struct exec *e)
 	}
 	free(e->ranks);
 	free(e->work_dir);
+	free(e->self);
 	free(e);
 }
 
@@ -529,6 +558,32 @@ int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_st
 		return ERR_NOTFOUND;
 	exec_get(e, i, out);
 	return 0;
+}
+
+int exec_context(const struct exec *e, size_t i, struct exec_context *out)
+{
+	const struct rank *r = e->ranks[i];
+	if (r->state != EXEC_RUNNING || !r->env || r->pgid <= 0)
+		return ERR_NOTFOUND;
+	*out = (struct exec_context){
+	        .attempt_id = r->attempt_id,
+	        .rank = r->rank,
+	        .pid = (int)r->pgid,
+	        .env = (const char *const *)r->env,
+	        .cwd = r->cwd,
+	};
+	return 0;
+}
+
+uint64_t exec_context_version(const struct exec *e)
+{
+	return e->ctx_version;
+}
+
+int exec_described(const struct exec *e, int64_t attempt_id, int rank)
+{
+	const struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
+	return !r || r->state != EXEC_RUNNING || r->env != NULL;
 }
 
 void exec_ack(struct exec *e, int64_t attempt_id, int rank)

@@ -75,6 +75,7 @@ struct exec_spec {
 	int ngpu_minors;       /* 0: no GPU; -1: not known, so not isolated */
 	int64_t cpu_millis;    /* CPU time in thousandths of a CPU; 0: no limit */
 	int64_t memory_bytes;  /* 0: no limit */
+	int session;           /* run argv under a session holder (see "Sessions") */
 };
 
 struct exec_status {
@@ -187,6 +188,41 @@ int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_st
 void exec_ack(struct exec *e, int64_t attempt_id, int rank);
 /* Drops a final rank and its record (its log and output stay). */
 void exec_forget(struct exec *e, int64_t attempt_id, int rank);
+
+/* Sessions. A rank of a session job (anvil shell) runs its command under
+ * the session holder (agent/holder.h): the executor starts "SELF _session
+ * -- ARGV..." (SELF: this binary, /proc/self/exe at exec_new) with
+ * ANVIL_SESSION_SOCKET=WORK_DIR/sessions/<attempt_id>-<rank>.sock in its
+ * environment, where the holder listens; the agent's attach endpoint
+ * connects there. The holder is the rank's command, so the rank keeps its
+ * cgroup, GPUs, environment, time limit and stop. The socket is removed
+ * when the rank ends. A path that would not fit a Unix socket's 108 bytes
+ * fails the rank's start, saying so. */
+#define EXEC_SESSION_ENV "ANVIL_SESSION_SOCKET"
+
+/* Exec into a rank (agent/rankexec.h) needs what the rank's command was
+ * started with: its process, environment and working directory. The
+ * executor keeps them for every RUNNING rank it started, and for an
+ * adopted one (a restarted agent) once exec_describe has rebuilt them from
+ * the rank's desired entry, as its start would have. Borrowed until the
+ * next exec_ call that changes ranks. */
+struct exec_context {
+	int64_t attempt_id;
+	int rank;
+	int pid;                /* the command's pid, also its process group */
+	const char *const *env; /* NULL-terminated "KEY=VALUE" */
+	const char *cwd;
+};
+/* The i-th rank's context: 0, or ERR_NOTFOUND when it is not RUNNING or
+ * its environment is not known (yet). */
+int exec_context(const struct exec *e, size_t i, struct exec_context *out);
+/* Changes whenever a context appears or goes: republish then. */
+uint64_t exec_context_version(const struct exec *e);
+/* Whether the rank (attempt_id, rank) has a context or is not running. */
+int exec_described(const struct exec *e, int64_t attempt_id, int rank);
+/* An adopted RUNNING rank without an environment gets the one spec (its
+ * desired entry) would have given it at its start; others are left. */
+void exec_describe(struct exec *e, const struct exec_spec *spec);
 
 /* A rank's two logs. */
 enum exec_stream { EXEC_STDOUT, EXEC_STDERR };

@@ -59,6 +59,9 @@ struct rank {
 	 * NULL: none (or the same directory as an earlier one's) */
 	char *limits[EXEC_LIMITS];
 	int inline_limits; /* v2: its own cgroup carries limits (never a spare's again) */
+	int session;       /* runs under a session holder: remove its socket at the end */
+	char **env;        /* as launched (exec.h, exec_context); NULL: not known */
+	char *cwd;
 };
 
 /* A spare shim ready for the next rank (shim.h), in its own cgroup. */
@@ -100,6 +103,8 @@ struct exec {
 	int v2;                        /* cgroup_root is in a cgroup v2 hierarchy */
 	int limit_logged[EXEC_LIMITS]; /* a rank has been told it runs without */
 	int isolate;                   /* GPU device isolation */
+	char *self;                    /* this binary: the session holder's */
+	uint64_t ctx_version;          /* exec_context_version */
 };
 
 /* A NULL-terminated vector of owned strings. */
@@ -137,6 +142,9 @@ int exec_journal_write(struct exec *e, struct rank *r, int with_end);
 void exec_journal_refresh(struct exec *e);
 void exec_journal_compact(struct exec *e);
 void exec_journal_load(struct exec *e);
+
+/* exec_launch.c: sessions */
+char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank);
 
 /* exec_launch.c: output directories */
 void exec_launch_output_done(struct exec *e, int64_t attempt_id);

@@ -68,8 +68,17 @@ static const char *env_get(const struct strv *s, const char *key)
 	return NULL;
 }
 
+char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank)
+{
+	return xasprintf("%s/sessions/%lld-%d.sock", e->work_dir, (long long)attempt_id, rank);
+}
+
+/* What a Unix socket's sun_path holds, with its NUL. */
+#define SOCKET_PATH_MAX 108
+
 static void build_env(struct strv *env, const struct exec_spec *spec, const char *out_dir,
-                      const char *log_path, const char *err_path, const char *ckpt_dir)
+                      const char *log_path, const char *err_path, const char *ckpt_dir,
+                      const char *session_socket)
 {
 	static const char *const base[] = {"PATH", "HOME", "LANG", "TERM"};
 	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
@@ -87,6 +96,8 @@ static void build_env(struct strv *env, const struct exec_spec *spec, const char
 	env_set(env, xasprintf("ANVIL_ERR_FILE=%s", err_path));
 	if (ckpt_dir)
 		env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
+	if (session_socket)
+		env_set(env, xasprintf("%s=%s", EXEC_SESSION_ENV, session_socket));
 }
 
 char *exec_checkpoint_dir(const char *work_dir, int64_t job_id)
@@ -172,12 +183,19 @@ static void launch_cleanup(struct launch *la)
 		close(la->l.cgroup_fd);
 }
 
-static void launch_strings(struct launch *la, const struct exec_spec *spec, const char *ckpt)
+static void launch_strings(struct exec *e, struct launch *la, const struct exec_spec *spec,
+                           const char *ckpt, const char *session_socket)
 {
+	if (spec->session) { /* SELF _session -- ARGV... (agent/holder.h) */
+		strv_push(&la->argv, xstrdup(e->self));
+		strv_push(&la->argv, xstrdup("_session"));
+		strv_push(&la->argv, xstrdup("--"));
+	}
 	for (size_t i = 0; spec->argv[i]; i++)
 		strv_push(&la->argv, xstrdup(spec->argv[i]));
-	build_env(&la->env, spec, la->out_dir, la->log_path, la->err_path, ckpt);
-	la->path = resolve(spec->argv[0], env_get(&la->env, "PATH"));
+	build_env(&la->env, spec, la->out_dir, la->log_path, la->err_path, ckpt, session_socket);
+	la->path = spec->session ? xstrdup(e->self)
+	                         : resolve(spec->argv[0], env_get(&la->env, "PATH"));
 	la->cwd = xstrdup(spec->cwd ? spec->cwd : la->out_dir);
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
 	                        spec->argv[0], env_get(&la->env, "PATH"));
@@ -347,9 +365,19 @@ static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
 	snprintf(la->key, sizeof(la->key), "\"attempt_id\":%lld,\"rank\":%d",
 	         (long long)r->attempt_id, r->rank);
 	la->l.record_fd = journal_fd(e->journal);
+	char *sock = spec->session ? exec_session_socket(e, r->attempt_id, r->rank) : NULL;
+	if (sock && strlen(sock) >= SOCKET_PATH_MAX) {
+		snprintf(err, errlen,
+		         "the session's socket path %s is longer than a Unix socket's %d bytes: "
+		         "give the agent a shorter --work-dir",
+		         sock, SOCKET_PATH_MAX - 1);
+		free(sock);
+		return -ENAMETOOLONG;
+	}
 	char *ckpt = checkpoint_dir(e, spec);
-	launch_strings(la, spec, ckpt);
+	launch_strings(e, la, spec, ckpt, sock);
 	free(ckpt);
+	free(sock);
 	return 0;
 }
 
@@ -441,6 +469,13 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 		rc = launch(e, r, &la, err, sizeof(err));
 	}
 	int nlimits = la.l.njoin;
+	char **la_env = NULL, *la_cwd = NULL;
+	if (rc == 0) {
+		la_env = la.env.v;
+		la.env = (struct strv){0};
+		la_cwd = la.cwd;
+		la.cwd = NULL;
+	}
 	launch_cleanup(&la);
 	if (rc) {
 		start_failed(e, r, err);
@@ -448,9 +483,38 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	}
 	r->own = 1;
 	r->state = EXEC_RUNNING;
+	/* kept for exec into the rank (exec_context): taken, not copied */
+	r->session = spec->session;
+	r->env = la_env;
+	r->cwd = la_cwd;
+	e->ctx_version++;
 	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d "
 	          "limits=%d",
 	          (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
 	          r->cgroup ? "yes" : "no", r->spare, nlimits);
 	return 0;
+}
+
+void exec_describe(struct exec *e, const struct exec_spec *spec)
+{
+	struct rank *r = exec_rank_find(e, spec->attempt_id, spec->rank, NULL);
+	if (!r || r->state != EXEC_RUNNING || r->env)
+		return;
+	char *out = output_dir(e, r->attempt_id);
+	char *log = exec_log_path(e->work_dir, r->attempt_id, r->rank, EXEC_STDOUT);
+	char *errp = exec_log_path(e->work_dir, r->attempt_id, r->rank, EXEC_STDERR);
+	char *ckpt = checkpoint_dir(e, spec);
+	char *sock = spec->session ? exec_session_socket(e, r->attempt_id, r->rank) : NULL;
+	struct strv env = {0};
+	build_env(&env, spec, out, log, errp, ckpt, sock);
+	r->env = env.v;
+	r->cwd = spec->cwd ? xstrdup(spec->cwd) : out;
+	r->session = spec->session;
+	if (spec->cwd)
+		free(out);
+	free(log);
+	free(errp);
+	free(ckpt);
+	free(sock);
+	e->ctx_version++;
 }

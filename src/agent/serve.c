@@ -12,20 +12,25 @@
 
 #include "agent/exec.h"
 #include "agent/gpuwatch.h"
+#include "agent/streams.h"
 #include "base/err.h"
 #include "base/httpd.h"
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "proto/stream.h"
 
 struct serve {
 	struct httpd *httpd;
 	const char *work_dir;
 	struct serve_stats *stats;
 	struct gpuwatch *gw; /* NULL: no GPU endpoints */
-	pthread_mutex_t mu;  /* guards secret */
+	pthread_mutex_t mu;  /* guards secret and ranks */
 	char secret[256];
+	struct serve_rank *ranks; /* running, with their contexts */
+	int nranks;
+	char self[4096]; /* this binary: the exec helper's */
 };
 
 static void metric(struct buf *out, const char *name, const char *type, const char *help,
@@ -278,6 +283,88 @@ static void gpu_route(struct serve *s, struct httpd_req *req, int get)
 	json_decref(body);
 }
 
+static char **env_copy(char *const *env)
+{
+	size_t n = 0;
+	while (env && env[n])
+		n++;
+	char **out = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(env[i]);
+	return out;
+}
+
+void serve_ranks_free(struct serve_rank *ranks, int n)
+{
+	for (int i = 0; i < n; i++) {
+		for (size_t k = 0; ranks[i].env && ranks[i].env[k]; k++)
+			free(ranks[i].env[k]);
+		free(ranks[i].env);
+		free(ranks[i].cwd);
+	}
+	free(ranks);
+}
+
+/* A copy of the running rank's context (freed with serve_ranks_free(out,
+ * 1)), or NULL. */
+static struct serve_rank *find_rank(struct serve *s, int64_t attempt_id, int64_t rank)
+{
+	struct serve_rank *out = NULL;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->nranks && !out; i++) {
+		const struct serve_rank *r = &s->ranks[i];
+		if (r->attempt_id != attempt_id || r->rank != rank)
+			continue;
+		out = xcalloc(1, sizeof(*out));
+		*out = (struct serve_rank){.attempt_id = r->attempt_id,
+		                           .rank = r->rank,
+		                           .pid = r->pid,
+		                           .env = env_copy(r->env),
+		                           .cwd = r->cwd ? xstrdup(r->cwd) : NULL};
+	}
+	pthread_mutex_unlock(&s->mu);
+	return out;
+}
+
+static const char *env_value(char *const *env, const char *key)
+{
+	size_t n = strlen(key);
+	for (size_t i = 0; env && env[i]; i++)
+		if (strncmp(env[i], key, n) == 0 && env[i][n] == '=')
+			return env[i] + n + 1;
+	return NULL;
+}
+
+/* POST /v1/attach and /v1/exec (node secret): a stream into a running rank. */
+static void stream_route(struct serve *s, struct httpd_req *req, int exec)
+{
+	int64_t attempt, rank;
+	if (authorized(s, req) != 1 || query_int(req, "attempt", -1, 1, INT64_MAX, &attempt) ||
+	    query_int(req, "rank", 0, 0, 1 << 20, &rank))
+		return;
+	if (!httpd_wants_upgrade(req, STREAM_UPGRADE)) {
+		httpd_error(req, ERR_INVALID,
+		            "this route is a stream: send Connection: Upgrade and "
+		            "Upgrade: " STREAM_UPGRADE);
+		return;
+	}
+	struct serve_rank *r = find_rank(s, attempt, rank);
+	char msg[160];
+	const char *sock = r ? env_value(r->env, EXEC_SESSION_ENV) : NULL;
+	if (!r || (!exec && !sock)) {
+		snprintf(msg, sizeof(msg), "rank %lld of attempt %lld %s", (long long)rank,
+		         (long long)attempt,
+		         r ? "is not a session" : "is not running on this node");
+		httpd_error(req, ERR_CONFLICT, msg);
+	} else if (exec) {
+		streams_exec(req, s->self, r);
+	} else {
+		streams_attach(req, sock);
+	}
+	if (r)
+		serve_ranks_free(r, 1);
+}
+
 static int handle(struct httpd_req *req, void *ctx)
 {
 	struct serve *s = ctx;
@@ -291,6 +378,11 @@ static int handle(struct httpd_req *req, void *ctx)
 	} else if (get && strcmp(req->path, "/v1/logs") == 0) {
 		req->route = "/v1/logs";
 		get_logs(s, req);
+	} else if (!get &&
+	           (strcmp(req->path, "/v1/attach") == 0 || strcmp(req->path, "/v1/exec") == 0)) {
+		int exec = strcmp(req->path, "/v1/exec") == 0;
+		req->route = exec ? "/v1/exec" : "/v1/attach";
+		stream_route(s, req, exec);
 	} else if (s->gw && ((get && strcmp(req->path, "/v1/gpus") == 0) ||
 	                     (!get && (strcmp(req->path, "/v1/gpu/faults") == 0 ||
 	                               strcmp(req->path, "/v1/check") == 0)))) {
@@ -311,6 +403,11 @@ int serve_start(const char *host, int port, const char *work_dir, struct serve_s
 	s->work_dir = work_dir;
 	s->gw = gw;
 	s->stats = stats;
+	ssize_t n = readlink("/proc/self/exe", s->self, sizeof(s->self) - 1);
+	if (n > 0)
+		s->self[n] = '\0';
+	else
+		snprintf(s->self, sizeof(s->self), "anvil");
 	pthread_mutex_init(&s->mu, NULL);
 	struct httpd_config cfg = {
 	        .bind = host, .port = port, .threads = 2, .handler = handle, .ctx = s};
@@ -336,11 +433,23 @@ void serve_set_secret(struct serve *s, const char *secret)
 	pthread_mutex_unlock(&s->mu);
 }
 
+void serve_set_ranks(struct serve *s, struct serve_rank *ranks, int n)
+{
+	pthread_mutex_lock(&s->mu);
+	struct serve_rank *old = s->ranks;
+	int nold = s->nranks;
+	s->ranks = ranks;
+	s->nranks = n;
+	pthread_mutex_unlock(&s->mu);
+	serve_ranks_free(old, nold);
+}
+
 void serve_stop(struct serve *s)
 {
 	if (!s)
 		return;
 	httpd_stop(s->httpd);
+	serve_ranks_free(s->ranks, s->nranks);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

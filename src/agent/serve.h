@@ -16,15 +16,23 @@
  *   POST /v1/check the node check (agent/gpuwatch.h), machine-readable
  *                  (these three: bearer the node secret; metrics also carry
  *                  the GPUs' DCGM-compatible series)
+ *   POST /v1/attach?attempt=A&rank=R
+ *   POST /v1/exec?attempt=A&rank=R
+ *                  interactive streams into a running rank (HTTP Upgrade:
+ *                  anvil-stream; node secret; agent/streams.h): attach to a
+ *                  session's holder, or run a command in the rank; 409 when
+ *                  the rank does not run here (or is not a session)
  *
  * Handlers run on the HTTP server's threads. They read only the log files,
- * the atomic counters that the agent's main thread publishes, and the
- * secret (under a mutex: serve_set_secret may run at any time).
+ * the atomic counters that the agent's main thread publishes, the secret
+ * and the running ranks' contexts (under a mutex: serve_set_secret and
+ * serve_set_ranks may run at any time).
  */
 #ifndef ANVIL_AGENT_SERVE_H
 #define ANVIL_AGENT_SERVE_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #define SERVE_LOG_LIMIT    (1 << 20)
 #define SERVE_LOG_TAIL_MAX 100000 /* lines */
@@ -42,12 +50,24 @@ struct serve_stats {
 struct serve;
 struct gpuwatch;
 
+/* A running rank, as exec and attach need it (agent/exec.h, exec_context). */
+struct serve_rank {
+	int64_t attempt_id;
+	int rank;
+	int pid;    /* its command: the process exec joins the cgroups of */
+	char **env; /* NULL-terminated "KEY=VALUE"; owned */
+	char *cwd;  /* owned */
+};
+
 /* Listens on host:port (0: any); stats, work_dir and gw (NULL: no GPU
  * routes) are borrowed and must outlive the server. */
 int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
                 struct gpuwatch *gw, struct serve **out);
 int serve_port(const struct serve *s);
 void serve_set_secret(struct serve *s, const char *secret);
+/* Replaces the running ranks (takes ranks[0..n) and the array, malloc'd). */
+void serve_set_ranks(struct serve *s, struct serve_rank *ranks, int n);
+void serve_ranks_free(struct serve_rank *ranks, int n);
 void serve_stop(struct serve *s);
 
 #endif

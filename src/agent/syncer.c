@@ -314,7 +314,10 @@ static void start_desired(struct syncer *s, const json_t *d)
 	int64_t attempt_id = jv_int(o, "attempt_id", 0);
 	int rank = (int)jv_int(o, "rank", 0);
 	struct exec_status st;
-	if (exec_find(s->cfg.exec, attempt_id, rank, &st) == 0)
+	/* A rank running already (adopted after a restart) may still need its
+	 * environment rebuilt for exec into it (exec.h, exec_describe). */
+	int known = exec_find(s->cfg.exec, attempt_id, rank, &st) == 0;
+	if (known && exec_described(s->cfg.exec, attempt_id, rank))
 		goto out;
 	json_t *cmd = json_object_get(o, "command"), *env = json_object_get(o, "env"), *v;
 	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
@@ -354,9 +357,14 @@ static void start_desired(struct syncer *s, const json_t *d)
 	        .ngpu_minors = nminors,
 	        .cpu_millis = jv_int(o, "cpu_millis", 0),
 	        .memory_bytes = jv_int(o, "memory_bytes", 0),
+	        .session = jv_bool(o, "session", 0),
 	};
-	exec_start(s->cfg.exec, &spec);
-	s->dirty = 1;
+	if (known) {
+		exec_describe(s->cfg.exec, &spec);
+	} else {
+		exec_start(s->cfg.exec, &spec);
+		s->dirty = 1;
+	}
 	for (i = 0; envv[i]; i++)
 		free(envv[i]);
 	free(envv);

@@ -2,12 +2,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/jv.h"
@@ -29,12 +33,35 @@ struct route_stat {
 	uint64_t buckets[NBUCKETS];
 };
 
+/* What httpd_upgrade() asked for, kept with the request until MHD has sent
+ * the 101 (then a stream takes it) or dropped the connection. */
+struct httpd_upgrade {
+	httpd_stream_fn fn;
+	void *ctx;
+	char proto[32];
+};
+
+/* A running stream: its thread, between the 101 and the end of fn. */
+struct stream {
+	struct httpd *h;
+	struct MHD_UpgradeResponseHandle *urh;
+	struct httpd_upgrade up;
+	struct httpd_stream st;
+	char *extra;
+	struct stream *prev, *next; /* h->streams */
+};
+
 struct httpd {
 	struct MHD_Daemon *mhd;
 	struct httpd_config cfg;
-	pthread_mutex_t mu; /* guards stats */
+	pthread_mutex_t mu; /* guards stats, streams, nstreams and stopping */
+	pthread_cond_t streams_done;
 	struct route_stat stats[ROUTES_MAX];
 	int nstats;
+	struct stream *streams; /* running, for httpd_stop to shut down */
+	int nstreams;
+	uint64_t streams_total;
+	int stopping;
 };
 
 static void record(struct httpd *h, const char *route, int status, double secs)
@@ -60,8 +87,28 @@ static void record(struct httpd *h, const char *route, int status, double secs)
 	pthread_mutex_unlock(&h->mu);
 }
 
+static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+                       size_t extra_in_size, MHD_socket sock,
+                       struct MHD_UpgradeResponseHandle *urh);
+
+/* The 101 answer; MHD calls upgrade_cb once it is sent. */
+static enum MHD_Result respond_upgrade(struct httpd_req *req)
+{
+	struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_cb, req->server);
+	if (!r)
+		return MHD_NO;
+	enum MHD_Result ret = MHD_NO;
+	if (MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, req->upgrade->proto) == MHD_YES &&
+	    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "Upgrade") == MHD_YES)
+		ret = MHD_queue_response(req->conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result respond(struct httpd_req *req)
 {
+	if (req->upgrade)
+		return respond_upgrade(req);
 	const char *body = req->out.data ? req->out.data : "";
 	struct MHD_Response *r =
 	        MHD_create_response_from_buffer(req->out.len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -134,6 +181,10 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct httpd_req *req = *con_cls;
 	if (!req)
 		return;
+	if (req->upgrade) { /* never upgraded: the stream function only frees */
+		req->upgrade->fn(NULL, req->upgrade->ctx);
+		free(req->upgrade);
+	}
 	double secs = (double)(now_us() - req->start_us) / 1e6;
 	record(h, req->route ? req->route : "other", req->status, secs);
 	buf_cleanup(&req->out);
@@ -152,22 +203,26 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		h->cfg.threads = 4;
 	if (!h->cfg.max_body)
 		h->cfg.max_body = 1 << 20;
+	if (h->cfg.timeout_s <= 0)
+		h->cfg.timeout_s = 120;
 	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->streams_done, NULL);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
 	if (inet_pton(AF_INET, h->cfg.bind, &sa.sin_addr) != 1) {
 		log_error("bad bind address addr=%s", h->cfg.bind);
 		free(h);
 		return ERR_INVALID;
 	}
-	h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-	                                  MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-	                          0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR,
-	                          (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
-	                          (unsigned)h->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED,
-	                          completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
+	h->mhd = MHD_start_daemon(
+	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	                MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
+	        0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+	        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED,
+	        completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.timeout_s,
+	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
 	if (!h->mhd) {
 		log_error("cannot listen addr=%s port=%d", h->cfg.bind, cfg->port);
+		pthread_cond_destroy(&h->streams_done);
 		pthread_mutex_destroy(&h->mu);
 		free(h);
 		return -EADDRINUSE;
@@ -182,11 +237,38 @@ int httpd_port(const struct httpd *h)
 	return info ? info->port : -1;
 }
 
+/* Streams end before the daemon: MHD must not stop under an upgraded
+ * connection whose handle a stream still holds. Shutting a socket down
+ * wakes its stream's poll with EOF; a stream function returns soon after
+ * (its other side is bounded by timeouts). */
+static void streams_stop(struct httpd *h)
+{
+	pthread_mutex_lock(&h->mu);
+	h->stopping = 1;
+	for (struct stream *s = h->streams; s; s = s->next)
+		shutdown(s->st.fd, SHUT_RDWR);
+	int64_t start = now_ms();
+	int warned = 0;
+	while (h->nstreams > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&h->streams_done, &h->mu, &ts);
+		if (h->nstreams > 0 && !warned && now_ms() - start > 5000) {
+			log_warn("waiting for streams to end count=%d", h->nstreams);
+			warned = 1;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
 void httpd_stop(struct httpd *h)
 {
 	if (!h)
 		return;
+	streams_stop(h);
 	MHD_stop_daemon(h->mhd);
+	pthread_cond_destroy(&h->streams_done);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
 }
@@ -243,6 +325,110 @@ void httpd_resume(struct httpd_req *req)
 	MHD_resume_connection(req->conn);
 }
 
+void httpd_upgrade(struct httpd_req *req, const char *proto, httpd_stream_fn fn, void *ctx)
+{
+	struct httpd_upgrade *up = xcalloc(1, sizeof(*up));
+	up->fn = fn;
+	up->ctx = ctx;
+	snprintf(up->proto, sizeof(up->proto), "%s", proto);
+	req->upgrade = up;
+	req->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+}
+
+/* 1 when the comma-separated header value has token (any case). */
+static int has_token(const char *value, const char *token)
+{
+	size_t n = strlen(token);
+	for (const char *p = value; p && *p;) {
+		p += strspn(p, " \t,");
+		size_t len = strcspn(p, ",");
+		size_t end = len;
+		while (end && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+			end--;
+		if (end == n && strncasecmp(p, token, n) == 0)
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+int httpd_wants_upgrade(struct httpd_req *req, const char *proto)
+{
+	return has_token(httpd_header(req, MHD_HTTP_HEADER_CONNECTION), "upgrade") &&
+	       has_token(httpd_header(req, MHD_HTTP_HEADER_UPGRADE), proto);
+}
+
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	struct httpd *h = s->h;
+	s->up.fn(&s->st, s->up.ctx);
+	pthread_mutex_lock(&h->mu);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&h->mu);
+	/* Off the list first: httpd_stop never shuts down a closed fd's number. */
+	MHD_upgrade_action(s->urh, MHD_UPGRADE_ACTION_CLOSE);
+	pthread_mutex_lock(&h->mu);
+	h->nstreams--;
+	pthread_cond_broadcast(&h->streams_done);
+	pthread_mutex_unlock(&h->mu);
+	free(s->extra);
+	free(s);
+	return NULL;
+}
+
+/* MHD sent the 101: the connection is the stream's, on a thread of its own
+ * (this runs on MHD's event loop, which must not block). */
+static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+                       size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	(void)conn;
+	struct httpd *h = cls;
+	struct httpd_req *req = con_cls;
+	struct stream *s = xcalloc(1, sizeof(*s));
+	s->h = h;
+	s->urh = urh;
+	s->up = *req->upgrade;
+	free(req->upgrade);
+	req->upgrade = NULL;
+	s->extra = xmalloc(extra_in_size + 1);
+	if (extra_in_size)
+		memcpy(s->extra, extra_in, extra_in_size);
+	s->st = (struct httpd_stream){.fd = sock, .extra = s->extra, .extra_len = extra_in_size};
+	int fl = fcntl(sock, F_GETFL);
+	if (fl >= 0)
+		fcntl(sock, F_SETFL, fl | O_NONBLOCK);
+	pthread_mutex_lock(&h->mu);
+	int ok = !h->stopping;
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (ok && pthread_create(&t, &attr, stream_main, s) == 0) {
+		s->next = h->streams;
+		if (s->next)
+			s->next->prev = s;
+		h->streams = s;
+		h->nstreams++;
+		h->streams_total++;
+	} else {
+		ok = 0;
+	}
+	pthread_attr_destroy(&attr);
+	pthread_mutex_unlock(&h->mu);
+	if (!ok) {
+		s->up.fn(NULL, s->up.ctx);
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		free(s->extra);
+		free(s);
+	}
+}
+
 void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
 {
 	pthread_mutex_lock(&h->mu);
@@ -257,6 +443,14 @@ void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
 	for (int i = 0; i < h->nstats; i++)
 		buf_printf(out, "%s_http_request_errors_total{route=\"%s\"} %llu\n", prefix,
 		           h->stats[i].route, (unsigned long long)h->stats[i].errors);
+	buf_printf(out, "# HELP %s_http_streams Upgraded connections (streams) open now.\n",
+	           prefix);
+	buf_printf(out, "# TYPE %s_http_streams gauge\n%s_http_streams %d\n", prefix, prefix,
+	           h->nstreams);
+	buf_printf(out, "# HELP %s_http_streams_total Upgraded connections (streams) opened.\n",
+	           prefix);
+	buf_printf(out, "# TYPE %s_http_streams_total counter\n%s_http_streams_total %llu\n",
+	           prefix, prefix, (unsigned long long)h->streams_total);
 	buf_printf(out, "# HELP %s_http_request_duration_seconds HTTP request latency.\n", prefix);
 	buf_printf(out, "# TYPE %s_http_request_duration_seconds histogram\n", prefix);
 	for (int i = 0; i < h->nstats; i++) {

@@ -7,6 +7,13 @@
  * Whoever holds a suspended request then fills its response and calls
  * httpd_resume() exactly once, from any thread.
  *
+ * A handler may also take the connection over (HTTP/1.1 Upgrade): it calls
+ * httpd_upgrade() instead of filling a response; httpd answers 101 and then
+ * calls the handler's stream function with the connected socket and the
+ * bytes already read past the request, on a thread of its own, until it
+ * returns (a long-lived byte stream: anvil shell, exec). httpd_stop() shuts
+ * the sockets of running streams down and waits for their functions.
+ *
  * Handlers run on MHD's thread pool, so they may run concurrently; the
  * handler's owner protects its own state. httpd keeps per-route request
  * counts and latency histograms (set req->route to a static label) and
@@ -43,6 +50,7 @@ struct httpd_req {
 	int64_t start_us;
 	int state; /* 0 receiving, 1 suspended, 2 resumed */
 	void *user;
+	struct httpd_upgrade *upgrade; /* httpd_upgrade() was called */
 };
 
 enum { HTTPD_DONE = 0, HTTPD_SUSPENDED = 1 };
@@ -54,6 +62,7 @@ struct httpd_config {
 	int port;         /* 0: any free port */
 	int threads;      /* pool size; 4 by default */
 	size_t max_body;  /* 1 MiB by default */
+	int timeout_s;    /* an idle connection is closed after; 120 by default (not streams) */
 	httpd_handler handler;
 	void *ctx;
 };
@@ -77,8 +86,29 @@ void httpd_add_header(struct httpd_req *req, const char *name, const char *value
 void httpd_suspend(struct httpd_req *req);
 void httpd_resume(struct httpd_req *req);
 
-/* Appends Prometheus text for anvil_http_requests_total and
- * anvil_http_request_duration_seconds to out. */
+/* An upgraded connection, as its stream function gets it. */
+struct httpd_stream {
+	int fd;            /* the client's socket, non-blocking; httpd closes it after fn */
+	const char *extra; /* bytes the client sent past the request, already read */
+	size_t extra_len;
+};
+
+/* Runs on a thread of its own; owns ctx. st is NULL when the connection
+ * ended before the upgrade happened: only free ctx then. */
+typedef void (*httpd_stream_fn)(const struct httpd_stream *st, void *ctx);
+
+/* Answers 101 Switching Protocols ("Upgrade: proto", "Connection:
+ * Upgrade") and hands the connection to fn once the answer is sent. The
+ * request must have asked for it (Connection: Upgrade; see
+ * httpd_wants_upgrade); the handler then returns HTTPD_DONE and fills
+ * nothing else. fn is called exactly once. */
+void httpd_upgrade(struct httpd_req *req, const char *proto, httpd_stream_fn fn, void *ctx);
+/* 1 when the request carries "Connection: upgrade" and "Upgrade: proto". */
+int httpd_wants_upgrade(struct httpd_req *req, const char *proto);
+
+/* Appends Prometheus text for anvil_http_requests_total,
+ * anvil_http_request_duration_seconds and the streams (open, opened) to
+ * out. */
 void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out);
 
 #endif

@@ -253,6 +253,11 @@ void cliargs_cleanup(struct cliargs *a)
 	memset(a, 0, sizeof(*a));
 }
 
+int cliargs_has(const struct cliargs *a, const char *name)
+{
+	return find(a, name, strlen(name), 0) >= 0;
+}
+
 const struct cliargs_value *cliargs_get(const struct cliargs *a, const char *name)
 {
 	int idx = find(a, name, strlen(name), 0);

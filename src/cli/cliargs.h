@@ -73,6 +73,9 @@ void cliargs_cleanup(struct cliargs *a);
 /* The value of the verb option or global option called name (never NULL for
  * a name in either table; aborts on a name in neither: a programming error). */
 const struct cliargs_value *cliargs_get(const struct cliargs *a, const char *name);
+/* Whether the verb's table (or the globals) has the option at all: verbs
+ * that share a body builder take different subsets. */
+int cliargs_has(const struct cliargs *a, const char *name);
 /* Shorthands: the string (NULL when not given), whether a flag was given. */
 const char *cliargs_str(const struct cliargs *a, const char *name);
 int cliargs_flag(const struct cliargs *a, const char *name);

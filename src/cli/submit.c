@@ -423,6 +423,8 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 	wire_set(body, &wire_submit, "command", cmd);
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof(copies) / sizeof(copies[0]); i++) {
+		if (!cliargs_has(a, copies[i].opt))
+			continue; /* a verb without it (anvil shell has no --head) */
 		const struct cliargs_value *v = cliargs_get(a, copies[i].opt);
 		if (!v->set)
 			continue; /* the server's default stays the default */
@@ -437,10 +439,10 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 	if (rc == 0)
 		rc = add_env(a, envp, body, notes, err, errlen);
 	json_t *x = NULL;
-	const char *spec = cliargs_str(a, "after");
+	const char *spec = cliargs_has(a, "after") ? cliargs_str(a, "after") : NULL;
 	if (rc == 0 && spec && (rc = submit_after(spec, &x, err, errlen)) == 0)
 		wire_set(body, &wire_submit, "after", x);
-	spec = cliargs_str(a, "array");
+	spec = cliargs_has(a, "array") ? cliargs_str(a, "array") : NULL;
 	if (rc == 0 && spec && (rc = submit_array(spec, &x, err, errlen)) == 0)
 		wire_set(body, &wire_submit, "array", x);
 	if (rc) {

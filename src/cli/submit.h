@@ -25,6 +25,35 @@
 #include "base/buf.h"
 #include "cli/cliargs.h"
 
+/* The options of a job submission that submit_body() reads: `anvil run`'s
+ * and `anvil shell`'s option tables start with them. */
+/* clang-format off */
+#define SUBMIT_JOB_OPTS                                                                          \
+	{"gpus", 0, CLIARGS_INT, "G", "GPUs per node (server default 1)"},                       \
+	{"nodes", 0, CLIARGS_INT, "N", "nodes, one rank each (default 1)"},                      \
+	{"queue", 0, CLIARGS_STR, "Q", "queue (default \"default\")"},                           \
+	{"team", 0, CLIARGS_STR, "TEAM", "team whose quota and fair share it counts against"},   \
+	{"time", 't', CLIARGS_DURATION, "DURATION",                                              \
+	 "time limit: stopped when reached; lets it backfill (default: the queue's)"},           \
+	{"gpu-type", 0, CLIARGS_STR, "MODEL", "GPU model, e.g. h200 or a100"},                   \
+	{"gpu-mem", 0, CLIARGS_SIZE, "SIZE", "minimum memory per GPU: 80G, 141G, 40960M"},       \
+	{"pool", 0, CLIARGS_STR, "POOL", "only nodes of this pool"},                             \
+	{"selector", 0, CLIARGS_KV, "K=V", "only nodes with this label (repeatable)"},           \
+	{"cpus", 0, CLIARGS_STR, "N", "CPU limit per rank: 0.5, 4 (a CPU-time quota)"},          \
+	{"memory", 0, CLIARGS_SIZE, "SIZE", "memory limit per rank: 16G, 512M"},                 \
+	{"checkpointing", 0, CLIARGS_FLAG, NULL,                                                 \
+	 "the job checkpoints: preferred when preemption must stop something"},                  \
+	{"priority", 0, CLIARGS_INT, "P", "priority within the queue, -1000..1000 (default 0)"}, \
+	{"name", 0, CLIARGS_STR, "NAME", "a name to show in listings"},                          \
+	{"env", 'e', CLIARGS_KV, "K=V",                                                          \
+	 "set an environment variable (repeatable; over what --export sends)"},                  \
+	{"export", 0, CLIARGS_STR, "WHICH",                                                      \
+	 "ALL (default), NONE or VAR[,VAR...]: which variables of this environment go"},         \
+	{"cwd", 0, CLIARGS_STR, "DIR", "working directory on the nodes (default: this one)"},    \
+	{"grace", 0, CLIARGS_DURATION, "DURATION",                                               \
+	 "SIGTERM-to-SIGKILL grace: 30s, 500ms, 2m (default 10s)"}
+/* clang-format on */
+
 /* Why the client never exports the variable called name, as the words that
  * follow "NAME is never exported: ", or NULL when it may. Such a variable
  * is per host or per session (HOSTNAME, SSH_*, DISPLAY, ...), configures

@@ -141,6 +141,21 @@ int verb_run_exit(const json_t *job)
 	return code > 255 ? 255 : (int)code;
 }
 
+void verb_report_end(int64_t id, const json_t *job)
+{
+	const char *state = json_string_value(json_object_get(job, "state"));
+	const char *reason = json_string_value(json_object_get(job, "reason"));
+	if (!state || strcmp(state, "succeeded") == 0)
+		return;
+	fprintf(stderr, "anvil: job %lld %s", (long long)id, state);
+	int64_t code = verb_int(job, "exit_code", -1);
+	if (strcmp(state, "failed") == 0 && code >= 0)
+		fprintf(stderr, " with exit code %lld", (long long)code);
+	if (reason && *reason)
+		fprintf(stderr, ": %s", reason);
+	fputc('\n', stderr);
+}
+
 void verb_print(const struct verb_ctx *v, const json_t *resp, const char *key,
                 verb_render_fn render)
 {

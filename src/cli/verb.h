@@ -44,7 +44,8 @@ struct verb {
 };
 
 extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes,
-        verb_why, verb_queue, verb_team, verb_node, verb_events, verb_wf;
+        verb_why, verb_queue, verb_team, verb_node, verb_events, verb_shell, verb_attach, verb_exec,
+        verb_wf;
 
 /* Resolves the server (cliconn_resolve). CLI_EXIT_OK, or prints why not and
  * returns CLI_EXIT_UNREACHABLE. */
@@ -74,6 +75,17 @@ const char *verb_str(const json_t *obj, const char *name);
 /* The exit status of `anvil run --wait` for a final job: 0 succeeded, the
  * job's exit_code (1-255) failed, 130 cancelled, 75 lost; 1 otherwise. */
 int verb_run_exit(const json_t *job);
+/* Says on stderr how a final job that did not succeed ended ("anvil: job 7
+ * failed with exit code 3: rank 1 on node-2 exited non-zero"). */
+void verb_report_end(int64_t id, const json_t *job);
+
+struct attach_result;
+/* The exit status of `anvil shell` and `anvil attach` once the stream to
+ * rank of job ended as r says (cli/attach.h); says why on stderr when it
+ * was not the shell's own exit: stopped by the cluster, detached, or lost
+ * (then the job's end, if any). */
+int verb_attach_finish(struct verb_ctx *v, int64_t job, int64_t rank,
+                       const struct attach_result *r);
 
 /* What verb_logs_stream prints (verb_logs.c says how it reads). */
 struct verb_logs_opts {

@@ -12,29 +12,7 @@
 #include "cli/verb.h"
 
 static const struct cliargs_opt opts[] = {
-        {"gpus", 0, CLIARGS_INT, "G", "GPUs per node (server default 1)"},
-        {"nodes", 0, CLIARGS_INT, "N", "nodes, one rank each (default 1)"},
-        {"queue", 0, CLIARGS_STR, "Q", "queue (default \"default\")"},
-        {"team", 0, CLIARGS_STR, "TEAM", "team whose quota and fair share it counts against"},
-        {"time", 't', CLIARGS_DURATION, "DURATION",
-         "time limit: stopped when reached; lets it backfill (default: the queue's)"},
-        {"gpu-type", 0, CLIARGS_STR, "MODEL", "GPU model, e.g. h200 or a100"},
-        {"gpu-mem", 0, CLIARGS_SIZE, "SIZE", "minimum memory per GPU: 80G, 141G, 40960M"},
-        {"pool", 0, CLIARGS_STR, "POOL", "only nodes of this pool"},
-        {"selector", 0, CLIARGS_KV, "K=V", "only nodes with this label (repeatable)"},
-        {"cpus", 0, CLIARGS_STR, "N", "CPU limit per rank: 0.5, 4 (a CPU-time quota)"},
-        {"memory", 0, CLIARGS_SIZE, "SIZE", "memory limit per rank: 16G, 512M"},
-        {"checkpointing", 0, CLIARGS_FLAG, NULL,
-         "the job checkpoints: preferred when preemption must stop something"},
-        {"priority", 0, CLIARGS_INT, "P", "priority within the queue, -1000..1000 (default 0)"},
-        {"name", 0, CLIARGS_STR, "NAME", "a name to show in listings"},
-        {"env", 'e', CLIARGS_KV, "K=V",
-         "set an environment variable (repeatable; over what --export sends)"},
-        {"export", 0, CLIARGS_STR, "WHICH",
-         "ALL (default), NONE or VAR[,VAR...]: which variables of this environment go"},
-        {"cwd", 0, CLIARGS_STR, "DIR", "working directory on the nodes (default: this one)"},
-        {"grace", 0, CLIARGS_DURATION, "DURATION",
-         "SIGTERM-to-SIGKILL grace: 30s, 500ms, 2m (default 10s)"},
+        SUBMIT_JOB_OPTS,
         {"after", 0, CLIARGS_STR, "JOB[:WHEN],...",
          "wait for these jobs to succeed (:ok, the default), fail (:failed) or end (:any)"},
         {"array", 0, CLIARGS_STR, "INDICES",
@@ -87,22 +65,6 @@ static int check_args(const struct verb_ctx *v)
 	return CLI_EXIT_OK;
 }
 
-/* Says on stderr how a job that did not succeed ended. */
-static void report_end(int64_t id, const json_t *job)
-{
-	const char *state = json_string_value(json_object_get(job, "state"));
-	const char *reason = json_string_value(json_object_get(job, "reason"));
-	if (!state || strcmp(state, "succeeded") == 0)
-		return;
-	fprintf(stderr, "anvil: job %lld %s", (long long)id, state);
-	int64_t code = verb_int(job, "exit_code", -1);
-	if (strcmp(state, "failed") == 0 && code >= 0)
-		fprintf(stderr, " with exit code %lld", (long long)code);
-	if (reason && *reason)
-		fprintf(stderr, ": %s", reason);
-	fputc('\n', stderr);
-}
-
 static int run_fn(struct verb_ctx *v)
 {
 	json_t *body = NULL, *resp = NULL, *final = NULL;
@@ -140,7 +102,7 @@ static int run_fn(struct verb_ctx *v)
 	struct verb_logs_opts lo = {.rank = rank->set ? rank->num : -1, .follow = 1};
 	ret = verb_logs_stream(v, id, &lo, &final);
 	if (final && verb_state_final(json_string_value(json_object_get(final, "state")))) {
-		report_end(id, final);
+		verb_report_end(id, final);
 		verb_logs_failure(v, final, lo.rank);
 		ret = verb_run_exit(final);
 	}

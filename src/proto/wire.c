@@ -66,6 +66,8 @@ static const struct wire_field desired_fields[] = {
         {"worker", JV_STRING, 0, 1, WIRE_MAX_SHELL, "in a job with a head: the worker's command"},
         {"head_timeout_ms", JV_INT, 0, 1000, WIRE_MAX_HEAD_TIMEOUT_MS,
          "in a job with a head: how long to wait for it to answer"},
+        {"session", JV_BOOL, 0, 0, 0,
+         "an interactive session: the agent runs the command under a session holder"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -239,6 +241,23 @@ static const struct wire_field submit_fields[] = {
          "default: none"},
         {"head_timeout_ms", JV_INT, 0, 1000, WIRE_MAX_HEAD_TIMEOUT_MS,
          "with `head`: how long the ranks wait for it to answer; default 300000"},
+        {"session", JV_BOOL, 0, 0, 0,
+         "an interactive session (`anvil shell`): the command runs in a terminal that "
+         "`attach` streams reach; default false"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The first frame of an exec stream (proto/stream.h, STREAM_EXEC): what to
+ * run in the rank. The exec helper on the node validates it. */
+static const struct wire_field exec_fields[] = {
+        {"command", JV_STRINGS, 1, 1, 1024, "the program and its arguments; the program not empty"},
+        {"tty", JV_BOOL, 0, 0, 0,
+         "run it in a terminal (stdout and stderr are one); default false"},
+        {"stdin", JV_BOOL, 0, 0, 0,
+         "the client sends stdin frames; without, stdin is /dev/null; default false"},
+        {"rows", JV_INT, 0, 1, 65535, "with `tty`: the terminal's rows; default 24"},
+        {"cols", JV_INT, 0, 1, 65535, "with `tty`: the terminal's columns; default 80"},
+        {"term", JV_STRING, 0, 1, 128, "with `tty`: TERM for the command; default the rank's"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -255,11 +274,12 @@ const struct wire_record wire_gpu_health = {"gpu_health", gpu_health_fields, NUL
 const struct wire_record wire_node_fault = {"node_fault", node_fault_fields, NULL};
 const struct wire_record wire_finding = {"finding", finding_fields, NULL};
 const struct wire_record wire_submit = {"submit", submit_fields, NULL};
+const struct wire_record wire_exec = {"exec", exec_fields, NULL};
 
 const struct wire_record *const wire_records[] = {
         &wire_sync_request, &wire_report,  &wire_sync_answer, &wire_desired, &wire_register,
         &wire_facts,        &wire_gpu,     &wire_rdma_port,   &wire_health,  &wire_gpu_health,
-        &wire_node_fault,   &wire_finding, &wire_submit,      NULL,
+        &wire_node_fault,   &wire_finding, &wire_submit,      &wire_exec,    NULL,
 };
 
 const char *const wire_rank_env[] = {

@@ -92,6 +92,10 @@ extern const struct wire_record wire_finding;
  * that the queue exists, itself). */
 extern const struct wire_record wire_submit;
 
+/* An exec request: the first frame of POST /v1/jobs/ID/exec's stream
+ * (proto/stream.h; the exec helper on the node validates it). */
+extern const struct wire_record wire_exec;
+
 /* Every record above, for the doc check; ends with NULL. */
 extern const struct wire_record *const wire_records[];
 

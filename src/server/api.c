@@ -395,6 +395,8 @@ static void route_jobs(struct server *s, struct httpd_req *req, const char *rest
 		job_get(s, req, id, JOB_WHY);
 	} else if (strcmp(tail, "/logs") == 0 && get) {
 		job_logs(s, req, id);
+	} else if ((strcmp(tail, "/attach") == 0 || strcmp(tail, "/exec") == 0) && post) {
+		api_stream(s, req, id, strcmp(tail, "/exec") == 0);
 	} else {
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 	}

@@ -257,6 +257,7 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->time_limit_ms = jv_int(body, "time_limit_ms", 0);
 	j->constraints = constraints_of(body);
 	j->checkpointing = jv_bool(body, "checkpointing", 0);
+	j->session = jv_bool(body, "session", 0);
 	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
 	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);

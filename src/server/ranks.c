@@ -351,6 +351,8 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 			wire_set(d, r, "worker", json_string(j->worker));
 		wire_set(d, r, "head_timeout_ms", json_integer(j->head_timeout_ms));
 	}
+	if (j->session)
+		wire_set(d, r, "session", json_true());
 	return d;
 }
 

@@ -50,6 +50,9 @@ json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
 int api_token_ok(struct httpd_req *req, const char *want);
 int api_flush_or_fail(struct state *st, struct httpd_req *req);
 int64_t api_path_id(const char *seg, size_t len);
+/* POST /v1/jobs/ID/attach (exec 0) and /exec (exec 1): the rank's stream,
+ * relayed to its agent (api_stream.c). */
+void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
 

@@ -176,6 +176,7 @@ static struct job *job_row(sqlite3_stmt *s)
 	json_t *c = json_object_get(extra, "constraints");
 	j->constraints = json_is_object(c) ? json_incref(c) : NULL;
 	j->checkpointing = jv_bool(extra, "checkpointing", 0);
+	j->session = jv_bool(extra, "session", 0);
 	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
 	json_t *exported = json_object_get(extra, "exported");

@@ -143,6 +143,7 @@ struct job {
 	int64_t array_id;
 	int64_t array_index;
 	int array_max_running;
+	int session;             /* an interactive session (anvil shell): run under a holder */
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	int explained;           /* in memory: a full cycle gave it a reason */

@@ -417,6 +417,8 @@ int store_put_job(struct store *st, const struct job *j)
 	}
 	if (j->worker)
 		json_object_set_new(extra, "worker", json_string(j->worker));
+	if (j->session)
+		json_object_set_new(extra, "session", json_true());
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

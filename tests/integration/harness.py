@@ -5,13 +5,20 @@ A Cluster starts `anvil server` and N `anvil agent`s (simulated GPUs), talks
 to the API over real HTTP, and runs the real CLI. Daemon logs are kept in the
 cluster's directory and printed when a test fails. Standard library only.
 """
+import fcntl
 import json
 import os
+import pty
+import re
+import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import traceback
 import urllib.error
@@ -62,7 +69,7 @@ class ApiError(Exception):
 
 class Cluster:
     def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
-                 agent_args=(), topo=False, gpu_reset_ms=None):
+                 agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -71,6 +78,7 @@ class Cluster:
         self.node_timeout = node_timeout
         self.server_args = list(server_args)
         self.agent_args = list(agent_args)
+        self.agent_env = dict(agent_env or {})
         self.topo = topo
         self.gpu_reset_ms = gpu_reset_ms
         self.ngpus = gpus
@@ -88,9 +96,9 @@ class Cluster:
             raise
 
     # ---- processes ----
-    def _spawn(self, args, logname):
+    def _spawn(self, args, logname, extra_env=None):
         log = open(os.path.join(self.logs, logname), "ab")
-        env = dict(os.environ, ANVIL_HOME=self.home)
+        env = dict(os.environ, ANVIL_HOME=self.home, **(extra_env or {}))
         return subprocess.Popen([ANVIL] + args, stdout=log, stderr=log, env=env,
                                 start_new_session=True)
 
@@ -124,7 +132,7 @@ class Cluster:
                                       self.join_token, "--name", name, "--work-dir", work,
                                       "--gpus-file", gpus, "--log-level", "debug"]
                                      + self.agent_args,
-                                     "%s.log" % name)
+                                     "%s.log" % name, self.agent_env)
         return self.agents[i]
 
     def node_secret(self, i=0):
@@ -227,11 +235,166 @@ class Cluster:
                                                              p.stdout, p.stderr))
         return p
 
+    def term(self, *args, env=None, cwd=None, rows=24, cols=80):
+        """The CLI on a terminal of its own (a pty), as a user runs it."""
+        return Term([ANVIL] + list(args), self.cli_env(env), cwd=cwd, rows=rows, cols=cols)
+
+    def stream(self, path, token=None, url=None):
+        """A raw stream (HTTP Upgrade: anvil-stream) to path on the server (or
+        url): (status, socket or None, bytes after the headers or the body)."""
+        return open_stream(url or self.url, path, self.token if token is None else token)
+
     def cli_popen(self, *args, env=None):
         """The CLI started in the background, stdout and stderr piped (text):
         for `-f` while the test changes what it follows. communicate() it."""
         return subprocess.Popen([ANVIL] + list(args), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.cli_env(env))
+
+
+class Term:
+    """A program on a real terminal (a pty): what a user's terminal shows,
+    keystrokes in, window-size changes (the kernel sends SIGWINCH)."""
+
+    def __init__(self, argv, env, cwd=None, rows=24, cols=80):
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                if cwd:
+                    os.chdir(cwd)
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        self.buf = b""
+        self.seen = b""
+        self.status = None
+        self.resize(rows, cols)
+
+    def resize(self, rows, cols):
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def send(self, data):
+        os.write(self.fd, data.encode() if isinstance(data, str) else data)
+
+    def _read(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], max(timeout, 0))
+        if not r:
+            return False
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return None
+        self.buf += chunk
+        self.seen += chunk
+        return True
+
+    def expect(self, pattern, timeout=20):
+        """Waits for pattern (a regex) in what the terminal showed since the
+        last match; returns the match."""
+        rx = re.compile(pattern.encode() if isinstance(pattern, str) else pattern)
+        deadline = time.time() + timeout
+        while True:
+            m = rx.search(self.buf)
+            if m:
+                self.buf = self.buf[m.end():]
+                return m
+            if self._read(deadline - time.time()) is None or time.time() > deadline:
+                raise AssertionError("timed out waiting for %r; the terminal shows:\n%r"
+                                     % (pattern, self.buf[-3000:]))
+
+    def wait(self, timeout=30):
+        """The program's exit status (128+N for signal N)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self._read(0.05)
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(st)
+                while self._read(0.05):
+                    pass
+                return self.status if self.status >= 0 else 128 - self.status
+        raise AssertionError("still running; the terminal shows:\n%r" % self.buf[-3000:])
+
+    def close(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.status = -1
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def frame(kind, payload=b""):
+    """One stream frame (src/proto/stream.h)."""
+    return bytes([kind]) + struct.pack(">I", len(payload)) + payload
+
+
+STDIN, STDIN_EOF, STDOUT, STDERR, RESIZE, EXIT, NOTICE, EXEC, ERROR = range(1, 10)
+
+
+def open_stream(url, path, token):
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=20)
+    auth = ("Authorization: Bearer %s\r\n" % token) if token else ""
+    s.sendall(("POST %s HTTP/1.1\r\nHost: %s\r\n%sConnection: Upgrade\r\n"
+               "Upgrade: anvil-stream\r\nContent-Length: 0\r\n\r\n"
+               % (path, host, auth)).encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/") else 0
+    if status == 101:
+        return status, s, rest
+    m = re.search(rb"Content-Length: *(\d+)", head, re.I)
+    while m and len(rest) < int(m.group(1)):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    s.close()
+    return status, None, rest
+
+
+def read_frames(sock, rest=b"", until=(EXIT, ERROR), timeout=20):
+    """Frames from a stream until one of the types in until (or EOF):
+    [(type, payload)]."""
+    frames, buf = [], rest
+    deadline = time.time() + timeout
+    while True:
+        while len(buf) >= 5:
+            n = struct.unpack(">I", buf[1:5])[0]
+            if len(buf) < 5 + n:
+                break
+            frames.append((buf[0], buf[5:5 + n]))
+            buf = buf[5 + n:]
+            if frames[-1][0] in until:
+                return frames
+        left = deadline - time.time()
+        if left <= 0:
+            raise AssertionError("no end of stream; frames so far: %r" % frames[-20:])
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            return frames
+        buf += chunk
 
 
 def run_tests(tests):

@@ -26,6 +26,7 @@ LAYERS = {
     "agentproto.c": 7,
     "metrics.c": 7,
     "api_nodes.c": 7,
+    "api_stream.c": 7,
     "api.c": 8,
     "server.c": 9,
 }

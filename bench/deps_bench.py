@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""deps_bench.py - an afterok chain and a job array, anvil next to Slurm on the same host.
+
+    python3 bench/deps_bench.py [--chain 200] [--array 1000] [--reps 1] [--skip-slurm]
+
+  * chain: N jobs of `true`, each submitted after the previous one with its id as the
+    dependency, one client process per submit: `anvil run --after PREV -- true` against
+    `sbatch --dependency=afterok:PREV`. Time from the first submit to the last job's end.
+  * array: one submit of M jobs of `true`: `anvil run --array 1-M -- true` against
+    `sbatch --array=1-M`. Time from the submit to the last job's end.
+
+The clusters are cluster_bench.py's: `anvil up` with 2 agents x 8 simulated GPUs (1 GPU per
+job) and a one-host Slurm with 16 CPU slots (bench/slurm.sh). Standard library only.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import cluster_bench as cb  # noqa: E402  (its Anvil and Slurm clusters)
+
+
+class AnvilDeps:
+    def __init__(self, a):
+        self.a = a
+        self.env = dict(os.environ, ANVIL_HOME=a.home)
+        for k in ("ANVIL_SERVER", "ANVIL_TOKEN"):
+            self.env.pop(k, None)
+
+    def run(self, *args):
+        r = subprocess.run([self.a.binary, "run", "--json"] + list(args) + ["--", "true"],
+                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("anvil run failed: " + r.stderr)
+        return cb.json.loads(r.stdout)["job"]["id"]
+
+    def chain(self, n):
+        t0 = time.monotonic()
+        prev = self.run()
+        for _ in range(n - 1):
+            prev = self.run("--after", str(prev))
+        self.wait_done(f"/v1/jobs/{prev}", lambda o: o["job"]["state"])
+        return time.monotonic() - t0
+
+    def array(self, m):
+        t0 = time.monotonic()
+        first = self.run("--array", f"1-{m}")
+        path = f"/v1/jobs?array={first}&state=active&limit=1"
+        self.wait_done(path, lambda o: "active" if o["jobs"] else "succeeded")
+        return time.monotonic() - t0
+
+    def wait_done(self, path, state_of):
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            s = state_of(self.a.request("GET", path))
+            if s in ("succeeded", "failed", "cancelled", "lost"):
+                if s != "succeeded":
+                    raise RuntimeError(f"anvil: {path} ended {s}")
+                return
+            time.sleep(0.002)
+        raise RuntimeError("anvil: not done after 600 s")
+
+
+class SlurmDeps:
+    def __init__(self, s, workdir):
+        self.s = s
+        self.script = os.path.join(workdir, "true.sh")
+        with open(self.script, "w") as f:
+            f.write("#!/bin/sh\ntrue\n")
+        os.chmod(self.script, 0o755)
+        self.out = os.path.join(s.dir, "out", "%j.out")
+
+    def sbatch(self, *extra):
+        r = subprocess.run(["sbatch", "--parsable", "-J", "deps", "-n", "1", "-c", "1",
+                            "--no-requeue", "-o", self.out] + list(extra) + [self.script],
+                           env=self.s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("sbatch failed: " + r.stderr)
+        return r.stdout.strip().split(";")[0]
+
+    def chain(self, n):
+        t0 = time.monotonic()
+        prev = self.sbatch()
+        for _ in range(n - 1):
+            prev = self.sbatch(f"--dependency=afterok:{prev}")
+        self.s.wait_all_done([prev], 1200)
+        return time.monotonic() - t0
+
+    def array(self, m):
+        t0 = time.monotonic()
+        jid = self.sbatch(f"--array=1-{m}")
+        self.s.wait_all_done([jid], 1200)
+        return time.monotonic() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--chain", type=int, default=200)
+    ap.add_argument("--array", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--anvil", default=os.path.join(ROOT, "build/release/anvil"))
+    ap.add_argument("--skip-slurm", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_slurm:
+        subprocess.run(["bash", os.path.join(ROOT, "scripts/deps.sh"), "slurm-wlm", "munge"],
+                       check=True)
+    res = {"anvil": {"chain": [], "array": []}, "slurm": {"chain": [], "array": []}}
+    with tempfile.TemporaryDirectory(prefix="anvil-deps-bench-") as work:
+        job = cb.Job("bash", 0, work)
+        a = cb.Anvil(args.anvil, 2, 8, work, job, 1)
+        s = None
+        try:
+            a.start()
+            ad = AnvilDeps(a)
+            for r in range(args.reps):
+                res["anvil"]["chain"].append(ad.chain(args.chain))
+                res["anvil"]["array"].append(ad.array(args.array))
+                cb.log(f"anvil rep {r}: chain {res['anvil']['chain'][-1]:.2f} s, "
+                       f"array {res['anvil']['array'][-1]:.2f} s")
+            a.stop()
+            if not args.skip_slurm:
+                s = cb.Slurm(work, job, 16, "cgroup")
+                s.start()
+                sd = SlurmDeps(s, work)
+                for r in range(args.reps):
+                    res["slurm"]["chain"].append(sd.chain(args.chain))
+                    res["slurm"]["array"].append(sd.array(args.array))
+                    cb.log(f"slurm rep {r}: chain {res['slurm']['chain'][-1]:.2f} s, "
+                           f"array {res['slurm']['array'][-1]:.2f} s")
+        finally:
+            a.stop()
+            if s:
+                s.stop()
+    print(f"{'metric':<52} {'anvil':>9} {'slurm':>9} {'ratio':>7}")
+    for key, what in (("chain", f"{args.chain}-job afterok chain, first submit to last end (s)"),
+                      ("array", f"{args.array}-job array, submit to last end (s)")):
+        av = statistics.median(res["anvil"][key])
+        sv = statistics.median(res["slurm"][key]) if res["slurm"][key] else None
+        ratio = f"{sv / av:.0f}x" if sv else "-"
+        print(f"{what:<52} {av:>9.2f} {sv if sv is None else round(sv, 2)!s:>9} {ratio:>7}")
+    print("ratio = slurm time / anvil time; medians over reps")
+
+
+if __name__ == "__main__":
+    main()
