@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "cli/cli.h"
+#include "cli/local.h"
 #include "cli/submit.h"
 #include "cli/verb.h"
 
@@ -24,6 +25,8 @@ static const struct cliargs_opt opts[] = {
         {"head-timeout", 0, CLIARGS_DURATION, "DURATION",
          "with --head: how long to wait for it to answer (default 5m)"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
+        {"local", 0, CLIARGS_FLAG, NULL,
+         "run the job's one rank on this machine as a node would, without a server"},
         {"rank", 'r', CLIARGS_INT, "R", "with --wait: only this rank's output (default: all)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON answer (not with --wait)"},
         {NULL, 0, 0, NULL, NULL},
@@ -71,6 +74,11 @@ static int run_fn(struct verb_ctx *v)
 	int ret = check_args(v);
 	if (ret == CLI_EXIT_OK)
 		ret = build_body(v, &body);
+	if (ret == CLI_EXIT_OK && cliargs_flag(&v->args, "local")) {
+		ret = local_run(v, body);
+		json_decref(body);
+		return ret;
+	}
 	if (ret == CLI_EXIT_OK)
 		ret = verb_connect(v);
 	if (ret != CLI_EXIT_OK) {

@@ -299,8 +299,45 @@ const char *const wire_rank_env[] = {
         "ANVIL_CHECKPOINTING",
         "ANVIL_HEAD_ADDR",
         "ANVIL_HEAD_PORT",
+        "ANVIL_ARRAY_ID",
+        "ANVIL_ARRAY_INDEX",
         NULL,
 };
+
+static void set_num(json_t *env, const char *k, long long v)
+{
+	char tmp[32];
+	snprintf(tmp, sizeof(tmp), "%lld", v);
+	json_object_set_new(env, k, json_string(tmp));
+}
+
+void wire_rank_env_set(json_t *env, const struct wire_rank_vars *v)
+{
+	json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(v->cuda));
+	json_object_set_new(env, "NVIDIA_VISIBLE_DEVICES",
+	                    json_string(v->uuids ? v->uuids : "void"));
+	json_object_set_new(env, "MASTER_ADDR", json_string(v->master_addr));
+	set_num(env, "MASTER_PORT", v->master_port);
+	set_num(env, "NNODES", v->nnodes);
+	set_num(env, "NODE_RANK", v->node_rank);
+	set_num(env, "NPROC_PER_NODE", v->nproc);
+	set_num(env, "WORLD_SIZE", (long long)v->nnodes * v->nproc);
+	set_num(env, "ANVIL_JOB_ID", v->job_id);
+	set_num(env, "ANVIL_ATTEMPT", v->attempt);
+	set_num(env, "ANVIL_ATTEMPT_ID", v->attempt_id);
+	json_object_set_new(env, "ANVIL_NODE", json_string(v->node));
+	json_object_set_new(env, "ANVIL_JOB_NAME", json_string(v->job_name));
+	if (v->array_id) {
+		set_num(env, "ANVIL_ARRAY_ID", v->array_id);
+		set_num(env, "ANVIL_ARRAY_INDEX", v->array_index);
+	}
+	if (v->checkpointing) /* the agent gives it ANVIL_CHECKPOINT_DIR */
+		json_object_set_new(env, "ANVIL_CHECKPOINTING", json_string("1"));
+	if (v->head_addr) {
+		json_object_set_new(env, "ANVIL_HEAD_ADDR", json_string(v->head_addr));
+		set_num(env, "ANVIL_HEAD_PORT", v->head_port);
+	}
+}
 
 static const struct wire_field *own_field(const struct wire_record *r, const char *name)
 {

@@ -106,6 +106,25 @@ extern const struct wire_record *const wire_records[];
  * interface variables on the node. */
 extern const char *const wire_rank_env[];
 
+/* The values of those variables for one rank, set into env by
+ * wire_rank_env_set: one place that makes them, for the server's desired
+ * entries and for `anvil run --local`. */
+struct wire_rank_vars {
+	const char *cuda;  /* CUDA_VISIBLE_DEVICES: "0,1", "" for none */
+	const char *uuids; /* NVIDIA_VISIBLE_DEVICES; NULL: "void" (no GPU) */
+	const char *master_addr;
+	int master_port;
+	int nnodes, node_rank, nproc; /* nproc: processes per node, the GPUs (at least 1) */
+	int64_t job_id, attempt_id;
+	int attempt; /* the attempt's number, 1 for the first */
+	const char *node, *job_name;
+	int checkpointing;
+	int64_t array_id, array_index; /* array_id 0: not in an array */
+	const char *head_addr;         /* NULL: no head */
+	int head_port;
+};
+void wire_rank_env_set(json_t *env, const struct wire_rank_vars *v);
+
 /* The field called name, r's own or else its base's; or NULL. */
 const struct wire_field *wire_field(const struct wire_record *r, const char *name);
 

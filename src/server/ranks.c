@@ -273,15 +273,8 @@ void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, 
 
 /* ---- what a node should run ---- */
 
-static void add_env(json_t *env, const char *k, const char *fmt, long long v)
-{
-	char tmp[32];
-	snprintf(tmp, sizeof(tmp), fmt, v);
-	json_object_set_new(env, k, json_string(tmp));
-}
-
-static json_t *rank_env(struct state *st, const struct job *j, const struct attempt *a,
-                        const struct rank *k, const struct node *n)
+static json_t *rank_env(const struct job *j, const struct attempt *a, const struct rank *k,
+                        const struct node *n)
 {
 	json_t *env = json_deep_copy(j->env);
 	char cuda[4 * MODEL_MAX_GPUS + 1] = "";
@@ -293,39 +286,35 @@ static json_t *rank_env(struct state *st, const struct job *j, const struct atte
 		snprintf(cuda + c, sizeof(cuda) - c, "%s%d", c ? "," : "", n->gpus[i].index);
 		snprintf(uuids + u, sizeof(uuids) - u, "%s%s", u ? "," : "", n->gpus[i].uuid);
 	}
-	int nproc = j->gpus > 0 ? j->gpus : 1;
-	json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(cuda));
-	json_object_set_new(env, "NVIDIA_VISIBLE_DEVICES", json_string(j->gpus ? uuids : "void"));
-	json_object_set_new(env, "MASTER_ADDR", json_string(a->master_addr));
-	add_env(env, "MASTER_PORT", "%lld", a->master_port);
-	add_env(env, "NNODES", "%lld", j->nodes);
-	add_env(env, "NODE_RANK", "%lld", k->rank);
-	add_env(env, "NPROC_PER_NODE", "%lld", nproc);
-	add_env(env, "WORLD_SIZE", "%lld", (long long)j->nodes * nproc);
-	add_env(env, "ANVIL_JOB_ID", "%lld", (long long)j->id);
-	add_env(env, "ANVIL_ATTEMPT", "%lld", a->number);
-	add_env(env, "ANVIL_ATTEMPT_ID", "%lld", (long long)a->id);
-	json_object_set_new(env, "ANVIL_NODE", json_string(n->name));
-	json_object_set_new(env, "ANVIL_JOB_NAME", json_string(j->name));
-	if (j->array_id) {
-		add_env(env, "ANVIL_ARRAY_ID", "%lld", (long long)j->array_id);
-		add_env(env, "ANVIL_ARRAY_INDEX", "%lld", (long long)j->array_index);
-	}
-	if (j->checkpointing) /* the agent gives it ANVIL_CHECKPOINT_DIR */
-		json_object_set_new(env, "ANVIL_CHECKPOINTING", json_string("1"));
-	if (j->head) {
-		char addr[96];
-		state_head_addr(a, addr, sizeof(addr));
-		json_object_set_new(env, "ANVIL_HEAD_ADDR", json_string(addr));
-		add_env(env, "ANVIL_HEAD_PORT", "%lld", a->head_port);
-	}
-	(void)st;
+	char head[96] = "";
+	if (j->head)
+		state_head_addr(a, head, sizeof(head));
+	struct wire_rank_vars v = {
+	        .cuda = cuda,
+	        .uuids = j->gpus ? uuids : NULL,
+	        .master_addr = a->master_addr,
+	        .master_port = a->master_port,
+	        .nnodes = j->nodes,
+	        .node_rank = k->rank,
+	        .nproc = j->gpus > 0 ? j->gpus : 1,
+	        .job_id = j->id,
+	        .attempt_id = a->id,
+	        .attempt = a->number,
+	        .node = n->name,
+	        .job_name = j->name,
+	        .checkpointing = j->checkpointing,
+	        .array_id = j->array_id,
+	        .array_index = j->array_index,
+	        .head_addr = j->head ? head : NULL,
+	        .head_port = a->head_port,
+	};
+	wire_rank_env_set(env, &v);
 	return env;
 }
 
 /* A rank's desired entry (proto/wire.h, wire_desired); the limits only when set. */
-static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
-                             const struct rank *k, const struct node *n)
+static json_t *desired_entry(const struct job *j, const struct attempt *a, const struct rank *k,
+                             const struct node *n)
 {
 	const struct wire_record *r = &wire_desired;
 	json_t *d = json_object();
@@ -336,7 +325,7 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	wire_set(d, r, "cwd", j->cwd ? json_string(j->cwd) : json_null());
 	wire_set(d, r, "gpus", state_gpu_list(k->gpus));
 	wire_set(d, r, "grace_ms", json_integer(j->grace_ms));
-	wire_set(d, r, "env", rank_env(st, j, a, k, n));
+	wire_set(d, r, "env", rank_env(j, a, k, n));
 	if (j->cpu_millis > 0)
 		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
@@ -370,7 +359,7 @@ json_t *state_desired(struct state *st, struct node *n)
 				continue;
 			/* A rank's entry never changes once placed: build it once. */
 			if (!k->desired)
-				k->desired = desired_entry(st, j, a, k, n);
+				k->desired = desired_entry(j, a, k, n);
 			json_array_append(ranks, k->desired);
 		}
 	}

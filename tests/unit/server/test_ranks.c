@@ -101,7 +101,7 @@ TEST(desired_entry_with_limits_cwd_and_env_passes_the_agents_table)
 TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
 {
 	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"checkpointing\": true,"
-	                        " \"head\": \"sleep 9\","
+	                        " \"head\": \"sleep 9\", \"array\": {\"indices\": [4]},"
 	                        " \"env\": {\"LR\": \"3e-4\", \"CUDA_VISIBLE_DEVICES\": \"7\","
 	                        " \"MASTER_ADDR\": \"laptop\"},"
 	                        " \"exported\": [\"LR\", \"MASTER_ADDR\"]}");
