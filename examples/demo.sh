@@ -150,6 +150,26 @@ anvil show "$VICTIM" | sed -n '/^attempt/,$p'
 anvil queue ls
 for i in $(seq 1 8); do anvil cancel "$(job_named "a-$i")" >/dev/null; done
 
+say "7. Dependencies and an array, as sbatch --dependency and --array"
+anvil run --name prep -- sh -c 'echo "prep done"; sleep 1'
+PREP=$(job_named prep)
+OUT=$(anvil run --name sweep --after "$PREP" --array 0-5%3 -- sh -c 'echo "sweep point $ANVIL_ARRAY_INDEX"')
+echo "$OUT"
+SWEEP=$(echo "$OUT" | sed -n 's/^submitted array \([0-9]*\).*/\1/p')
+echo "-- anvil why $SWEEP:"
+anvil why "$SWEEP"
+wait_state "$PREP" succeeded
+for _ in $(seq 1 300); do
+  [ "$(anvil jobs --array "$SWEEP" --state active --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')" = 0 ] && break
+  sleep 0.1
+done
+anvil jobs --state all --limit 8
+
+say "8. A workflow file, checked before anything runs (running workflows comes next)"
+anvil wf check examples/workflows/train.yaml
+printf 'tasks:\n  a: {command: "echo {{ inputs.lr }}", retires: 3}\n' > "$ANVIL_HOME/broken.yaml"
+anvil wf check "$ANVIL_HOME/broken.yaml" || true
+
 say "Summary: what ran where"
 anvil jobs --state all
 anvil show "$DOOMED"

@@ -66,7 +66,8 @@ static int local_gpus(const json_t *body, char *cuda, size_t clen, char *uuids, 
 	int want = (int)jv_int(body, "gpus", 1);
 	cuda[0] = uuids[0] = '\0';
 	if (want > have && asked) {
-		fprintf(stderr, "anvil run --local: the job asks for %d GPU(s); this machine has %d\n",
+		fprintf(stderr,
+		        "anvil run --local: the job asks for %d GPU(s); this machine has %d\n",
 		        want, have);
 		gpu_close(g);
 		return -1;
@@ -133,7 +134,8 @@ static int follow(struct exec *e, int64_t id, struct tail *t)
 		tail_pump(&t[1]);
 		if (stop_signal() && !stopping) {
 			stopping = 1;
-			fprintf(stderr, "anvil run --local: stopping (SIGTERM, SIGKILL after the grace)\n");
+			fprintf(stderr,
+			        "anvil run --local: stopping (SIGTERM, SIGKILL after the grace)\n");
 			exec_stop(e, id, 0, -1);
 		}
 		struct exec_status st;
@@ -190,8 +192,8 @@ int local_run(struct verb_ctx *v, const json_t *body)
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(body, "grace_ms", 10000),
 	        .ngpu_minors = -1,
-	        .cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5)
-	                                           : 0,
+	        .cpu_millis =
+	                json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0,
 	        .memory_bytes = jv_int(body, "memory_bytes", 0),
 	};
 	stop_signals_catch();

@@ -20,9 +20,17 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 	           (long long)verb_int(job, "nodes", 0), (long long)verb_int(job, "gpus", 0),
 	           verb_str(job, "queue"), verb_str(job, "team"));
 	int64_t est = verb_int(job, "est_start_time_ms", -1);
+	const char *reason = verb_str(job, "reason");
 	if (strcmp(state, "pending") == 0) {
 		char d[32];
-		if (est > 0) {
+		if (strncmp(reason, "waiting for job ", 16) == 0) {
+			buf_adds(out,
+			         "  estimated start: once its dependencies hold (until then the "
+			         "scheduler does not consider it)\n");
+		} else if (strncmp(reason, "array ", 6) == 0) {
+			buf_adds(out,
+			         "  estimated start: when a running member of its array ends\n");
+		} else if (est > 0) {
 			clitable_duration(d, sizeof(d), est > now_ms ? est - now_ms : 0);
 			buf_printf(out,
 			           "  estimated start in %s (from the running jobs' time limits)\n",

@@ -109,8 +109,9 @@ int job_to(struct state *st, struct job *j, enum job_state to, const char *fmt, 
 /* Attempt times: running sets start_ms if no rank set it; a final state
  * sets end_ms, leaves the active list and is accounted to its team. */
 int attempt_to(struct state *st, struct attempt *a, enum job_state to);
-/* A rank that has run (reported running, or exited with a pid) starts its
- * attempt's clock if it is the first; a final rank frees its GPUs. */
+/* A rank that has run (reported running, or exited with a status of its
+ * own: no error) starts its attempt's clock if it is the first; a final
+ * rank frees its GPUs. */
 int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state to);
 /* Whether the node's agent answers: ready <-> lost. */
 int node_to(struct state *st, struct node *n, enum node_state to, const char *fmt, ...)

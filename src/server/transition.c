@@ -92,7 +92,9 @@ int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state
 {
 	if (!allowed(st, MACHINE_RANK, a->id, (int)k->state, (int)to))
 		return ERR_CONFLICT;
-	int ran = to == RANK_RUNNING || (to == RANK_EXITED && k->pid > 0);
+	/* Reported running, or exited with a status of its own (a rank the
+	 * agent lost, or one stopped before it started, carries an error). */
+	int ran = to == RANK_RUNNING || (to == RANK_EXITED && !k->error[0]);
 	if (ran && !a->start_ms)
 		a->start_ms = wall_ms();
 	k->state = to;
