@@ -76,7 +76,8 @@ static const json_t *lookup(const json_t *ctx, const char *ref)
 		return json_object_get(json_object_get(ctx, a), b);
 	if (n == 4 && strcmp(a, "tasks") == 0 && strcmp(c, "outputs") == 0)
 		return json_object_get(
-		        json_object_get(json_object_get(json_object_get(ctx, "tasks"), b), "outputs"),
+		        json_object_get(json_object_get(json_object_get(ctx, "tasks"), b),
+		                        "outputs"),
 		        d);
 	return NULL;
 }
@@ -138,8 +139,7 @@ static json_t *hash_of(const json_t *v)
 	return json_string(hex);
 }
 
-static const char *const part_names[] = {"command", "env", "inputs", "outputs", "code",
-                                         "version"};
+static const char *const part_names[] = {"command", "env", "inputs", "outputs", "code", "version"};
 
 json_t *flow_cache_parts(const json_t *task, const json_t *input_hashes, const char *bundle_hash)
 {
@@ -154,7 +154,8 @@ json_t *flow_cache_parts(const json_t *task, const json_t *input_hashes, const c
 	json_t *code = json_string(bundle_hash ? bundle_hash : "");
 	json_object_set_new(parts, "code", hash_of(code));
 	json_decref(code);
-	const char *version = json_string_value(json_object_get(json_object_get(task, "cache"), "version"));
+	const char *version =
+	        json_string_value(json_object_get(json_object_get(task, "cache"), "version"));
 	json_object_set_new(parts, "version", json_string(version ? version : ""));
 	json_object_set_new(parts, "key", hash_of(parts)); /* over the parts above */
 	return parts;
@@ -162,8 +163,8 @@ json_t *flow_cache_parts(const json_t *task, const json_t *input_hashes, const c
 
 void flow_cache_why(const json_t *was, const json_t *now, char *out, size_t len)
 {
-	static const char *const what[] = {"the command changed",   "the environment changed",
-	                                   "an input changed",      "the outputs changed",
+	static const char *const what[] = {"the command changed",     "the environment changed",
+	                                   "an input changed",        "the outputs changed",
 	                                   "the code bundle changed", "the cache version changed"};
 	size_t used = 0;
 	out[0] = '\0';

@@ -42,13 +42,15 @@ TEST(a_grid_is_every_combination_first_parameter_slowest)
 
 TEST(templates_render_values_as_text)
 {
-	json_t *ctx = parse("{\"inputs\": {\"lr\": 0.0003, \"n\": 7, \"on\": true, \"s\": \"x y\"},"
-	                    " \"params\": {\"bs\": 512},"
-	                    " \"tasks\": {\"train\": {\"outputs\": {\"models\": [\"a\", \"b\"]}}}}");
+	json_t *ctx =
+	        parse("{\"inputs\": {\"lr\": 0.0003, \"n\": 7, \"on\": true, \"s\": \"x y\"},"
+	              " \"params\": {\"bs\": 512},"
+	              " \"tasks\": {\"train\": {\"outputs\": {\"models\": [\"a\", \"b\"]}}}}");
 	char err[128] = "";
-	char *r = flow_render("--lr {{inputs.lr}} -n {{ inputs.n }} {{ inputs.on }} '{{ inputs.s }}'"
-	                      " --bs {{ params.bs }} {{ tasks.train.outputs.models }}",
-	                      ctx, err, sizeof(err));
+	char *r =
+	        flow_render("--lr {{inputs.lr}} -n {{ inputs.n }} {{ inputs.on }} '{{ inputs.s }}'"
+	                    " --bs {{ params.bs }} {{ tasks.train.outputs.models }}",
+	                    ctx, err, sizeof(err));
 	CHECK(r != NULL);
 	CHECK_STR(r, "--lr 0.0003 -n 7 true 'x y' --bs 512 a b");
 	free(r);
@@ -63,9 +65,10 @@ TEST(templates_render_values_as_text)
 
 TEST(cache_key_parts_and_why_a_miss)
 {
-	json_t *t = parse("{\"name\": \"a\", \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"],"
-	                  " \"resources\": {\"gpus\": 8}, \"inputs\": {\"lr\": 0.1},"
-	                  " \"cache\": {\"version\": \"1\"}}");
+	json_t *t =
+	        parse("{\"name\": \"a\", \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"],"
+	              " \"resources\": {\"gpus\": 8}, \"inputs\": {\"lr\": 0.1},"
+	              " \"cache\": {\"version\": \"1\"}}");
 	json_t *p1 = flow_cache_parts(t, NULL, "bundle-1");
 	CHECK_INT(strlen(json_string_value(json_object_get(p1, "key"))), 64);
 	/* what does not change a result does not change the key */

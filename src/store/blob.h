@@ -1,0 +1,56 @@
+/* blob.h - the object store: one interface for every blob anvil keeps
+ * (code bundles, task outputs, checkpoints, cached results).
+ *
+ * A store is opened from a URI: file://DIR (the default, a directory under
+ * the server's state directory, so nothing else is needed), and later
+ * s3://BUCKET/PREFIX through the cache tier (src/cache/), behind the same
+ * calls. Two kinds of object:
+ *
+ *   content-addressed  blob_put_file(): the key is "sha256/<hex>" of the
+ *                      content, so storing the same bytes twice stores them
+ *                      once and a key says what it holds;
+ *   named              blob_put_named(): a key the caller chooses
+ *                      ("ckpt/<job>/<attempt>/...", letters, digits and
+ *                      ._-/, no "..", no leading '/'), replaced whole.
+ *
+ * Writes are atomic: to a temporary name in the same directory, fsync,
+ * then rename, so a reader sees the old object or the new one, never a
+ * part. Every object has a sidecar record of its size and SHA-256
+ * (<key>.meta, JSON), written after the data; a read checks both and fails
+ * with ERR_UPSTREAM ("corrupt: ...") rather than return other bytes. Not
+ * thread-safe per store; open one per thread, or lock around it.
+ */
+#ifndef ANVIL_STORE_BLOB_H
+#define ANVIL_STORE_BLOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct blob_store;
+
+struct blob_info {
+	int64_t size;
+	char sha256[65]; /* hex */
+};
+
+/* Opens (creating the directory) the store at uri. */
+int blob_open(const char *uri, struct blob_store **out, char *err, size_t errlen);
+void blob_close(struct blob_store *s);
+const char *blob_uri(const struct blob_store *s);
+
+/* Stores the file at path by its content; key gets "sha256/<hex>". */
+int blob_put_file(struct blob_store *s, const char *path, char key[80], struct blob_info *info);
+/* Stores len bytes under key (named), replacing what was there. */
+int blob_put_named(struct blob_store *s, const char *key, const void *data, size_t len,
+                   struct blob_info *info);
+/* Copies the object to path (atomically, as a put does), checking its size
+ * and hash on the way; ERR_NOTFOUND when there is none. */
+int blob_get_file(struct blob_store *s, const char *key, const char *path, struct blob_info *info);
+/* Its size and hash, from its record; ERR_NOTFOUND when there is none. */
+int blob_stat(struct blob_store *s, const char *key, struct blob_info *info);
+/* Removes it; 0 also when it was not there. */
+int blob_delete(struct blob_store *s, const char *key);
+/* 0 when key is one a named put accepts, else ERR_INVALID with why. */
+int blob_key_check(const char *key, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,131 @@
+/* The object store (store/blob.h) on file://: content addressing, atomic
+ * named puts, reads that check size and hash, key rules. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "base/err.h"
+#include "store/blob.h"
+
+struct fx {
+	char dir[64];
+	struct blob_store *s;
+};
+
+static void fx_open(struct fx *f)
+{
+	snprintf(f->dir, sizeof(f->dir), "/tmp/anvil-test-blob-XXXXXX");
+	CHECK(mkdtemp(f->dir) != NULL);
+	char uri[128], err[256];
+	snprintf(uri, sizeof(uri), "file://%s/objects", f->dir);
+	CHECK_INT(blob_open(uri, &f->s, err, sizeof(err)), 0);
+}
+
+static void fx_close(struct fx *f)
+{
+	blob_close(f->s);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	CHECK_INT(system(cmd), 0);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+	CHECK(fp != NULL);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+static char *read_text(const char *path)
+{
+	static char buf[4096];
+	FILE *fp = fopen(path, "r");
+	CHECK(fp != NULL);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	return buf;
+}
+
+TEST(the_same_content_is_stored_once_under_its_hash)
+{
+	struct fx f;
+	fx_open(&f);
+	char in[128], out[128], key[80], key2[80];
+	snprintf(in, sizeof(in), "%s/in.txt", f.dir);
+	write_text(in, "hello\n");
+	struct blob_info info, info2;
+	CHECK_INT(blob_put_file(f.s, in, key, &info), 0);
+	/* sha256("hello\n") */
+	CHECK_STR(info.sha256, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	CHECK_STR(key, "sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	CHECK_INT(info.size, 6);
+	CHECK_INT(blob_put_file(f.s, in, key2, &info2), 0);
+	CHECK_STR(key, key2);
+	snprintf(out, sizeof(out), "%s/out.txt", f.dir);
+	CHECK_INT(blob_get_file(f.s, key, out, &info2), 0);
+	CHECK_STR(read_text(out), "hello\n");
+	CHECK_INT(blob_stat(f.s, key, &info2), 0);
+	CHECK_INT(info2.size, 6);
+	fx_close(&f);
+}
+
+TEST(named_objects_are_replaced_whole_and_deleted)
+{
+	struct fx f;
+	fx_open(&f);
+	struct blob_info info;
+	CHECK_INT(blob_put_named(f.s, "ckpt/7/1/state.pt", "one", 3, &info), 0);
+	CHECK_INT(blob_put_named(f.s, "ckpt/7/1/state.pt", "second", 6, &info), 0);
+	char out[128];
+	snprintf(out, sizeof(out), "%s/got", f.dir);
+	CHECK_INT(blob_get_file(f.s, "ckpt/7/1/state.pt", out, &info), 0);
+	CHECK_STR(read_text(out), "second");
+	CHECK_INT(blob_delete(f.s, "ckpt/7/1/state.pt"), 0);
+	CHECK_INT(blob_delete(f.s, "ckpt/7/1/state.pt"), 0);
+	CHECK_INT(blob_stat(f.s, "ckpt/7/1/state.pt", &info), ERR_NOTFOUND);
+	CHECK_INT(blob_get_file(f.s, "ckpt/7/1/state.pt", out, &info), ERR_NOTFOUND);
+	fx_close(&f);
+}
+
+/* A read never hands out bytes other than those written. */
+TEST(a_corrupt_object_is_an_error_not_its_bytes)
+{
+	struct fx f;
+	fx_open(&f);
+	struct blob_info info;
+	CHECK_INT(blob_put_named(f.s, "out/a", "precious", 8, &info), 0);
+	char obj[160], out[128];
+	snprintf(obj, sizeof(obj), "%s/objects/out/a", f.dir);
+	write_text(obj, "precioux"); /* same size, other bytes */
+	snprintf(out, sizeof(out), "%s/got", f.dir);
+	CHECK_INT(blob_get_file(f.s, "out/a", out, &info), ERR_UPSTREAM);
+	CHECK(access(out, F_OK) != 0);
+	fx_close(&f);
+}
+
+TEST(keys_and_uris_are_checked)
+{
+	char err[256];
+	static const char *const bad[] = {"", "/abs", "a//b", "a/../b", "x.meta", "a/b/",
+	                                  "sp ace", "a.tmp.1", NULL};
+	for (int i = 0; bad[i]; i++)
+		if (blob_key_check(bad[i], err, sizeof(err)) != ERR_INVALID)
+			FAIL_AT("key '%s' was accepted", bad[i]);
+	CHECK_INT(blob_key_check("bundles/ab-12_3.tar", err, sizeof(err)), 0);
+	struct blob_store *s = NULL;
+	CHECK_INT(blob_open("s3://bucket/x", &s, err, sizeof(err)), ERR_INVALID);
+	CHECK(strstr(err, "only file:///ABSOLUTE/DIR") != NULL);
+	CHECK_INT(blob_open("file://relative", &s, err, sizeof(err)), ERR_INVALID);
+	struct fx f;
+	fx_open(&f);
+	struct blob_info info;
+	CHECK_INT(blob_put_named(f.s, "../escape", "x", 1, &info), ERR_INVALID);
+	fx_close(&f);
+}
+
+TEST_MAIN()
