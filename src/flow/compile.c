@@ -110,14 +110,12 @@ static void add_need(json_t *needs, const char *name)
 static void implied_needs(const json_t *v, json_t *needs)
 {
 	if (json_is_string(v)) {
-		const char *s = json_string_value(v);
-		for (const char *at = strstr(s, "{{"); at; at = strstr(at + 2, "{{")) {
-			char t[64];
-			const char *b = at + 2;
-			while (*b == ' ')
-				b++;
-			if (sscanf(b, "tasks.%63[^.].outputs.", t) == 1)
+		const char *s = json_string_value(v), *start, *end;
+		char ref[200], t[64];
+		while (flow_template_next(s, ref, sizeof(ref), &start, &end) == 1) {
+			if (sscanf(ref, "tasks.%63[^.].outputs.", t) == 1)
 				add_need(needs, t);
+			s = end;
 		}
 	} else if (json_is_array(v) || json_is_object(v)) {
 		size_t i;

@@ -7,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "flow/spec.h"
 
 /* ---- sweeps ---- */
 
@@ -86,31 +87,24 @@ char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen)
 {
 	struct buf out;
 	buf_init(&out);
-	const char *at;
-	while ((at = strstr(s, "{{")) != NULL) {
-		const char *end = strstr(at + 2, "}}");
-		if (!end) {
-			snprintf(err, errlen, "a template '{{' is not closed with '}}'");
-			buf_cleanup(&out);
-			return NULL;
-		}
-		buf_add(&out, s, (size_t)(at - s));
-		const char *b = at + 2;
-		while (b < end && *b == ' ')
-			b++;
-		size_t n = (size_t)(end - b);
-		while (n > 0 && b[n - 1] == ' ')
-			n--;
-		char ref[200];
-		snprintf(ref, sizeof(ref), "%.*s", (int)(n < sizeof(ref) ? n : sizeof(ref) - 1), b);
+	char ref[200];
+	const char *start, *end;
+	int r;
+	while ((r = flow_template_next(s, ref, sizeof(ref), &start, &end)) == 1) {
 		const json_t *v = lookup(ctx, ref);
 		if (!v || json_is_null(v)) {
 			snprintf(err, errlen, "{{ %s }}: no value yet", ref);
 			buf_cleanup(&out);
 			return NULL;
 		}
+		buf_add(&out, s, (size_t)(start - s));
 		add_value(&out, v);
-		s = end + 2;
+		s = end;
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "a template '{{' is not closed with '}}'");
+		buf_cleanup(&out);
+		return NULL;
 	}
 	buf_adds(&out, s);
 	return buf_detach(&out);

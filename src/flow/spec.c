@@ -386,26 +386,38 @@ static void check_ref(const struct scope *sc, const char *ref, const char *path,
 	}
 }
 
+int flow_template_next(const char *s, char *ref, size_t len, const char **start, const char **end)
+{
+	const char *at = strstr(s, "{{");
+	if (!at)
+		return 0;
+	const char *close = strstr(at + 2, "}}");
+	if (!close)
+		return -1;
+	const char *b = at + 2;
+	while (b < close && *b == ' ')
+		b++;
+	size_t n = (size_t)(close - b);
+	while (n > 0 && b[n - 1] == ' ')
+		n--;
+	snprintf(ref, len, "%.*s", (int)(n < len ? n : len - 1), b);
+	*start = at;
+	*end = close + 2;
+	return 1;
+}
+
 static void check_templates(const struct scope *sc, const char *s, const char *path,
                             struct flow_errors *e)
 {
-	for (const char *at = strstr(s, "{{"); at; at = strstr(at, "{{")) {
-		const char *end = strstr(at + 2, "}}");
-		if (!end) {
-			add(e, path, "a template '{{' is not closed with '}}'");
-			return;
-		}
-		char ref[200];
-		const char *b = at + 2;
-		while (b < end && *b == ' ')
-			b++;
-		size_t n = (size_t)(end - b);
-		while (n > 0 && b[n - 1] == ' ')
-			n--;
-		snprintf(ref, sizeof(ref), "%.*s", (int)(n < sizeof(ref) ? n : sizeof(ref) - 1), b);
+	char ref[200];
+	const char *start, *end;
+	int r;
+	while ((r = flow_template_next(s, ref, sizeof(ref), &start, &end)) == 1) {
 		check_ref(sc, ref, path, e);
-		at = end + 2;
+		s = end;
 	}
+	if (r < 0)
+		add(e, path, "a template '{{' is not closed with '}}'");
 }
 
 /* Every string in v (command, env, inputs), recursively. */

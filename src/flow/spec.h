@@ -58,4 +58,9 @@ json_t *flow_compile(const json_t *src, const json_t *overrides, struct flow_err
 json_t *flow_compile_yaml(const char *file, const char *text, size_t len, const json_t *overrides,
                           char *out, size_t len_out);
 
+/* The template "{{ ref }}" that starts at or after s: 1 with ref (trimmed,
+ * cut to len - 1) and the template's start and end (one past its "}}");
+ * 0 when there is none; -1 when a "{{" is not closed. */
+int flow_template_next(const char *s, char *ref, size_t len, const char **start, const char **end);
+
 #endif

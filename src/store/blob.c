@@ -37,7 +37,8 @@ int blob_open(const char *uri, struct blob_store **out, char *err, size_t errlen
 {
 	if (strncmp(uri, "file://", 7) != 0 || uri[7] != '/') {
 		snprintf(err, errlen,
-		         "object store '%.200s': only file:///ABSOLUTE/DIR is supported (s3:// comes "
+		         "object store '%.200s': only file:///ABSOLUTE/DIR is supported (s3:// "
+		         "comes "
 		         "with the cache tier)",
 		         uri);
 		return ERR_INVALID;
@@ -81,8 +82,8 @@ int blob_key_check(const char *key, char *err, size_t errlen)
 	else if (strstr(key, "..") || strstr(key, ".meta") || strstr(key, ".tmp."))
 		why = "no '..', and no part ending .meta or holding .tmp.";
 	for (const char *c = key; !why && *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-		      *c == '.' || *c == '_' || *c == '-' || *c == '/'))
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-' || *c == '/'))
 			why = "letters, digits and . _ - / only";
 	if (!why)
 		return 0;

@@ -4,21 +4,14 @@
 #include <string.h>
 
 #include "../test.h"
+#include "../test_json.h"
 #include "base/jv.h"
 #include "flow/run.h"
 
-static json_t *parse(const char *text)
-{
-	json_t *o = NULL;
-	char err[256];
-	if (jv_parse_object(text, strlen(text), &o, err, sizeof(err)))
-		FAIL_AT("bad fixture: %s", err);
-	return o;
-}
-
 TEST(a_grid_is_every_combination_first_parameter_slowest)
 {
-	json_t *t = parse("{\"map\": {\"grid\": {\"lr\": [1, 2], \"bs\": [\"a\", \"b\", \"c\"]}}}");
+	json_t *t =
+	        test_json("{\"map\": {\"grid\": {\"lr\": [1, 2], \"bs\": [\"a\", \"b\", \"c\"]}}}");
 	json_t *sets = flow_expand(t);
 	char *s = jv_dump(sets);
 	CHECK_STR(s, "[{\"lr\":1,\"bs\":\"a\"},{\"lr\":1,\"bs\":\"b\"},{\"lr\":1,\"bs\":\"c\"},"
@@ -26,12 +19,12 @@ TEST(a_grid_is_every_combination_first_parameter_slowest)
 	free(s);
 	json_decref(sets);
 	json_decref(t);
-	t = parse("{\"map\": {\"list\": [{\"p\": 1}, {\"p\": 5}]}}");
+	t = test_json("{\"map\": {\"list\": [{\"p\": 1}, {\"p\": 5}]}}");
 	sets = flow_expand(t);
 	CHECK_INT(json_array_size(sets), 2);
 	json_decref(sets);
 	json_decref(t);
-	t = parse("{\"command\": [\"x\"]}");
+	t = test_json("{\"command\": [\"x\"]}");
 	sets = flow_expand(t);
 	s = jv_dump(sets);
 	CHECK_STR(s, "[{}]");
@@ -43,9 +36,9 @@ TEST(a_grid_is_every_combination_first_parameter_slowest)
 TEST(templates_render_values_as_text)
 {
 	json_t *ctx =
-	        parse("{\"inputs\": {\"lr\": 0.0003, \"n\": 7, \"on\": true, \"s\": \"x y\"},"
-	              " \"params\": {\"bs\": 512},"
-	              " \"tasks\": {\"train\": {\"outputs\": {\"models\": [\"a\", \"b\"]}}}}");
+	        test_json("{\"inputs\": {\"lr\": 0.0003, \"n\": 7, \"on\": true, \"s\": \"x y\"},"
+	                  " \"params\": {\"bs\": 512},"
+	                  " \"tasks\": {\"train\": {\"outputs\": {\"models\": [\"a\", \"b\"]}}}}");
 	char err[128] = "";
 	char *r =
 	        flow_render("--lr {{inputs.lr}} -n {{ inputs.n }} {{ inputs.on }} '{{ inputs.s }}'"
@@ -65,10 +58,10 @@ TEST(templates_render_values_as_text)
 
 TEST(cache_key_parts_and_why_a_miss)
 {
-	json_t *t =
-	        parse("{\"name\": \"a\", \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"],"
-	              " \"resources\": {\"gpus\": 8}, \"inputs\": {\"lr\": 0.1},"
-	              " \"cache\": {\"version\": \"1\"}}");
+	json_t *t = test_json(
+	        "{\"name\": \"a\", \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"],"
+	        " \"resources\": {\"gpus\": 8}, \"inputs\": {\"lr\": 0.1},"
+	        " \"cache\": {\"version\": \"1\"}}");
 	json_t *p1 = flow_cache_parts(t, NULL, "bundle-1");
 	CHECK_INT(strlen(json_string_value(json_object_get(p1, "key"))), 64);
 	/* what does not change a result does not change the key */
@@ -91,8 +84,8 @@ TEST(cache_key_parts_and_why_a_miss)
 	flow_cache_why(p1, p4, why, sizeof(why));
 	CHECK_STR(why, "the cache version changed");
 	/* key order in the definition does not matter */
-	json_t *t3 = parse("{\"cache\": {\"version\": \"1\"}, \"inputs\": {\"lr\": 0.1},"
-	                   " \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"]}");
+	json_t *t3 = test_json("{\"cache\": {\"version\": \"1\"}, \"inputs\": {\"lr\": 0.1},"
+	                       " \"command\": [\"python3\", \"t.py\", \"--lr\", \"0.1\"]}");
 	json_t *p5 = flow_cache_parts(t3, NULL, "bundle-1");
 	CHECK(json_equal(json_object_get(p1, "key"), json_object_get(p5, "key")));
 	json_decref(p1);

@@ -6,18 +6,10 @@
 #include <unistd.h>
 
 #include "../test.h"
+#include "../test_json.h"
 #include "base/jv.h"
 #include "proto/wire.h"
 #include "server/state.h"
-
-static json_t *parse(const char *text)
-{
-	json_t *o = NULL;
-	char err[256];
-	if (jv_parse_object(text, strlen(text), &o, err, sizeof(err)))
-		FAIL_AT("bad fixture: %s", err);
-	return o;
-}
 
 /* The answer to node-1's sync after submitting job (JSON) to a fresh server
  * with one 2-GPU node; the caller decrefs it. */
@@ -29,12 +21,12 @@ static json_t *desired_for(const char *job)
 	struct state st;
 	CHECK_INT(state_open(&st, db, 0, 30000), 0);
 	state_lock(&st);
-	json_t *facts = parse("{\"address\": \"127.0.0.1\", \"gpus\": ["
-	                      "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000},"
-	                      "{\"index\": 1, \"uuid\": \"GPU-1\", \"memory_bytes\": 1000}]}");
+	json_t *facts = test_json("{\"address\": \"127.0.0.1\", \"gpus\": ["
+	                          "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000},"
+	                          "{\"index\": 1, \"uuid\": \"GPU-1\", \"memory_bytes\": 1000}]}");
 	struct node *n = state_register(&st, facts, "node-1");
 	json_decref(facts);
-	json_t *body = parse(job);
+	json_t *body = test_json(job);
 	struct job *j = NULL;
 	int rc = state_submit(&st, body, &j, err, sizeof(err));
 	if (rc)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "../test.h"
+#include "../test_json.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "server/core.h"
@@ -15,15 +16,6 @@ struct fx {
 	struct node *n[2];
 };
 
-static json_t *parse(const char *text)
-{
-	json_t *o = NULL;
-	char err[256];
-	if (jv_parse_object(text, strlen(text), &o, err, sizeof(err)))
-		FAIL_AT("bad fixture: %s", err);
-	return o;
-}
-
 /* A fresh state with two 1-GPU nodes, lock held. */
 static void fx_open(struct fx *f)
 {
@@ -33,8 +25,8 @@ static void fx_open(struct fx *f)
 	snprintf(db, sizeof(db), "%s/state.db", f->dir);
 	CHECK_INT(state_open(&f->st, db, 0, 30000), 0);
 	state_lock(&f->st);
-	json_t *facts = parse("{\"address\": \"127.0.0.1\", \"gpus\": ["
-	                      "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000}]}");
+	json_t *facts = test_json("{\"address\": \"127.0.0.1\", \"gpus\": ["
+	                          "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000}]}");
 	f->n[0] = state_register(&f->st, facts, "node-1");
 	f->n[1] = state_register(&f->st, facts, "node-2");
 	json_decref(facts);
@@ -52,7 +44,7 @@ static void fx_close(struct fx *f)
 
 static struct job *submit(struct fx *f, const char *body)
 {
-	json_t *b = parse(body);
+	json_t *b = test_json(body);
 	struct job *j = NULL;
 	char err[256];
 	if (state_submit(&f->st, b, &j, err, sizeof(err)))
@@ -66,7 +58,7 @@ static void report(struct fx *f, struct node *n, const char *rep)
 {
 	char text[512];
 	snprintf(text, sizeof(text), "{\"ranks\": [%s]}", rep);
-	json_t *o = parse(text);
+	json_t *o = test_json(text);
 	state_reports(&f->st, n, json_object_get(o, "ranks"), n->generation);
 	json_decref(o);
 }

@@ -111,8 +111,8 @@ TEST(a_corrupt_object_is_an_error_not_its_bytes)
 TEST(keys_and_uris_are_checked)
 {
 	char err[256];
-	static const char *const bad[] = {"", "/abs", "a//b", "a/../b", "x.meta", "a/b/",
-	                                  "sp ace", "a.tmp.1", NULL};
+	static const char *const bad[] = {"",     "/abs",   "a//b",    "a/../b", "x.meta",
+	                                  "a/b/", "sp ace", "a.tmp.1", NULL};
 	for (int i = 0; bad[i]; i++)
 		if (blob_key_check(bad[i], err, sizeof(err)) != ERR_INVALID)
 			FAIL_AT("key '%s' was accepted", bad[i]);
