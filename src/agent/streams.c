@@ -45,7 +45,11 @@ static int connect_holder(const char *path)
 		close(fd);
 		if ((rc != -ENOENT && rc != -ECONNREFUSED) || now_ms() >= deadline)
 			return rc;
-		sleep_ms(20);
+		/* A holder binds its socket some 10 ms after its start (the
+		 * binary's start-up), and an attach at the start of a session
+		 * (anvil shell) waits for that: a failed connect costs
+		 * microseconds, so try often. */
+		sleep_ms(STREAMS_RETRY_MS);
 	}
 }
 

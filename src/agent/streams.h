@@ -30,6 +30,7 @@
 #include "base/httpd.h"
 
 #define STREAMS_CONNECT_MS 3000
+#define STREAMS_RETRY_MS   2    /* between tries to connect to a holder not listening yet */
 #define STREAMS_NOTICE_MS  3000 /* for the holder to take a notice */
 
 /* Answers req: 101 spliced to the holder at socket_path, or an error. */
