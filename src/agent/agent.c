@@ -15,6 +15,7 @@
 #include "agent/gpuwatch.h"
 #include "agent/ident.h"
 #include "agent/serve.h"
+#include "agent/streams.h"
 #include "agent/syncer.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -396,6 +397,21 @@ static void on_desired(void *ctx, const json_t *ranks)
 	gpuwatch_set_usage(a->watch, use, n);
 }
 
+static int64_t gpu_idle_ms(void *ctx, uint64_t gpus)
+{
+	struct agent *a = ctx;
+	return a->watch ? gpuwatch_idle_ms(a->watch, gpus) : -1;
+}
+
+/* A session's notice, to its holder (agent/holder.h) and so its terminal. */
+static void notice(void *ctx, int64_t attempt_id, int rank, const char *text)
+{
+	struct agent *a = ctx;
+	char *sock = exec_session_socket(a->exec, attempt_id, rank);
+	streams_notice(sock, text);
+	free(sock);
+}
+
 /* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
 static int setup(struct agent *a)
 {
@@ -447,6 +463,8 @@ static int setup(struct agent *a)
 	                           .stats = &a->stats,
 	                           .rank_env = rank_env,
 	                           .on_desired = on_desired,
+	                           .gpu_idle_ms = gpu_idle_ms,
+	                           .notice = notice,
 	                           .gpu_minors = a->gpu_minors,
 	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};

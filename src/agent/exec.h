@@ -199,6 +199,8 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank);
  * when the rank ends. A path that would not fit a Unix socket's 108 bytes
  * fails the rank's start, saying so. */
 #define EXEC_SESSION_ENV "ANVIL_SESSION_SOCKET"
+/* The holder's socket of rank (attempt_id, rank); free() it. */
+char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank);
 
 /* Exec into a rank (agent/rankexec.h) needs what the rank's command was
  * started with: its process, environment and working directory. The

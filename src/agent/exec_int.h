@@ -143,9 +143,6 @@ void exec_journal_refresh(struct exec *e);
 void exec_journal_compact(struct exec *e);
 void exec_journal_load(struct exec *e);
 
-/* exec_launch.c: sessions */
-char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank);
-
 /* exec_launch.c: output directories */
 void exec_launch_output_done(struct exec *e, int64_t attempt_id);
 void exec_launch_dirs_load(struct exec *e);

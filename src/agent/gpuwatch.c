@@ -46,6 +46,12 @@ struct gw_gpu {
 	int64_t next_reset_ms; /* monotonic; 0: as soon as it is idle */
 	int64_t job_id;        /* 0: idle */
 	char job_name[96];
+	/* Idle time (gpuwatch_idle_ms): whether the last sample read the
+	 * utilization, whether it was at GPUWATCH_IDLE_PCT or more, and since
+	 * when (monotonic) the samples have read under it. */
+	int util_known;
+	int busy;
+	int64_t idle_since;
 };
 
 struct finding {
@@ -256,6 +262,22 @@ json_t *gpuwatch_report(struct gpuwatch *w)
 
 /* ---- the thread ---- */
 
+/* Idle time from one sample (lock held). */
+static void track_idle(struct gpuwatch *w, struct gw_gpu *g, const struct gpu_sample *s)
+{
+	int known = !s->lost && s->util_gpu_pct >= 0;
+	int busy = known && s->util_gpu_pct >= GPUWATCH_IDLE_PCT;
+	if (known && !busy && (!g->util_known || g->busy))
+		g->idle_since = now_ms(); /* idle from the first sample that says so */
+	/* A rank's GPU at work again: the next sync goes out now, as the
+	 * server counts a session's idle time on from the last report until
+	 * it hears otherwise (server/ranks.c). */
+	if (busy && g->util_known && !g->busy && g->job_id)
+		changed(w);
+	g->util_known = known;
+	g->busy = busy;
+}
+
 /* Samples GPU i outside the lock and judges it against the last sample. */
 static void sample_one(struct gpuwatch *w, int i)
 {
@@ -273,6 +295,7 @@ static void sample_one(struct gpuwatch *w, int i)
 		apply(w, &f[k]);
 	g->sample = s;
 	g->have_sample = 1;
+	track_idle(w, g, &s);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -428,6 +451,21 @@ void gpuwatch_set_usage(struct gpuwatch *w, const struct gpuwatch_use *use, int 
 				         use[k].job_name ? use[k].job_name : "");
 			}
 	pthread_mutex_unlock(&w->mu);
+}
+
+int64_t gpuwatch_idle_ms(struct gpuwatch *w, uint64_t gpus)
+{
+	int64_t idle = INT64_MAX, now = now_ms();
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < 64 && idle >= 0; i++) {
+		if (!(gpus & (1ull << i)))
+			continue;
+		const struct gw_gpu *g = i < w->n ? &w->g[i] : NULL;
+		int64_t x = !g || !g->util_known ? -1 : g->busy ? 0 : now - g->idle_since;
+		idle = x < idle ? x : idle;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return idle == INT64_MAX ? -1 : idle;
 }
 
 int gpuwatch_inject(struct gpuwatch *w, const json_t *fault, char *err, size_t errlen)

@@ -44,6 +44,8 @@
 #define GPUWATCH_FINDINGS       64
 #define GPUWATCH_SAMPLE_MS      2000
 #define GPUWATCH_RESET_RETRY_MS 30000
+/* A GPU whose utilization reads under this (percent) is idle. */
+#define GPUWATCH_IDLE_PCT 5
 
 struct gpuwatch;
 
@@ -73,6 +75,15 @@ struct gpuwatch_use {
 	const char *job_name;
 };
 void gpuwatch_set_usage(struct gpuwatch *w, const struct gpuwatch_use *use, int n);
+
+/* How long every GPU in the mask has been idle (its utilization under
+ * GPUWATCH_IDLE_PCT in every sample since; 0 when one is busy), counted
+ * from the first idle sample after a busy one, or after this watcher's
+ * first sample; -1 when a GPU's utilization is not known (no sample yet,
+ * lost, not supported, not on this node) or the mask is empty. A GPU of a
+ * rank (gpuwatch_set_usage) turning busy again makes gpuwatch_fd readable,
+ * so the agent's next sync says so at once. */
+int64_t gpuwatch_idle_ms(struct gpuwatch *w, uint64_t gpus);
 
 /* Injects a fault (sim backend only; gpu/sim.h) and samples at once. 0,
  * ERR_INVALID with the reason, or -ENOSYS on real hardware. */

@@ -159,8 +159,8 @@ static void ring_add(struct holder *h, const char *p, size_t n)
 	}
 }
 
-/* Output of the terminal: to the log, the scrollback and every client. */
-static void output(struct holder *h, const char *p, size_t n)
+/* To the rank's log (the holder's stdout) and the scrollback. */
+static void record(struct holder *h, const char *p, size_t n)
 {
 	ring_add(h, p, n);
 	for (size_t off = 0; off < n;) {
@@ -169,8 +169,34 @@ static void output(struct holder *h, const char *p, size_t n)
 			break; /* the log is lost; the session goes on */
 		off += w > 0 ? (size_t)w : 0;
 	}
+}
+
+/* Output of the terminal: to the log, the scrollback and every client. */
+static void output(struct holder *h, const char *p, size_t n)
+{
+	record(h, p, n);
 	for (int i = h->nclients; i-- > 0;)
 		client_put(h, i, STREAM_STDOUT, p, n);
+}
+
+/* A notice from client i, the agent (agent/streams.h: the session's time
+ * limit or idle timeout is near): to every other client as NOTICE, which
+ * the CLI prints on a line of its own, and to the log and the scrollback
+ * as such a line, so `anvil logs` and a client attaching later see it.
+ * Then client i is dropped: a notice comes on a connection of its own,
+ * which waits for that. */
+static void notice(struct holder *h, int i, const struct stream_frame *f)
+{
+	char text[STREAM_TEXT_MAX];
+	size_t n = f->len < sizeof(text) ? f->len : sizeof(text);
+	for (size_t k = 0; k < n; k++) /* one line, no terminal controls */
+		text[k] = f->data[k] < 0x20 || f->data[k] == 0x7f ? '?' : (char)f->data[k];
+	client_drop(h, i, NULL);
+	char line[sizeof(text) + 16];
+	int len = snprintf(line, sizeof(line), "\r\nanvil: %.*s\r\n", (int)n, text);
+	record(h, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1);
+	for (int k = h->nclients; k-- > 0;)
+		client_put(h, k, STREAM_NOTICE, text, n);
 }
 
 static int read_terminal(struct holder *h)
@@ -220,6 +246,7 @@ static int client_frame(struct holder *h, int i, const struct stream_frame *f)
 		if (rows && cols)
 			ioctl(h->master, TIOCSWINSZ, &ws); /* the kernel sends SIGWINCH */
 		return 0;
+	case STREAM_NOTICE: notice(h, i, f); return -1; /* its sender is gone */
 	default: break;
 	}
 	client_drop(h, i, "it sent a frame a client does not send");

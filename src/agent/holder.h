@@ -13,8 +13,11 @@
  *     directory only the agent's user opens); each connection is a client
  *     speaking frames (proto/stream.h): STDIN goes to the terminal, RESIZE
  *     sets its size (the last one wins; the kernel sends SIGWINCH),
- *     STDIN_EOF types the terminal's EOF character; anything else, or a
- *     bad frame, drops that client only;
+ *     STDIN_EOF types the terminal's EOF character; NOTICE (from the
+ *     agent, on a connection of its own: agent/streams.h) goes to every
+ *     other client as NOTICE and into the log and scrollback as a line
+ *     "anvil: TEXT", and then that connection is closed; anything else,
+ *     or a bad frame, drops that client only;
  *   - reads the terminal all the time (with or without clients): every
  *     byte goes to its stdout (the rank's log holds the session), into a
  *     scrollback of HOLDER_SCROLLBACK bytes that a new client gets first

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -42,7 +45,11 @@ static int connect_holder(const char *path)
 		close(fd);
 		if ((rc != -ENOENT && rc != -ECONNREFUSED) || now_ms() >= deadline)
 			return rc;
-		sleep_ms(20);
+		/* A holder binds its socket some 10 ms after its start (the
+		 * binary's start-up), and an attach at the start of a session
+		 * (anvil shell) waits for that: a failed connect costs
+		 * microseconds, so try often. */
+		sleep_ms(STREAMS_RETRY_MS);
 	}
 }
 
@@ -68,6 +75,76 @@ void streams_attach(struct httpd_req *req, const char *socket_path)
 	int *box = xmalloc(sizeof(*box));
 	*box = fd;
 	httpd_upgrade(req, STREAM_UPGRADE, attach_stream, box);
+}
+
+/* ---- notices ---- */
+
+struct notice {
+	char *path, *text;
+};
+
+/* Sends the NOTICE frame, then reads (and drops: the scrollback a new
+ * client gets) until the holder closes, which it does once it has shown
+ * the notice; closing first could lose the frame, as the holder drops a
+ * client whose socket is gone before reading what it sent. */
+static int send_notice(int fd, const char *text)
+{
+	struct buf b;
+	buf_init(&b);
+	stream_put_text(&b, STREAM_NOTICE, text);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	int rc = relay_write_all(fd, b.data, b.len, STREAMS_NOTICE_MS);
+	buf_cleanup(&b);
+	int64_t deadline = now_ms() + STREAMS_NOTICE_MS;
+	while (rc == 0) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int64_t left = deadline - now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return -ETIMEDOUT;
+		char sink[16384];
+		ssize_t n = read(fd, sink, sizeof(sink));
+		if (n == 0)
+			return 0;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			rc = -errno;
+	}
+	return rc;
+}
+
+static void *notice_thread(void *arg)
+{
+	struct notice *n = arg;
+	int fd = connect_holder(n->path);
+	int rc = fd < 0 ? fd : send_notice(fd, n->text);
+	if (rc)
+		log_warn("session notice not delivered socket=%s error=\"%s\"", n->path,
+		         strerror(-rc));
+	if (fd >= 0)
+		close(fd);
+	free(n->path);
+	free(n->text);
+	free(n);
+	return NULL;
+}
+
+void streams_notice(const char *socket_path, const char *text)
+{
+	struct notice *n = xmalloc(sizeof(*n));
+	n->path = xstrdup(socket_path);
+	n->text = xstrdup(text);
+	pthread_attr_t at;
+	pthread_t t;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &at, notice_thread, n);
+	pthread_attr_destroy(&at);
+	if (rc) {
+		log_warn("session notice not delivered socket=%s error=\"%s\"", socket_path,
+		         strerror(rc));
+		free(n->path);
+		free(n->text);
+		free(n);
+	}
 }
 
 /* ---- exec ---- */

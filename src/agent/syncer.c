@@ -28,6 +28,13 @@ struct ack {
 	int rank;
 };
 
+/* The latest notice delivered to a session rank (by its id). */
+struct delivered {
+	int64_t attempt_id;
+	int rank;
+	int64_t id;
+};
+
 /* One request slot; each keeps its own keep-alive connection. */
 struct call {
 	CURL *easy;
@@ -63,6 +70,9 @@ struct syncer {
 	int failing; /* an outage is being reported */
 	int64_t failing_since;
 	int auth_failed, auth_tries;
+	json_t *desired; /* the ranks of the last answer applied */
+	struct delivered *notices;
+	size_t nnotices, capnotices;
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg)
@@ -110,6 +120,8 @@ void syncer_free(struct syncer *s)
 		curl_easy_cleanup(s->calls[i].easy);
 	}
 	curl_multi_cleanup(s->multi);
+	json_decref(s->desired);
+	free(s->notices);
 	json_decref(s->facts);
 	json_decref(s->health);
 	free(s->url);
@@ -155,11 +167,47 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* The desired entry of rank (attempt_id, rank) in the last answer applied. */
+static const json_t *desired_of(const struct syncer *s, int64_t attempt_id, int rank)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach (s->desired, i, d) {
+		if (jv_int(d, "attempt_id", -1) == attempt_id && jv_int(d, "rank", -1) == rank)
+			return d;
+	}
+	return NULL;
+}
+
+static uint64_t gpu_mask(const json_t *gpus)
+{
+	uint64_t mask = 0;
+	size_t i;
+	json_t *g;
+	json_array_foreach (gpus, i, g) {
+		json_int_t v = json_integer_value(g);
+		if (json_is_integer(g) && v >= 0 && v < 64)
+			mask |= 1ull << v;
+	}
+	return mask;
+}
+
+/* A running session rank's idle GPU time, -1 when not known. */
+static int64_t session_idle_ms(const struct syncer *s, const struct exec_status *st)
+{
+	const json_t *d = desired_of(s, st->attempt_id, st->rank);
+	uint64_t mask = d ? gpu_mask(json_object_get(d, "gpus")) : 0;
+	if (!s->cfg.gpu_idle_ms || !mask || !jv_bool(d, "session", 0))
+		return -1;
+	return s->cfg.gpu_idle_ms(s->cfg.ctx, mask);
+}
+
 /* One entry of "ranks" (proto/wire.h, wire_report); final reports are
  * remembered for the ack. */
-static json_t *report(struct exec *ex, struct call *c, const struct exec_status *st)
+static json_t *report(struct syncer *s, struct call *c, const struct exec_status *st)
 {
 	const struct wire_record *r = &wire_report;
+	struct exec *ex = s->cfg.exec;
 	json_t *o = json_object();
 	wire_set(o, r, "attempt_id", json_integer(st->attempt_id));
 	wire_set(o, r, "rank", json_integer(st->rank));
@@ -171,6 +219,9 @@ static json_t *report(struct exec *ex, struct call *c, const struct exec_status 
 		int64_t ckpt = exec_checkpoint_ms(ex, st->job_id);
 		if (ckpt > 0)
 			wire_set(o, r, "checkpoint_ms", json_integer(ckpt));
+		int64_t idle = st->pid ? session_idle_ms(s, st) : -1;
+		if (idle >= 0)
+			wire_set(o, r, "gpu_idle_ms", json_integer(idle));
 		return o;
 	}
 	if (st->state == EXEC_EXITED) {
@@ -202,7 +253,7 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 		struct exec_status st;
 		exec_get(ex, i, &st);
 		if (st.state == EXEC_RUNNING || !st.acked)
-			json_array_append_new(ranks, report(ex, c, &st));
+			json_array_append_new(ranks, report(s, c, &st));
 	}
 	json_t *o = json_object();
 	wire_set(o, r, "node_id", json_integer(s->node_id));
@@ -385,6 +436,49 @@ static int listed(const json_t *ranks, int64_t attempt_id, int rank)
 	return 0;
 }
 
+/* Hands each running session rank its notice once (by id), and forgets
+ * the ids of ranks no longer desired. */
+static void deliver_notices(struct syncer *s, const json_t *ranks)
+{
+	size_t keep = 0;
+	for (size_t k = 0; k < s->nnotices; k++)
+		if (listed(ranks, s->notices[k].attempt_id, s->notices[k].rank))
+			s->notices[keep++] = s->notices[k];
+	s->nnotices = keep;
+	size_t i;
+	json_t *d;
+	json_array_foreach (ranks, i, d) {
+		const json_t *n = json_object_get(d, "notice");
+		int64_t attempt_id = jv_int(d, "attempt_id", 0), id = jv_int(n, "id", 0);
+		int rank = (int)jv_int(d, "rank", 0);
+		struct exec_status st;
+		char why[256];
+		if (!s->cfg.notice || !n || !jv_bool(d, "session", 0) ||
+		    exec_find(s->cfg.exec, attempt_id, rank, &st) != 0 || st.state != EXEC_RUNNING)
+			continue;
+		if (wire_check(n, &wire_notice, why, sizeof(why)) != 0) {
+			log_warn("sync answer: bad notice, skipped attempt=%lld rank=%d "
+			         "reason=\"%s\"",
+			         (long long)attempt_id, rank, why);
+			continue;
+		}
+		size_t k = 0;
+		while (k < s->nnotices &&
+		       (s->notices[k].attempt_id != attempt_id || s->notices[k].rank != rank))
+			k++;
+		if (k < s->nnotices && s->notices[k].id >= id)
+			continue; /* delivered already */
+		if (k == s->nnotices) {
+			XGROW(s->notices, s->nnotices, s->capnotices);
+			s->nnotices++;
+		}
+		s->notices[k] = (struct delivered){attempt_id, rank, id};
+		log_info("session notice attempt=%lld rank=%d id=%lld", (long long)attempt_id, rank,
+		         (long long)id);
+		s->cfg.notice(s->cfg.ctx, attempt_id, rank, jv_str(n, "text", ""));
+	}
+}
+
 /* Makes the node match the desired set. */
 static void reconcile(struct syncer *s, const json_t *ranks)
 {
@@ -393,6 +487,9 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 	json_t *d;
 	json_array_foreach (ranks, i, d)
 		start_desired(s, d);
+	json_decref(s->desired);
+	s->desired = json_incref((json_t *)ranks);
+	deliver_notices(s, ranks);
 	/* Backwards: exec_forget moves the last rank into the freed slot. */
 	for (size_t k = exec_count(ex); k-- > 0;) {
 		struct exec_status st;

@@ -12,6 +12,12 @@
  * applied only acknowledges reports. Failures back off from 50 ms to 1 s,
  * logged once per outage; ranks keep running meanwhile.
  *
+ * Sessions: a running session rank's report carries how long its GPUs
+ * have been idle (gpu_idle_ms, when cfg.gpu_idle_ms can tell), and a
+ * notice in its desired entry is handed to cfg.notice once per id (the ids
+ * delivered are kept while the rank is desired; an agent restart may show
+ * the latest one again).
+ *
  * Owned by the agent's main thread; the executor and stats are borrowed.
  */
 #ifndef ANVIL_AGENT_SYNCER_H
@@ -40,6 +46,12 @@ struct syncer_config {
 	 * are not all known is not isolated from other GPUs (agent/exec.h). */
 	const int *gpu_minors;
 	int ngpu_minors;
+	/* optional: how long every GPU in the mask has been idle, -1 when not
+	 * known (agent/gpuwatch.h, gpuwatch_idle_ms) */
+	int64_t (*gpu_idle_ms)(void *ctx, uint64_t gpus);
+	/* optional: delivers a notice to a running session rank's terminal;
+	 * must not block (agent/streams.h, streams_notice) */
+	void (*notice)(void *ctx, int64_t attempt_id, int rank, const char *text);
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);

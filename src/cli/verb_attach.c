@@ -32,7 +32,12 @@ static void say_why_stopped(struct verb_ctx *v, int64_t job, int64_t rank)
 		why = verb_str(j, "reason");
 	char own[32];
 	snprintf(own, sizeof(own), "rank %lld ", (long long)rank);
-	if (json_is_true(json_object_get(a, "ending")) && strncmp(why, own, strlen(own)) != 0)
+	int stopped =
+	        json_is_true(json_object_get(a, "ending")) && strncmp(why, own, strlen(own)) != 0;
+	if (stopped &&
+	    strncmp(why, "stopped", 7) == 0) /* final already: "stopped at its time limit" */
+		fprintf(stderr, "anvil: job %lld %s\n", (long long)job, why);
+	else if (stopped)
 		fprintf(stderr, "anvil: job %lld was stopped: %s\n", (long long)job, why);
 	json_decref(resp);
 }

@@ -63,13 +63,16 @@ const struct verb verb_why = {
 void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out)
 {
 	(void)now_ms;
-	struct clitable *t = clitable_new(9, "QUEUE", "PRIORITY", "WEIGHT", "BORROW", "LIMIT",
-	                                  "PENDING", "RUNNING", "GPUS", "QUOTAS (used/nominal)");
+	struct clitable *t =
+	        clitable_new(10, "QUEUE", "PRIORITY", "WEIGHT", "BORROW", "LIMIT", "IDLE",
+	                     "PENDING", "RUNNING", "GPUS", "QUOTAS (used/nominal)");
 	size_t i, k;
 	const json_t *q, *quota;
 	json_array_foreach (json_object_get(resp, "queues"), i, q) {
-		char limit[32];
+		char limit[32], idle[32];
 		clitable_duration(limit, sizeof(limit), verb_int(q, "default_time_limit_ms", -1));
+		int64_t idle_ms = verb_int(q, "idle_timeout_ms", 0);
+		clitable_duration(idle, sizeof(idle), idle_ms > 0 ? idle_ms : -1);
 		struct buf quotas;
 		buf_init(&quotas);
 		json_array_foreach (json_object_get(q, "quotas"), k, quota)
@@ -82,6 +85,7 @@ void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out)
 		clitable_add(t, "%lld", (long long)verb_int(q, "weight", 1));
 		clitable_add(t, "%s", json_is_true(json_object_get(q, "borrowing")) ? "yes" : "no");
 		clitable_add(t, "%s", limit);
+		clitable_add(t, "%s", idle);
 		clitable_add(t, "%lld", (long long)verb_int(q, "pending_jobs", 0));
 		clitable_add(t, "%lld", (long long)verb_int(q, "running_jobs", 0));
 		clitable_add(t, "%lld", (long long)verb_int(q, "used_gpus", 0));
@@ -107,6 +111,8 @@ static const struct cliargs_opt queue_opts[] = {
         {"weight", 0, CLIARGS_INT, "W", "share against queues of the same priority"},
         {"borrowing", 0, CLIARGS_STR, "yes|no", "may its teams use others' idle quota"},
         {"default-time-limit", 0, CLIARGS_DURATION, "DURATION", "time limit of jobs that set none"},
+        {"idle-timeout", 0, CLIARGS_DURATION, "DURATION",
+         "end sessions whose GPUs are idle this long (0: never)"},
         {"quota", 0, CLIARGS_KV, "TEAM=GPUS",
          "a team's nominal GPUs here (repeatable; TEAM= removes)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
@@ -124,6 +130,8 @@ static json_t *queue_body(struct verb_ctx *v, const char *name, int *bad)
 		json_object_set_new(body, "weight", json_integer(x->num));
 	if ((x = cliargs_get(a, "default-time-limit"))->set)
 		json_object_set_new(body, "default_time_limit_ms", json_integer(x->num));
+	if ((x = cliargs_get(a, "idle-timeout"))->set)
+		json_object_set_new(body, "idle_timeout_ms", json_integer(x->num));
 	const char *b = cliargs_str(a, "borrowing");
 	if (b && strcmp(b, "yes") != 0 && strcmp(b, "no") != 0)
 		*bad = verb_usage_error(v, "--borrowing: \"%s\" is not yes or no", b);
@@ -184,12 +192,14 @@ const struct verb verb_queue = {
         .min_pos = 1,
         .max_pos = 2,
         .usage = "ls [--json] | set NAME [--priority P] [--weight W] [--borrowing yes|no] "
-                 "[--default-time-limit DUR] [--quota TEAM=GPUS]...",
+                 "[--default-time-limit DUR] [--idle-timeout DUR] [--quota TEAM=GPUS]...",
         .summary = "list queues (usage against quota, fair share) or create/change one",
         .help = "`anvil queue ls` shows each queue's priority, weight, borrowing, default time\n"
-                "limit, jobs and GPUs, each team's quota used/nominal, and the teams' fair-share\n"
-                "standing. `anvil queue set NAME ...` creates or changes a queue at run time;\n"
-                "every change is recorded as an event.\n",
+                "limit, idle timeout, jobs and GPUs, each team's quota used/nominal, and the\n"
+                "teams' fair-share standing. `anvil queue set NAME ...` creates or changes a\n"
+                "queue at run time; every change is recorded as an event. --idle-timeout ends\n"
+                "the queue's sessions (anvil shell) whose GPUs have been idle that long, with\n"
+                "a warning on their terminal first; 0 turns it off.\n",
 };
 
 static const struct cliargs_opt team_opts[] = {

@@ -17,6 +17,10 @@
 
 #define WAIT_POLL_MS     250
 #define WAIT_POLL_MAX_MS 2000
+/* A placed job runs within milliseconds (its agent starts the rank as soon
+ * as its long poll is answered): it is asked after about 1, 2, 4, ... ms,
+ * then every WAIT_POLL_MS; a pending one from WAIT_POLL_MS up. */
+#define WAIT_PLACED_MS 1
 
 static const struct cliargs_opt opts[] = {
         SUBMIT_JOB_OPTS,
@@ -91,7 +95,8 @@ static int wait_running(struct verb_ctx *v, int64_t id)
 {
 	char path[64], said[512] = "";
 	snprintf(path, sizeof(path), "/v1/jobs/%lld", (long long)id);
-	int64_t idle = WAIT_POLL_MS;
+	int64_t idle = 0;
+	int was_placed = 0;
 	struct sigaction sa = {.sa_handler = on_interrupt}, old[3];
 	sigemptyset(&sa.sa_mask);
 	const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
@@ -116,10 +121,17 @@ static int wait_running(struct verb_ctx *v, int64_t id)
 			fprintf(stderr, "anvil: job %lld %s\n", (long long)id, now);
 			snprintf(said, sizeof(said), "%s", now);
 		}
+		int placed = strcmp(state, "scheduled") == 0;
 		json_decref(resp);
 		if (ret < 0 && !interrupted) {
+			int64_t cap = placed ? WAIT_POLL_MS : WAIT_POLL_MAX_MS;
+			if (placed != was_placed)
+				idle = 0; /* placed now (or back in the queue): start over */
+			was_placed = placed;
+			idle = idle == 0        ? (placed ? WAIT_PLACED_MS : WAIT_POLL_MS)
+			       : idle * 2 > cap ? cap
+			                        : idle * 2;
 			sleep_ms(idle);
-			idle = idle * 2 > WAIT_POLL_MAX_MS ? WAIT_POLL_MAX_MS : idle * 2;
 		}
 		if (ret < 0 && interrupted) {
 			cancel(v, id);

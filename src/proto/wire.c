@@ -32,6 +32,9 @@ static const struct wire_field report_fields[] = {
         {"reason", JV_STRING, 0, 0, 255,
          "with `exited`, in a job with a head: why its launcher ended it (which process "
          "ended first)"},
+        {"gpu_idle_ms", JV_INT, 0, 0, INT64_MAX,
+         "with `running`, a session's rank: how long every GPU of the rank has been idle "
+         "(under 5% utilization), 0 while one is busy; left out while the agent cannot tell"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -68,6 +71,18 @@ static const struct wire_field desired_fields[] = {
          "in a job with a head: how long to wait for it to answer"},
         {"session", JV_BOOL, 0, 0, 0,
          "an interactive session: the agent runs the command under a session holder"},
+        {"notice", JV_OBJECT, 0, 0, 0,
+         "a session's rank: a notice (below) for its terminal, delivered once by its `id`"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* A desired entry's notice: the server's words for a session's users (its
+ * time limit or idle timeout is near); the agent hands them to the holder. */
+static const struct wire_field notice_fields[] = {
+        {"id", JV_INT, 1, 1, INT64_MAX,
+         "the notice's number, growing (the wall-clock ms it was made at): the agent "
+         "delivers each once"},
+        {"text", JV_STRING, 1, 1, WIRE_MAX_NOTICE, "what the user reads, one line of UTF-8"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -265,6 +280,7 @@ const struct wire_record wire_sync_request = {"sync_request", sync_request_field
 const struct wire_record wire_report = {"report", report_fields, NULL};
 const struct wire_record wire_sync_answer = {"sync_answer", sync_answer_fields, NULL};
 const struct wire_record wire_desired = {"desired", desired_fields, NULL};
+const struct wire_record wire_notice = {"notice", notice_fields, NULL};
 const struct wire_record wire_facts = {"facts", facts_fields, NULL};
 const struct wire_record wire_register = {"register", register_fields, &wire_facts};
 const struct wire_record wire_gpu = {"gpu", gpu_fields, NULL};
@@ -277,9 +293,10 @@ const struct wire_record wire_submit = {"submit", submit_fields, NULL};
 const struct wire_record wire_exec = {"exec", exec_fields, NULL};
 
 const struct wire_record *const wire_records[] = {
-        &wire_sync_request, &wire_report,  &wire_sync_answer, &wire_desired, &wire_register,
-        &wire_facts,        &wire_gpu,     &wire_rdma_port,   &wire_health,  &wire_gpu_health,
-        &wire_node_fault,   &wire_finding, &wire_submit,      &wire_exec,    NULL,
+        &wire_sync_request, &wire_report,   &wire_sync_answer, &wire_desired,
+        &wire_notice,       &wire_register, &wire_facts,       &wire_gpu,
+        &wire_rdma_port,    &wire_health,   &wire_gpu_health,  &wire_node_fault,
+        &wire_finding,      &wire_submit,   &wire_exec,        NULL,
 };
 
 const char *const wire_rank_env[] = {

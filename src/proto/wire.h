@@ -40,6 +40,9 @@
  * the longest wait for its head to answer (a day). */
 #define WIRE_MAX_SHELL           16384
 #define WIRE_MAX_HEAD_TIMEOUT_MS (24LL * 3600 * 1000)
+/* A notice's text (a desired entry's "notice"): within a NOTICE frame's
+ * cap (proto/stream.h, STREAM_TEXT_MAX). */
+#define WIRE_MAX_NOTICE 1024
 
 struct wire_field {
 	const char *name;
@@ -68,6 +71,8 @@ extern const struct wire_record wire_report;
 extern const struct wire_record wire_sync_answer;
 /* One entry of the answer's "ranks": a rank the node should run. */
 extern const struct wire_record wire_desired;
+/* Its "notice": words for a session's terminal, delivered once by id. */
+extern const struct wire_record wire_notice;
 
 /* An agent's POST /v1/agent/register body: the facts, with "name"
  * required. */

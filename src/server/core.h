@@ -88,6 +88,11 @@ void state_active_remove(struct state *st, struct attempt *a);
 /* Adds a's GPU-hours, once ended, to its team's usage. */
 void state_account(struct state *st, const struct job *j, const struct attempt *a);
 json_t *state_gpu_list(uint64_t mask);
+/* How long the GPUs of a running session rank k of a have been idle now,
+ * from its agent's last report (monotonic now_mono) and no longer than a
+ * has run (wall now_wall); -1 when its agent has not said. */
+int64_t state_gpu_idle_ms(const struct attempt *a, const struct rank *k, int64_t now_mono,
+                          int64_t now_wall);
 /* "host:port" of the head of a's job (a job with a head: a->head_port is
  * set), "[v6]:port" for an IPv6 master address. */
 void state_head_addr(const struct attempt *a, char *out, size_t n);

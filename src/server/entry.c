@@ -112,6 +112,7 @@ void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_
 void state_check_nodes(struct state *st, int64_t now)
 {
 	ranks_check_time_limits(st);
+	ranks_check_idle(st);
 	nodes_check_silent(st, now);
 	state_settle(st);
 }

@@ -1,9 +1,12 @@
 /* ranks.c - attempts and their ranks: what agents report, what they are
- * told to run, how a gang ends. Layer 2 of the state files (core.h); every
- * function runs with the state lock held. */
+ * told to run, how a gang ends, time limits, and a session's notices and
+ * idle timeout. Layer 2 of the state files (core.h); every function runs
+ * with the state lock held. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/jv.h"
@@ -91,6 +94,8 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		text_printf(j->reason, sizeof(j->reason), "cancelled by request");
 	else if (a->timed_out)
 		text_printf(j->reason, sizeof(j->reason), "stopped at its time limit");
+	else if (a->idled_out) /* its cause, set when it was stopped */
+		text_printf(j->reason, sizeof(j->reason), "stopped: %s", a->end_reason);
 	/* The job's reason is final now; the attempt keeps it as its own. */
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", j->reason);
 	job_to(st, j, s, "job %lld %s exit_code=%d", (long long)j->id, job_state_name(s),
@@ -144,7 +149,8 @@ static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum r
 	} else if (!counts(a, k->rank)) {
 		bad = ends = 0;
 	}
-	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out)
+	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out &&
+	    !a->idled_out)
 		first_failure(st, j, k);
 	/* A gang lives and dies as one: when one rank fails, every other rank
 	 * is stopped and the attempt fails as a whole. */
@@ -197,6 +203,12 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 	struct job *j = state_job(st, a->job_id);
 	const char *s = jv_str(rep, "state", "");
 	k->pid = (int)jv_int(rep, "pid", k->pid);
+	json_t *idle = json_object_get(rep, "gpu_idle_ms"); /* a session's rank */
+	if (json_is_integer(idle)) {
+		k->has_gpu_idle = 1;
+		k->gpu_idle_ms = json_integer_value(idle);
+		k->gpu_idle_at = now_ms();
+	}
 	int64_t ckpt = jv_int(rep, "checkpoint_ms", 0);
 	if (ckpt > a->checkpoint_ms && (a->start_ms == 0 || ckpt >= a->start_ms)) {
 		a->checkpoint_ms = ckpt;
@@ -342,6 +354,12 @@ static json_t *desired_entry(const struct job *j, const struct attempt *a, const
 	}
 	if (j->session)
 		wire_set(d, r, "session", json_true());
+	if (j->session && a->notice_id) {
+		json_t *notice = json_object();
+		wire_set(notice, &wire_notice, "id", json_integer(a->notice_id));
+		wire_set(notice, &wire_notice, "text", json_string(a->notice));
+		wire_set(d, r, "notice", notice);
+	}
 	return d;
 }
 
@@ -357,7 +375,8 @@ json_t *state_desired(struct state *st, struct node *n)
 			struct rank *k = &a->ranks[r];
 			if (k->node_id != n->id || rank_state_final(k->state))
 				continue;
-			/* A rank's entry never changes once placed: build it once. */
+			/* A rank's entry changes only with its session's notice
+			 * (session_notice drops it): build it once. */
 			if (!k->desired)
 				k->desired = desired_entry(j, a, k, n);
 			json_array_append(ranks, k->desired);
@@ -392,7 +411,93 @@ static int64_t limit_of(struct state *st, const struct job *j)
 	return q ? q->default_time_limit_ms : 0;
 }
 
-/* Stops attempts past their time limit, as Slurm does (TIMEOUT). */
+/* ---- sessions: notices, warnings, idle timeouts ----
+ *
+ * A session (a job with session) is warned on its terminal before the
+ * cluster ends it: session_warning_ms (a minute by default; at most half
+ * of the span, so a 30 s limit is warned at 15 s) before its time limit,
+ * and as long before its queue's idle_timeout once its GPUs have been
+ * idle that long. The warning is a notice in its ranks' desired entries,
+ * which their agents hand to each rank's session holder once by its id
+ * (docs/api.md, "notice"); it is level-triggered like the rest of the
+ * desired set, so a lost answer or an agent restart loses nothing. */
+
+/* "2h", "1h30m", "30m", "1m30s", "45s": a span as people write it, in
+ * whole seconds (cut). */
+static void say_span(char *out, size_t n, int64_t ms)
+{
+	long long s = (long long)(ms / 1000);
+	if (s >= 3600 && s % 3600 == 0)
+		snprintf(out, n, "%lldh", s / 3600);
+	else if (s >= 3600)
+		snprintf(out, n, "%lldh%02lldm", s / 3600, s / 60 % 60);
+	else if (s >= 60 && s % 60 == 0)
+		snprintf(out, n, "%lldm", s / 60);
+	else if (s >= 60)
+		snprintf(out, n, "%lldm%02llds", s / 60, s % 60);
+	else
+		snprintf(out, n, "%llds", s);
+}
+
+/* How long before the end of a span of span_ms a session is warned. */
+static int64_t warning_of(const struct state *st, int64_t span_ms)
+{
+	int64_t lead = st->config.session_warning_ms;
+	return lead < span_ms / 2 ? lead : span_ms / 2;
+}
+
+/* Gives every running rank of session attempt a the notice: their desired
+ * entries are rebuilt with it and their nodes' agents woken; each agent
+ * hands it to the rank's terminal once. Recorded as a job.notice event. */
+static void session_notice(struct state *st, const struct job *j, struct attempt *a,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void session_notice(struct state *st, const struct job *j, struct attempt *a,
+                           const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(a->notice, sizeof(a->notice), fmt, ap);
+	va_end(ap);
+	/* Wall-clock ms: ids keep growing across server restarts. */
+	int64_t id = wall_ms();
+	a->notice_id = id > a->notice_id ? id : a->notice_id + 1;
+	for (int r = 0; r < a->nranks; r++) {
+		struct rank *k = &a->ranks[r];
+		if (rank_state_final(k->state))
+			continue;
+		json_decref(k->desired);
+		k->desired = NULL;
+		state_bump(st, state_node(st, k->node_id));
+	}
+	state_event(st, "job.notice", j->id, 0, "attempt %lld: %s", (long long)a->id, a->notice);
+}
+
+/* "14:03 UTC": when wall-clock ms at falls, for a notice. */
+static void say_clock(char *out, size_t n, int64_t at)
+{
+	time_t t = (time_t)(at / 1000);
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || strftime(out, n, "%H:%M UTC", &tm) == 0)
+		snprintf(out, n, "soon");
+}
+
+static void warn_time_limit(struct state *st, const struct job *j, struct attempt *a, int64_t limit,
+                            int64_t now)
+{
+	int64_t left = a->start_ms + limit - now;
+	if (!j->session || a->limit_warned || left > warning_of(st, limit))
+		return;
+	a->limit_warned = 1;
+	char span[32], at[32];
+	say_span(span, sizeof(span), limit);
+	say_clock(at, sizeof(at), a->start_ms + limit);
+	session_notice(st, j, a,
+	               "this session ends in %lld s: its time limit (%s) is reached at %s",
+	               (long long)((left + 999) / 1000), span, at);
+}
+
+/* Stops attempts past their time limit, as Slurm does (TIMEOUT), and
+ * warns sessions before theirs. */
 void ranks_check_time_limits(struct state *st)
 {
 	int64_t now = wall_ms();
@@ -400,8 +505,12 @@ void ranks_check_time_limits(struct state *st)
 		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		int64_t limit = limit_of(st, j);
-		if (a->ending || a->start_ms <= 0 || limit <= 0 || now - a->start_ms < limit)
+		if (a->ending || a->start_ms <= 0 || limit <= 0)
 			continue;
+		if (now - a->start_ms < limit) {
+			warn_time_limit(st, j, a, limit, now);
+			continue;
+		}
 		a->timed_out = 1;
 		text_printf(j->reason, sizeof(j->reason),
 		            "reached its time limit of %lld s; stopping",
@@ -410,5 +519,71 @@ void ranks_check_time_limits(struct state *st)
 		state_event(st, "job.timeout", j->id, 0, "time limit %lld ms reached",
 		            (long long)limit);
 		state_attempt_stop(st, a);
+	}
+}
+
+/* How long every rank's GPUs have been idle; -1 while an agent has not said. */
+static int64_t session_idle(const struct attempt *a, int64_t now_mono, int64_t now_wall)
+{
+	int64_t idle = INT64_MAX;
+	for (int r = 0; r < a->nranks; r++) {
+		int64_t k = state_gpu_idle_ms(a, &a->ranks[r], now_mono, now_wall);
+		if (k < 0 && !rank_state_final(a->ranks[r].state))
+			return -1;
+		if (k >= 0 && k < idle)
+			idle = k;
+	}
+	return idle == INT64_MAX ? -1 : idle;
+}
+
+/* One running session against its queue's idle timeout: warned, then stopped. */
+static void check_idle(struct state *st, struct job *j, struct attempt *a, int64_t timeout,
+                       int64_t now_mono, int64_t now_wall)
+{
+	int64_t idle = session_idle(a, now_mono, now_wall);
+	int64_t warn_at = timeout - warning_of(st, timeout);
+	char span[32];
+	say_span(span, sizeof(span), timeout);
+	if (idle < warn_at) {
+		a->idle_warned = 0; /* busy again: a new idle spell is warned anew */
+		return;
+	}
+	if (idle < timeout) {
+		if (!a->idle_warned) {
+			char was[32];
+			say_span(was, sizeof(was), idle);
+			session_notice(
+			        st, j, a,
+			        "this session ends in %lld s unless its GPUs are used: they "
+			        "have been idle for %s, and queue %s ends sessions idle for %s",
+			        (long long)((timeout - idle + 999) / 1000), was, j->queue, span);
+		}
+		a->idle_warned = 1;
+		return;
+	}
+	a->idled_out = 1;
+	text_printf(a->end_reason, sizeof(a->end_reason),
+	            "its GPUs were idle for %s (queue %s's idle_timeout)", span, j->queue);
+	text_printf(j->reason, sizeof(j->reason), "%s; stopping", a->end_reason);
+	state_mark_job(st, j);
+	state_event(st, "job.idle_timeout", j->id, 0,
+	            "GPUs idle for %lld ms (idle_timeout %lld ms)", (long long)idle,
+	            (long long)timeout);
+	state_attempt_stop(st, a);
+}
+
+/* Stops running sessions whose GPUs have been idle past their queue's
+ * idle_timeout, warning them first. Only sessions: a batch job's idle
+ * GPUs are its own business (it may be loading data or waiting on a peer). */
+void ranks_check_idle(struct state *st)
+{
+	int64_t now_mono = now_ms(), now_wall = wall_ms();
+	for (int i = st->core->nactive - 1; i >= 0; i--) {
+		struct attempt *a = st->core->active[i];
+		struct job *j = state_job(st, a->job_id);
+		const struct queue *q = j && j->session ? state_queue(st, j->queue) : NULL;
+		if (!q || q->idle_timeout_ms <= 0 || a->ending || a->state != JOB_RUNNING)
+			continue;
+		check_idle(st, j, a, q->idle_timeout_ms, now_mono, now_wall);
 	}
 }

@@ -22,8 +22,12 @@ void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
 void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen);
 /* Every rank still on n is lost with it (the gangs end). */
 void ranks_node_lost(struct state *st, struct node *n);
-/* Stops attempts past their time limit, as Slurm does (TIMEOUT). */
+/* Stops attempts past their time limit, as Slurm does (TIMEOUT); a
+ * session is warned on its terminal first (config.session_warning_ms). */
 void ranks_check_time_limits(struct state *st);
+/* Stops running sessions whose GPUs have been idle for their queue's
+ * idle_timeout (from their agents' gpu_idle_ms reports), warned first. */
+void ranks_check_idle(struct state *st);
 
 /* ---- layer 3: jobs.c ---- */
 

@@ -37,6 +37,7 @@ struct server_config {
 	int64_t preempt_loss_pct;
 	int64_t preempt_restart_cost_ms;
 	int64_t half_life_ms;
+	int64_t session_warning_ms;
 	enum log_level level;
 };
 
@@ -62,7 +63,10 @@ static const char usage[] =
         "                             the job has waited (50; 0 = no limit)\n"
         "  --preempt-restart-cost DUR what stopping an attempt costs per GPU beyond its\n"
         "                             lost work, in victim choice and that limit (10m)\n"
-        "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n";
+        "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n"
+        "  --session-warning DUR      a session's terminal is warned this long before its\n"
+        "                             time limit or idle timeout ends it (1m; at most half\n"
+        "                             of either; 1s..1h)\n";
 
 int server_default_home(char *out, size_t n);
 int server_default_home(char *out, size_t n)
@@ -107,6 +111,7 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	c->preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	c->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	c->half_life_ms = 24 * 3600 * 1000LL;
+	c->session_warning_ms = 60 * 1000;
 	c->level = LOG_INFO;
 	for (int i = 1; i < argc; i++) {
 		const char *f = argv[i];
@@ -156,6 +161,10 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 		} else if (strcmp(f, "--fair-share-half-life") == 0) {
 			if (parse_duration_ms(v, &c->half_life_ms) || c->half_life_ms < 1000)
 				return bad(f, v, "is not a duration of at least 1s");
+		} else if (strcmp(f, "--session-warning") == 0) {
+			if (parse_duration_ms(v, &c->session_warning_ms) ||
+			    c->session_warning_ms < 1000 || c->session_warning_ms > 3600000)
+				return bad(f, v, "is not a duration from 1s to 1h");
 		} else if (strcmp(f, "--log-level") == 0) {
 			if (log_level_parse(v, &c->level))
 				return bad(f, v, "is not one of error, warn, info, debug");
@@ -279,6 +288,7 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state.config.preempt_loss_pct = (int)c->preempt_loss_pct;
 	s->state.config.preempt_restart_cost_ms = c->preempt_restart_cost_ms;
 	s->state.config.usage_half_life_ms = c->half_life_ms;
+	s->state.config.session_warning_ms = c->session_warning_ms;
 	s->max_wait_ms = c->node_timeout_ms / 2;
 	struct httpd_config hc = {.bind = c->bind,
 	                          .port = c->port,

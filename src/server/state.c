@@ -71,6 +71,7 @@ static void queue_apply(struct queue *q, const json_t *o)
 	q->weight = (int)jv_int(o, "weight", q->weight);
 	q->borrowing = jv_bool(o, "borrowing", q->borrowing);
 	q->default_time_limit_ms = jv_int(o, "default_time_limit_ms", q->default_time_limit_ms);
+	q->idle_timeout_ms = jv_int(o, "idle_timeout_ms", q->idle_timeout_ms);
 	const json_t *quotas = json_object_get(o, "quotas");
 	if (!json_is_object(quotas))
 		return;
@@ -100,9 +101,9 @@ static json_t *queue_extra(const struct queue *q)
 	for (int k = 0; k < q->nquotas; k++)
 		json_object_set_new(quotas, q->quotas[k].team,
 		                    json_integer(q->quotas[k].nominal_gpus));
-	return json_pack("{s:i,s:b,s:I,s:o}", "weight", q->weight, "borrowing", q->borrowing,
-	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms, "quotas",
-	                 quotas);
+	return json_pack("{s:i,s:b,s:I,s:I,s:o}", "weight", q->weight, "borrowing", q->borrowing,
+	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms,
+	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "quotas", quotas);
 }
 
 int state_put_queue(struct state *st, const json_t *body, char *err, size_t errlen)
@@ -338,6 +339,7 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 	st->config.preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
 	st->config.preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	st->config.preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
+	st->config.session_warning_ms = 60 * 1000;
 	st->core = xcalloc(1, sizeof(*st->core));
 	int rc = store_open(db_path, full_sync, &st->core->store);
 	if (rc) {
@@ -516,7 +518,21 @@ void state_head_addr(const struct attempt *a, char *out, size_t n)
 	         a->head_port);
 }
 
-static json_t *rank_json(struct state *st, const struct rank *r)
+int64_t state_gpu_idle_ms(const struct attempt *a, const struct rank *k, int64_t now_mono,
+                          int64_t now_wall)
+{
+	if (!k->has_gpu_idle || rank_state_final(k->state))
+		return -1;
+	/* Between reports an idle rank stays idle: its agent syncs at once
+	 * when one of its GPUs gets busy again (agent/gpuwatch.h). */
+	int64_t idle = k->gpu_idle_ms > 0 ? k->gpu_idle_ms + (now_mono - k->gpu_idle_at) : 0;
+	/* GPUs idle before the attempt started do not count against it. */
+	if (a->start_ms > 0 && idle > now_wall - a->start_ms)
+		idle = now_wall - a->start_ms;
+	return idle < 0 ? 0 : idle;
+}
+
+static json_t *rank_json(struct state *st, const struct attempt *a, const struct rank *r)
 {
 	struct node *n = state_node(st, r->node_id);
 	int final = r->state == RANK_EXITED;
@@ -529,6 +545,9 @@ static json_t *rank_json(struct state *st, const struct rank *r)
 		json_object_set_new(o, "error", json_string(r->error));
 	if (r->reason[0])
 		json_object_set_new(o, "reason", json_string(r->reason));
+	int64_t idle = state_gpu_idle_ms(a, r, now_ms(), wall_ms());
+	if (idle >= 0)
+		json_object_set_new(o, "gpu_idle_ms", json_integer(idle));
 	return o;
 }
 
@@ -536,7 +555,7 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 {
 	json_t *ranks = json_array();
 	for (int i = 0; i < a->nranks; i++)
-		json_array_append_new(ranks, rank_json(st, &a->ranks[i]));
+		json_array_append_new(ranks, rank_json(st, a, &a->ranks[i]));
 	json_t *o =
 	        json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
 	                  "number", a->number, "state", job_state_name(a->state), "ending",
@@ -708,11 +727,11 @@ json_t *state_queue_json(struct state *st, const struct queue *q)
 			used += (int)attempt_gpus(j);
 		}
 	}
-	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:o,s:i,s:i,s:i}", "name", q->name, "priority",
+	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:o,s:i,s:i,s:i}", "name", q->name, "priority",
 	                 q->priority, "weight", q->weight, "borrowing", q->borrowing,
-	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms, "quotas",
-	                 quotas, "pending_jobs", pending, "running_jobs", running, "used_gpus",
-	                 used);
+	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms,
+	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "quotas", quotas,
+	                 "pending_jobs", pending, "running_jobs", running, "used_gpus", used);
 }
 
 json_t *state_team_json(struct state *st, const struct team *t)

@@ -38,6 +38,9 @@ struct queue {
 	int weight;
 	int borrowing;
 	int64_t default_time_limit_ms;
+	/* Sessions (jobs with session) whose GPUs have been idle this long are
+	 * stopped, warned first (server/ranks.c); 0: never. */
+	int64_t idle_timeout_ms;
 	int nquotas; /* 0: unlimited */
 	struct quota quotas[STATE_MAX_QUOTAS];
 	uint32_t sched_id;
@@ -61,6 +64,9 @@ struct state_config {
 	int preempt_max_ratio;           /* sched_config.preempt_max_ratio */
 	int preempt_loss_pct;            /* sched_config.preempt_loss_pct */
 	int64_t preempt_restart_cost_ms; /* sched_config.restart_cost_ms */
+	/* How long before a session's time limit or idle timeout its terminal
+	 * is warned (at most half of either; server/ranks.c) */
+	int64_t session_warning_ms;
 };
 
 /* Counters for /metrics. */
@@ -158,7 +164,8 @@ void state_node_facts(struct state *st, struct node *n, const json_t *facts);
 void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen);
 /* The node's desired set, as the sync answer (proto/wire.h). */
 json_t *state_desired(struct state *st, struct node *n);
-/* Housekeeping: time limits, silent nodes, then settles. */
+/* Housekeeping: time limits, sessions' warnings and idle timeouts, silent
+ * nodes, then settles. */
 void state_check_nodes(struct state *st, int64_t now);
 
 /* ---- nodes (server/nodes.c) ---- */

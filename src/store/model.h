@@ -81,7 +81,14 @@ struct rank {
 	 * status 1 before the command ended"); "" otherwise. */
 	char reason[200];
 	int64_t stop_gen; /* in memory: the node generation that dropped it */
-	json_t *desired;  /* in memory: its entry in the node's desired set (immutable) */
+	/* in memory: its entry in the node's desired set, rebuilt only when
+	 * its attempt's notice changes (a session, server/ranks.c) */
+	json_t *desired;
+	/* in memory, a session's rank: how long its GPUs had been idle when
+	 * its agent last said (gpu_idle_ms), and when that was (monotonic);
+	 * has_gpu_idle: 0 until the agent could tell */
+	int has_gpu_idle;
+	int64_t gpu_idle_ms, gpu_idle_at;
 };
 
 struct attempt {
@@ -94,6 +101,16 @@ struct attempt {
 	int borrowed;          /* admitted on another team's idle quota */
 	int64_t preempted_for; /* the job it made room for */
 	int timed_out;         /* in memory: stopped at its time limit */
+	int idled_out;         /* in memory: a session stopped by its queue's idle_timeout */
+	/* In memory, a session (server/ranks.c): the notice its ranks' desired
+	 * entries carry for their terminals ("this session ends in 60 s: ..."),
+	 * numbered by the wall-clock ms it was made at (0: none yet), and which
+	 * warnings were given: the time limit's, and the idle timeout's for the
+	 * idle spell under way (cleared when the GPUs work again). */
+	int64_t notice_id;
+	char notice[256];
+	int limit_warned;
+	int idle_warned;
 	int fault;             /* in memory: failed by a GPU fault (server/nodes.c) */
 	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
 	/* Why it ended, or why it is being stopped to be requeued ("preempted

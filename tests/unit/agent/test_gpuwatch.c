@@ -1,7 +1,8 @@
 /* test_gpuwatch.c - the agent's GPU watcher over simulated GPUs: the
- * metrics carry the node name, and a quarantined GPU stays out of service
- * while a rank uses it and until its reset is done. */
+ * metrics carry the node name, a quarantined GPU stays out of service
+ * while a rank uses it and until its reset is done, and idle time. */
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,62 @@ TEST(report_passes_the_wire_tables)
 	CHECK(*jv_str(g0, "code", "") && *jv_str(g0, "reason", "") &&
 	      jv_int(g0, "since_ms", 0) > 0);
 	json_decref(r);
+	stop(&f);
+}
+
+/* Polls every 10 ms until pred(idle time of mask) holds; returns it. */
+static int64_t wait_idle(struct fixture *f, uint64_t mask, int64_t lo, int64_t hi,
+                         int64_t timeout_ms)
+{
+	int64_t end = now_ms() + timeout_ms, idle;
+	while ((idle = gpuwatch_idle_ms(f->w, mask)) < lo || idle > hi) {
+		if (now_ms() > end)
+			FAIL_AT("idle time of mask %llx: %lld ms after %lld ms, expected "
+			        "%lld..%lld",
+			        (unsigned long long)mask, (long long)idle, (long long)timeout_ms,
+			        (long long)lo, (long long)hi);
+		sleep_ms(10);
+	}
+	return idle;
+}
+
+static int readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) == 1;
+}
+
+TEST(idle_time_counts_from_the_first_idle_sample_and_busy_wakes_the_agent)
+{
+	struct fixture f;
+	start(&f, 100);
+	CHECK_INT(gpuwatch_idle_ms(f.w, 0), -1);       /* no GPU */
+	CHECK_INT(gpuwatch_idle_ms(f.w, 1u << 5), -1); /* not on this node */
+	wait_idle(&f, 0x3, 300, INT64_MAX, 5000);      /* sim GPUs start at 0% */
+
+	/* a rank's GPU at work: 0 at once (the injection samples), and the
+	 * agent's loop is woken so that its next sync says so */
+	struct gpuwatch_use use = {.gpus = 1u << 0, .job_id = 42, .job_name = "shell"};
+	gpuwatch_set_usage(f.w, &use, 1);
+	json_decref(gpuwatch_report(f.w)); /* clears the fd */
+	CHECK(!readable(gpuwatch_fd(f.w)));
+	inject(&f, "{\"gpu\":0,\"kind\":\"load\",\"util_pct\":90}");
+	wait_idle(&f, 1u << 0, 0, 0, 2000);
+	CHECK(readable(gpuwatch_fd(f.w)));
+	CHECK_INT(gpuwatch_idle_ms(f.w, 0x3), 0); /* every GPU of the mask must be idle */
+	CHECK(gpuwatch_idle_ms(f.w, 1u << 1) >= 300);
+
+	/* under 5% is idle: counted from that sample on */
+	inject(&f, "{\"gpu\":0,\"kind\":\"load\",\"util_pct\":4}");
+	wait_idle(&f, 1u << 0, 1, 1000, 2000);
+	sleep_ms(300);
+	int64_t idle = gpuwatch_idle_ms(f.w, 1u << 0);
+	CHECK(idle >= 300 && idle < 2000);
+
+	/* a lost GPU's utilization is not known */
+	inject(&f, "{\"gpu\":1,\"kind\":\"lost\"}");
+	wait_idle(&f, 1u << 1, -1, -1, 2000);
+	CHECK_INT(gpuwatch_idle_ms(f.w, 0x3), -1);
 	stop(&f);
 }
 

@@ -49,6 +49,10 @@ struct sfx_proc {
 	int reported; /* reported at least once */
 	/* EXITED: its launcher's words (a job with a head); NULL: none */
 	const char *reason;
+	/* RUNNING, a session's rank: how long its GPUs have been idle, sent as
+	 * gpu_idle_ms when has_idle (sfx_set_idle) */
+	int has_idle;
+	int64_t gpu_idle_ms;
 };
 
 struct sfx_agent {
@@ -322,6 +326,8 @@ static inline json_t *sfx_report_of(const struct sfx_proc *p)
 	if (p->state == SFX_RUNNING) {
 		wire_set(o, r, "state", json_string("running"));
 		wire_set(o, r, "pid", json_integer(1000 + p->rank));
+		if (p->has_idle)
+			wire_set(o, r, "gpu_idle_ms", json_integer(p->gpu_idle_ms));
 	} else if (p->state == SFX_EXITED) {
 		wire_set(o, r, "state", json_string("exited"));
 		wire_set(o, r, "exit_code", json_integer(p->exit_code));
@@ -395,6 +401,18 @@ static inline void sfx_exit(struct sfx *f, int node, int64_t attempt_id, int ran
 		        (long long)attempt_id);
 	p->state = SFX_EXITED;
 	p->exit_code = code;
+}
+
+/* From the next report on, the rank's agent says its GPUs have been idle
+ * for ms (a session's rank: gpu_idle_ms). */
+static inline void sfx_set_idle(struct sfx *f, int node, int64_t attempt_id, int rank, int64_t ms)
+{
+	struct sfx_proc *p = sfx_proc(f, node, attempt_id, rank);
+	if (!p || p->state != SFX_RUNNING)
+		FAIL_AT("node %d runs no rank %d of attempt %lld", node, rank,
+		        (long long)attempt_id);
+	p->has_idle = 1;
+	p->gpu_idle_ms = ms;
 }
 
 /* The rank could not be started (reported as failed_to_start). */
