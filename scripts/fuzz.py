@@ -76,8 +76,14 @@ def fuzz_post(rnd, count):
     paths = ["/v1/jobs", "/v1/agent/sync", "/v1/agent/register", "/v1/queues",
              "/v1/queues/default", "/v1/jobs/1/cancel", "/v1/jobs/1/why", "/v1/nodes/node-1",
              "/v1/nodes/node-1/check", "/v1/nodes/node-1/faults", "/v1/nodes/node-1/state",
-             "/v1/nodes/node-1/labels"]
-    seeds = [b'{"command":["true"],"gpus":1,"nodes":1,"queue":"default","team":"t",'
+             "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec"]
+    seeds = [b'{"command":["true"],"after":[{"job":1,"when":"any"}],"array":{"indices":[0,3],'
+             b'"max_running":1},"cwd":"/tmp","env":{"A":"1"},"exported":["A"]}',
+             b'{"command":["true"],"nodes":2,"head":"sleep 1","worker":"sleep 1",'
+             b'"head_timeout_ms":1000,"session":true}',
+             b'{"name":"t","weight":2}',
+             b'{"name":"q","idle_timeout_ms":60000,"default_time_limit_ms":1000}',
+             b'{"command":["true"],"gpus":1,"nodes":1,"queue":"default","team":"t",'
              b'"time_limit_ms":1000,"selectors":{"a":"b"},"env":{"X":"1"}}',
              b'{"node_id":1,"ranks":[{"attempt_id":1,"rank":0,"state":"running","pid":5}]}',
              b'{"name":"n","gpus":[{"index":0,"uuid":"u","name":"H","memory_mib":1}]}',
