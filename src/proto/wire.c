@@ -68,6 +68,11 @@ static const struct wire_field desired_fields[] = {
          "in a job with a head: how long to wait for it to answer"},
         {"session", JV_BOOL, 0, 0, 0,
          "an interactive session: the agent runs the command under a session holder"},
+        {"mpi", JV_BOOL, 0, 0, 0,
+         "an MPI job: rank 0 runs `mpirun` over the gang (`anvil _mpirun`), the other ranks "
+         "a placeholder that `mpirun`'s daemons are started in (`anvil _mpiwait`)"},
+        {"mpi_hosts", JV_STRINGS, 0, 1, 1024,
+         "rank 0 of an MPI job: every rank's node name, in rank order: the hostfile's lines"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -244,6 +249,9 @@ static const struct wire_field submit_fields[] = {
         {"session", JV_BOOL, 0, 0, 0,
          "an interactive session (`anvil shell`): the command runs in a terminal that "
          "`attach` streams reach; default false"},
+        {"mpi", JV_BOOL, 0, 0, 0,
+         "an MPI program: rank 0 runs `mpirun` over every rank's node with the command, "
+         "anvil starting its daemons (below); not with `head` or `session`; default false"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -299,6 +307,7 @@ const char *const wire_rank_env[] = {
         "ANVIL_CHECKPOINTING",
         "ANVIL_HEAD_ADDR",
         "ANVIL_HEAD_PORT",
+        "ANVIL_EXEC_TOKEN",
         NULL,
 };
 
