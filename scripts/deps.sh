@@ -15,6 +15,8 @@ packages=(
   procps               # ps/pgrep, used by tests
   prometheus           # promtool: tests validate the /metrics exposition
   python3-distributed  # Dask: the head/worker integration test runs a real Dask cluster
+  openmpi-bin          # Open MPI's mpirun and orted: the MPI integration test (anvil run --mpi)
+  python3-mpi4py       # its MPI program, an allreduce across two nodes
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 

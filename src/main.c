@@ -11,6 +11,13 @@
  *   anvil _exec --fd S --proc P a command run in a rank (agent/rankexec.h)
  *   anvil _launch ...             the launcher of each rank of a job with a head
  *                                 (agent/launch.h)
+ *   anvil _mpirun ... -- CMD      rank 0 of an MPI job: the hostfile, then mpirun
+ *   anvil _mpiwait                the other ranks of an MPI job (agent/mpi.h)
+ *
+ * and one that mpirun starts on rank 0 of an MPI job:
+ *
+ *   anvil _rsh HOST CMD...        mpirun's remote launcher: exec into HOST's
+ *                                 rank (cli/rsh.h)
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,8 +25,10 @@
 #include "agent/agent.h"
 #include "agent/holder.h"
 #include "agent/launch.h"
+#include "agent/mpi.h"
 #include "agent/rankexec.h"
 #include "cli/cli.h"
+#include "cli/rsh.h"
 #include "server/server.h"
 
 int main(int argc, char **argv)
@@ -39,5 +48,11 @@ int main(int argc, char **argv)
 		return holder_main(argc - 1, argv + 1);
 	if (strcmp(role, "_exec") == 0)
 		return rankexec_main(argc - 1, argv + 1);
+	if (strcmp(role, "_mpirun") == 0)
+		return mpi_run_main(argc - 1, argv + 1);
+	if (strcmp(role, "_mpiwait") == 0)
+		return mpi_wait_main(argc - 1, argv + 1);
+	if (strcmp(role, "_rsh") == 0)
+		return rsh_main(argc - 1, argv + 1);
 	return cli_main(argc, argv);
 }

@@ -9,6 +9,7 @@
 
 #include "agent/exec.h"
 #include "agent/launch.h"
+#include "agent/mpi.h"
 #include "agent/serve.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -376,11 +377,13 @@ static void start_desired(struct syncer *s, const json_t *d)
 	size_t i = 0;
 	json_array_foreach (cmd, i, v)
 		argv[i] = json_string_value(v);
-	json_t *extra = NULL; /* the agent's own variables (NCCL's), unless the job set them */
-	if (s->cfg.rank_env) {
-		extra = json_object();
+	/* the agent's own variables (NCCL's; an MPI job's server address, where
+	 * `anvil _rsh` execs into the other ranks), unless the job set them */
+	json_t *extra = json_object();
+	if (s->cfg.rank_env)
 		s->cfg.rank_env(s->cfg.ctx, json_object_get(o, "gpus"), extra);
-	}
+	if (jv_bool(o, "mpi", 0) && s->cfg.server)
+		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
 	envv = xcalloc(json_object_size(env) + json_object_size(extra) + 1, sizeof(char *));
 	const char *k;
 	i = 0;
@@ -394,13 +397,17 @@ static void start_desired(struct syncer *s, const json_t *d)
 	json_decref(extra);
 	int minors[64];
 	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
-	/* A job with a head: the rank runs its launcher, which runs the rest. */
+	/* A job with a head: the rank runs its launcher, which runs the rest;
+	 * an MPI job: mpirun on rank 0, a placeholder on the others. */
 	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
+	char **mpi = launch ? NULL : mpi_argv(o, launch_self());
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
 	        .job_id = jv_int(o, "job_id", 0),
-	        .argv = launch ? (const char *const *)launch : argv,
+	        .argv = launch ? (const char *const *)launch
+	                : mpi  ? (const char *const *)mpi
+	                       : argv,
 	        .cwd = jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(o, "grace_ms", 10000),
@@ -421,6 +428,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	free(envv);
 	free(argv);
 	launch_argv_free(launch);
+	mpi_argv_free(mpi);
 out:
 	json_decref(o);
 }

@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "base/relay.h"
 #include "base/upgrade.h"
+#include "base/util.h"
 #include "cli/cli.h"
 #include "proto/stream.h"
 
@@ -272,8 +273,16 @@ static int open_stream(struct verb_ctx *v, const struct attach_opts *o, struct u
 	char path[128];
 	snprintf(path, sizeof(path), "/v1/jobs/%lld/%s?rank=%lld", (long long)o->job,
 	         o->exec ? "exec" : "attach", (long long)o->rank);
+	int64_t give_up = now_ms() + o->retry_conflict_ms, pause_ms = 50;
 	int rc = upgrade_open(u, v->conn.server, path, v->conn.token, STREAM_UPGRADE,
 	                      OPEN_TIMEOUT_MS);
+	while (rc == 0 && u->status == 409 && now_ms() + pause_ms < give_up) {
+		upgrade_close(u);
+		sleep_ms(pause_ms);
+		pause_ms = pause_ms < 1000 ? pause_ms * 2 : 1000;
+		rc = upgrade_open(u, v->conn.server, path, v->conn.token, STREAM_UPGRADE,
+		                  OPEN_TIMEOUT_MS);
+	}
 	if (rc) {
 		say("cannot reach the server at %s (from %s): %s", v->conn.server,
 		    v->conn.server_from, u->error);

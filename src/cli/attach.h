@@ -35,6 +35,9 @@ struct attach_opts {
 	int tty;            /* the stream is a terminal (attach, or exec -t) */
 	int forward_stdin;  /* read stdin and send it */
 	int escape;         /* Ctrl-] detaches (attach) */
+	/* > 0: while the server answers 409 (the rank does not run yet: a gang
+	 * starting), try again for up to this many ms (`anvil _rsh`) */
+	int64_t retry_conflict_ms;
 };
 
 enum attach_end {

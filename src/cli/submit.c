@@ -272,6 +272,7 @@ static const struct copy {
         {"head", "head"},
         {"worker", "worker"},
         {"head-timeout", "head_timeout_ms"},
+        {"mpi", "mpi"},
 };
 
 static json_t *kv_object(const struct cliargs_value *kv)

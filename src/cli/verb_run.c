@@ -24,6 +24,8 @@ static const struct cliargs_opt opts[] = {
          "with --head: run CMD (sh -c) on every rank once the head answers"},
         {"head-timeout", 0, CLIARGS_DURATION, "DURATION",
          "with --head: how long to wait for it to answer (default 5m)"},
+        {"mpi", 0, CLIARGS_FLAG, NULL,
+         "an MPI program: rank 0 runs mpirun over every node, no SSH (see MPI below)"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
         {"local", 0, CLIARGS_FLAG, NULL,
          "run the job's one rank on this machine as a node would, without a server"},
@@ -155,5 +157,11 @@ const struct verb verb_run = {
                 "workers are stopped. If the head or a worker ends first, the job fails saying\n"
                 "which. Example:\n"
                 "  anvil run --nodes 4 --head 'dask-scheduler --port $ANVIL_HEAD_PORT' \\\n"
-                "      --worker 'dask-worker $ANVIL_HEAD_ADDR' -- python3 analyze.py\n",
+                "      --worker 'dask-worker $ANVIL_HEAD_ADDR' -- python3 analyze.py\n"
+                "\n"
+                "MPI: --mpi runs mpirun on rank 0 with a hostfile of the job's nodes\n"
+                "($ANVIL_MPI_HOSTFILE, --gpus slots each) and anvil, not SSH, starting its\n"
+                "daemons in the other ranks. The job ends with mpirun, with its status. Open\n"
+                "MPI's settings go in OMPI_MCA_* variables (--env). Example:\n"
+                "  anvil run --mpi --nodes 2 --gpus 8 -- python3 allreduce.py\n",
 };

@@ -99,6 +99,8 @@ static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 	verb_command_line(json_object_get(job, "command"), 0, &tmp);
 	field(out, "command", tmp.len ? tmp.data : "");
 	head_lines(job, out);
+	if (json_is_true(json_object_get(job, "mpi")))
+		field(out, "mpi", "mpirun on rank 0 over every rank's node (anvil run --mpi)");
 	const char *cwd = verb_str(job, "cwd");
 	field(out, "cwd", *cwd ? cwd : "(the agent's work dir)");
 	buf_reset(&tmp);

@@ -71,6 +71,11 @@ static const struct wire_field desired_fields[] = {
          "in a job with a head: how long to wait for it to answer"},
         {"session", JV_BOOL, 0, 0, 0,
          "an interactive session: the agent runs the command under a session holder"},
+        {"mpi", JV_BOOL, 0, 0, 0,
+         "an MPI job: rank 0 runs `mpirun` over the gang (`anvil _mpirun`), the other ranks "
+         "a placeholder that `mpirun`'s daemons are started in (`anvil _mpiwait`)"},
+        {"mpi_hosts", JV_STRINGS, 0, 1, 1024,
+         "rank 0 of an MPI job: every rank's node name, in rank order: the hostfile's lines"},
         {"notice", JV_OBJECT, 0, 0, 0,
          "a session's rank: a notice (below) for its terminal, delivered once by its `id`"},
         {NULL, 0, 0, 0, 0, NULL},
@@ -259,6 +264,9 @@ static const struct wire_field submit_fields[] = {
         {"session", JV_BOOL, 0, 0, 0,
          "an interactive session (`anvil shell`): the command runs in a terminal that "
          "`attach` streams reach; default false"},
+        {"mpi", JV_BOOL, 0, 0, 0,
+         "an MPI program: rank 0 runs `mpirun` over every rank's node with the command, "
+         "anvil starting its daemons (below); not with `head` or `session`; default false"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -318,6 +326,7 @@ const char *const wire_rank_env[] = {
         "ANVIL_HEAD_PORT",
         "ANVIL_ARRAY_ID",
         "ANVIL_ARRAY_INDEX",
+        "ANVIL_EXEC_TOKEN",
         NULL,
 };
 

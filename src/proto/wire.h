@@ -106,9 +106,10 @@ extern const struct wire_record *const wire_records[];
 
 /* The variables the server sets in every rank's environment (a desired
  * entry's "env"), over the job's own (ANVIL_CHECKPOINTING for a
- * checkpointing job, ANVIL_HEAD_* for a job with a head); NULL-terminated. The agent adds
- * ANVIL_OUTPUT_DIR, ANVIL_LOG_FILE, ANVIL_CHECKPOINT_DIR and the NCCL
- * interface variables on the node. */
+ * checkpointing job, ANVIL_HEAD_* for a job with a head, ANVIL_EXEC_TOKEN
+ * for an MPI job); NULL-terminated. The agent adds ANVIL_OUTPUT_DIR,
+ * ANVIL_LOG_FILE, ANVIL_CHECKPOINT_DIR, the NCCL interface variables, and
+ * for an MPI job ANVIL_SERVER, on the node. */
 extern const char *const wire_rank_env[];
 
 /* The values of those variables for one rank, set into env by

@@ -427,6 +427,10 @@ int server_handle(struct httpd_req *req, void *ctx)
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 		return HTTPD_DONE;
 	}
+	/* The one call that also takes a narrower credential: exec into the
+	 * ranks of an MPI job's own attempt, with that attempt's token. */
+	if (!api_token_ok(req, s->admin_token) && api_stream_by_exec_token(s, req))
+		return HTTPD_DONE;
 	if (!admin_ok(s, req))
 		return HTTPD_DONE;
 	if (strncmp(p, "/v1/jobs", 8) == 0 && (p[8] == '\0' || p[8] == '/'))

@@ -10,6 +10,13 @@
  * connections (base/relay.h) until either side closes; it holds no lock
  * and never reads the frames (proto/stream.h), which only the CLI and the
  * process on the node parse.
+ *
+ * Exec also takes an MPI job's exec token (docs/cli.md, "MPI"): a secret
+ * the server made for one attempt and gave only to that attempt's ranks,
+ * so that `anvil _rsh` on rank 0 can start mpirun's daemons in the other
+ * ranks without the admin token. It opens exec streams into the ranks of
+ * that attempt while it is the job's current one, and nothing else: every
+ * other route still asks for the admin token (api.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +135,17 @@ static void splice(const struct httpd_stream *st, void *ctx)
 	free(js);
 }
 
-void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec)
+/* Whether req carries the exec token of job id's current attempt; the
+ * same answer whatever is wrong (no such job, no token, another one), so
+ * that a token tells nothing about other jobs. */
+static int exec_token_ok(struct state *st, struct httpd_req *req, int64_t id)
+{
+	const struct job *j = state_job(st, id);
+	const struct attempt *a = j && j->nattempts ? j->attempts[j->nattempts - 1] : NULL;
+	return a && a->exec_token[0] && api_token_ok(req, a->exec_token);
+}
+
+static void open_stream(struct server *s, struct httpd_req *req, int64_t id, int exec, int by_token)
 {
 	req->route = exec ? "jobs_exec" : "jobs_attach";
 	if (!httpd_wants_upgrade(req, STREAM_UPGRADE)) {
@@ -146,7 +163,15 @@ void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec)
 	struct stream_target t;
 	char err[512];
 	state_lock(&s->state);
-	int rc = find_target(&s->state, id, rank, exec, &t, err, sizeof(err));
+	int rc = 0;
+	if (by_token && !exec_token_ok(&s->state, req, id)) {
+		rc = ERR_AUTH;
+		text_printf(err, sizeof(err),
+		            "this call needs the admin token, or for exec the exec token of the "
+		            "job's current attempt (ANVIL_EXEC_TOKEN in an MPI job's ranks)");
+	}
+	if (rc == 0)
+		rc = find_target(&s->state, id, rank, exec, &t, err, sizeof(err));
 	state_unlock(&s->state);
 	if (rc) {
 		httpd_error(req, rc, err);
@@ -174,7 +199,30 @@ void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec)
 	js->rank = (int)rank;
 	js->exec = exec;
 	snprintf(js->node, sizeof(js->node), "%s", t.node);
-	log_info("stream opened job=%lld rank=%d kind=%s node=%s", (long long)id, (int)rank,
-	         exec ? "exec" : "attach", t.node);
+	log_info("stream opened job=%lld rank=%d kind=%s node=%s by=%s", (long long)id, (int)rank,
+	         exec ? "exec" : "attach", t.node, by_token ? "exec-token" : "admin");
 	httpd_upgrade(req, STREAM_UPGRADE, splice, js);
+}
+
+void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec)
+{
+	open_stream(s, req, id, exec, 0);
+}
+
+int api_stream_by_exec_token(struct server *s, struct httpd_req *req)
+{
+	static const char prefix[] = "/v1/jobs/", suffix[] = "/exec";
+	const char *p = req->path;
+	const char *h = httpd_header(req, "Authorization");
+	if (strcmp(req->method, "POST") != 0 || !h || strncmp(h, "Bearer ", 7) != 0 ||
+	    strncmp(p, prefix, sizeof(prefix) - 1) != 0)
+		return 0;
+	const char *seg = p + sizeof(prefix) - 1, *slash = strchr(seg, '/');
+	if (!slash || strcmp(slash, suffix) != 0)
+		return 0;
+	int64_t id = api_path_id(seg, (size_t)(slash - seg));
+	if (!id)
+		return 0;
+	open_stream(s, req, id, 1, 1);
+	return 1;
 }

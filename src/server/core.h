@@ -9,10 +9,11 @@
  *                    attempt's, rank's or node's state (store/machine.h)
  *   2  ranks.c       attempts and ranks: reports, stops, desired sets;
  *                    how a gang ends: when one rank fails, and in a job
- *                    with a head (head and workers, docs/cli.md) when
- *                    rank 0 ends by itself: its command's status is the
- *                    job's, and the other ranks are stopped without
- *                    counting (attempt->command_ended)
+ *                    with a head (head and workers, docs/cli.md) or an
+ *                    MPI job (mpirun on rank 0) when rank 0 ends by
+ *                    itself: its status is the job's, and the other
+ *                    ranks are stopped without counting
+ *                    (attempt->command_ended)
  *   3  jobs.c        submission and cancellation; nodes.c: facts, admin
  *                    states, health, liveness, registration
  *   4  schedule.c    the scheduler glue (glue.h)

@@ -82,6 +82,24 @@ static int check_head(const json_t *body, char *err, size_t errlen)
 	return 0;
 }
 
+/* An MPI job (docs/cli.md, "MPI"): rank 0's command is mpirun, so neither
+ * a head (which would run the command itself) nor a session's terminal. */
+static int check_mpi(const json_t *body, char *err, size_t errlen)
+{
+	if (!jv_bool(body, "mpi", 0))
+		return 0;
+	const char *other = json_is_string(json_object_get(body, "head")) ? "head"
+	                    : jv_bool(body, "session", 0)                 ? "session"
+	                                                                  : NULL;
+	if (!other)
+		return 0;
+	snprintf(err, errlen,
+	         "field 'mpi': not with field '%s' (rank 0 of an MPI job runs mpirun with the "
+	         "command)",
+	         other);
+	return ERR_INVALID;
+}
+
 #define ARRAY_MAX       10000
 #define ARRAY_INDEX_MAX 999999
 
@@ -204,6 +222,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 	if (rc == 0)
 		rc = check_head(body, err, errlen);
 	if (rc == 0)
+		rc = check_mpi(body, err, errlen);
+	if (rc == 0)
 		rc = check_after(st, body, err, errlen);
 	return rc ? rc : check_array(body, err, errlen);
 }
@@ -258,6 +278,7 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->constraints = constraints_of(body);
 	j->checkpointing = jv_bool(body, "checkpointing", 0);
 	j->session = jv_bool(body, "session", 0);
+	j->mpi = jv_bool(body, "mpi", 0);
 	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
 	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
 	j->memory_bytes = jv_int(body, "memory_bytes", 0);

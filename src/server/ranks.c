@@ -33,9 +33,17 @@ void state_attempt_stop(struct state *st, struct attempt *a)
 	}
 }
 
+/* Whether rank 0 runs the job's command and the other ranks serve it: a
+ * job with a head (its workers), an MPI job (mpirun's daemons). Rank 0's
+ * end by itself ends such a gang with rank 0's status. */
+static int rank0_leads(const struct job *j)
+{
+	return j->head || j->mpi;
+}
+
 /* Whether rank r's end counts for the attempt's outcome: every rank's, but
- * only rank 0's once rank 0 of a job with a head ended by itself (the
- * others were stopped because of it). */
+ * only rank 0's once rank 0 of a job it leads ended by itself (the others
+ * were stopped because of it). */
 static int counts(const struct attempt *a, int r)
 {
 	return !a->command_ended || r == 0;
@@ -85,7 +93,10 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		return;
 	}
 	job_exit(j, a);
-	if (s == JOB_SUCCEEDED && a->command_ended)
+	if (s == JOB_SUCCEEDED && a->command_ended && j->mpi)
+		text_printf(j->reason, sizeof(j->reason),
+		            "mpirun exited 0 on rank 0; the other ranks were stopped");
+	else if (s == JOB_SUCCEEDED && a->command_ended)
 		text_printf(j->reason, sizeof(j->reason),
 		            "the command exited 0 on rank 0; the head and workers were stopped");
 	else if (s == JOB_SUCCEEDED)
@@ -116,6 +127,14 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	else if (k->state == RANK_EXITED && k->reason[0]) /* its launcher says why */
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s: %s", k->rank,
 		            n ? n->name : "?", k->reason);
+	else if (k->state == RANK_EXITED && j->mpi && k->rank == 0 && k->signal)
+		text_printf(j->reason, sizeof(j->reason),
+		            "rank 0 on %s: mpirun was killed by signal %d", n ? n->name : "?",
+		            k->signal);
+	else if (k->state == RANK_EXITED && j->mpi && k->rank == 0)
+		text_printf(j->reason, sizeof(j->reason),
+		            "rank 0 on %s: mpirun exited with status %d", n ? n->name : "?",
+		            k->exit_code);
 	else if (k->state == RANK_FAILED_START && k->error[0]) /* the agent says why */
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s failed to start: %s",
 		            k->rank, n ? n->name : "?", k->error);
@@ -129,7 +148,8 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 }
 
 /* Rank k ends in state `to` (its GPUs are freed); a failed rank ends the
- * gang, and so does rank 0 of a job with a head, whatever its status. */
+ * gang, and so does rank 0 of a job with a head or an MPI job, whatever
+ * its status. */
 static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum rank_state to)
 {
 	struct job *j = state_job(st, a->job_id);
@@ -137,12 +157,13 @@ static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum r
 		return;
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
 	int ends = bad;
-	/* In a job with a head, rank 0 runs the job's command: when rank 0
-	 * ends by itself (not stopped), the job ends with its status, and the
-	 * other ranks (the workers) are stopped; their ends, SIGTERM's 143
-	 * included, no longer count. A worker that fails first still fails
+	/* In a job with a head, rank 0 runs the job's command; in an MPI job,
+	 * mpirun. When rank 0 ends by itself (not stopped), the job ends with
+	 * its status, and the other ranks (the workers, or the placeholders
+	 * mpirun's daemons ran in) are stopped; their ends, SIGTERM's 143
+	 * included, no longer count. Another rank that fails first still fails
 	 * the gang, as any rank does. */
-	if (j->head && k->rank == 0 && to == RANK_EXITED && !a->ending) {
+	if (rank0_leads(j) && k->rank == 0 && to == RANK_EXITED && !a->ending) {
 		a->command_ended = 1;
 		state_mark_job(st, j);
 		ends = 1;
@@ -321,12 +342,14 @@ static json_t *rank_env(const struct job *j, const struct attempt *a, const stru
 	        .head_port = a->head_port,
 	};
 	wire_rank_env_set(env, &v);
+	if (a->exec_token[0]) /* an MPI job: `anvil _rsh` execs into the ranks with it */
+		json_object_set_new(env, "ANVIL_EXEC_TOKEN", json_string(a->exec_token));
 	return env;
 }
 
 /* A rank's desired entry (proto/wire.h, wire_desired); the limits only when set. */
-static json_t *desired_entry(const struct job *j, const struct attempt *a, const struct rank *k,
-                             const struct node *n)
+static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
+                             const struct rank *k, const struct node *n)
 {
 	const struct wire_record *r = &wire_desired;
 	json_t *d = json_object();
@@ -360,6 +383,16 @@ static json_t *desired_entry(const struct job *j, const struct attempt *a, const
 		wire_set(notice, &wire_notice, "text", json_string(a->notice));
 		wire_set(d, r, "notice", notice);
 	}
+	if (j->mpi) /* the agent runs mpirun on rank 0, a placeholder on the others */
+		wire_set(d, r, "mpi", json_true());
+	if (j->mpi && k->rank == 0) {
+		json_t *hosts = json_array();
+		for (int i = 0; i < a->nranks; i++) {
+			const struct node *h = state_node(st, a->ranks[i].node_id);
+			json_array_append_new(hosts, json_string(h ? h->name : "?"));
+		}
+		wire_set(d, r, "mpi_hosts", hosts);
+	}
 	return d;
 }
 
@@ -378,7 +411,7 @@ json_t *state_desired(struct state *st, struct node *n)
 			/* A rank's entry changes only with its session's notice
 			 * (session_notice drops it): build it once. */
 			if (!k->desired)
-				k->desired = desired_entry(j, a, k, n);
+				k->desired = desired_entry(st, j, a, k, n);
 			json_array_append(ranks, k->desired);
 		}
 	}

@@ -427,6 +427,11 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	/* A head's port, likewise, from a range of its own: never the master
 	 * port of this attempt or of another on the same node. */
 	a->head_port = j->head ? 10000 + (int)(a->id % 10000) : 0;
+	/* An MPI job's ranks exec into each other with a secret of their own
+	 * (docs/cli.md, "MPI"), new for each attempt: a requeued attempt's
+	 * token cannot reach the next one. */
+	if (j->mpi)
+		random_hex(a->exec_token, (sizeof(a->exec_token) - 1) / 2);
 	state_index_attempt(st, j, a);
 	state_active_add(st, a);
 	for (int r = 0; r < p->nranks; r++)

@@ -53,6 +53,11 @@ int64_t api_path_id(const char *seg, size_t len);
 /* POST /v1/jobs/ID/attach (exec 0) and /exec (exec 1): the rank's stream,
  * relayed to its agent (api_stream.c). */
 void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec);
+/* POST /v1/jobs/ID/exec with an MPI job's exec token instead of the admin
+ * token (docs/cli.md, "MPI"): answered, and 1, when req is that route with a
+ * bearer token that is not the admin's; the stream opens only when the token
+ * is the one of ID's current attempt. 0: not such a request. */
+int api_stream_by_exec_token(struct server *s, struct httpd_req *req);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
 

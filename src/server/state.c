@@ -637,6 +637,7 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
 	json_object_set_new(o, "head_timeout_ms", opt_int(j->head != NULL, j->head_timeout_ms));
 	json_object_set_new(o, "session", json_boolean(j->session));
+	json_object_set_new(o, "mpi", json_boolean(j->mpi));
 	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
 	json_object_set_new(o, "after", j->after ? json_incref(j->after) : json_array());
 	if (j->array_id)

@@ -138,6 +138,7 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
 	a->head_port = (int)jv_int(extra, "head_port", 0);
 	a->command_ended = jv_bool(extra, "command_ended", 0);
+	snprintf(a->exec_token, sizeof(a->exec_token), "%s", jv_str(extra, "exec_token", ""));
 	json_decref(extra);
 	const unsigned char *why = sqlite3_column_text(s, 11);
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why ? (const char *)why : "");
@@ -177,6 +178,7 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->constraints = json_is_object(c) ? json_incref(c) : NULL;
 	j->checkpointing = jv_bool(extra, "checkpointing", 0);
 	j->session = jv_bool(extra, "session", 0);
+	j->mpi = jv_bool(extra, "mpi", 0);
 	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
 	json_t *exported = json_object_get(extra, "exported");

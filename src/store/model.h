@@ -121,10 +121,14 @@ struct attempt {
 	char master_addr[64];
 	int master_port;
 	int head_port; /* a job with a head: the head's port on master_addr; else 0 */
-	/* A job with a head: rank 0 ended by itself (its command, or its head or
-	 * worker, ended first), so the attempt's outcome is rank 0's and the
-	 * other ranks are being stopped (server/ranks.c). */
+	/* A job with a head or an MPI job: rank 0 ended by itself (its command,
+	 * its head or worker, or mpirun ended first), so the attempt's outcome
+	 * is rank 0's and the other ranks are being stopped (server/ranks.c). */
 	int command_ended;
+	/* An MPI job: the secret its ranks hold (ANVIL_EXEC_TOKEN) that lets
+	 * them exec into the ranks of this attempt, and nothing else
+	 * (docs/cli.md, "MPI"); 64 hex digits, "" for other jobs. Never shown. */
+	char exec_token[65];
 	int64_t start_ms;
 	int64_t end_ms;
 	int nranks;
@@ -161,6 +165,7 @@ struct job {
 	int64_t array_index;
 	int array_max_running;
 	int session;             /* an interactive session (anvil shell): run under a holder */
+	int mpi;                 /* an MPI job (anvil run --mpi): rank 0 runs mpirun */
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	int explained;           /* in memory: a full cycle gave it a reason */

@@ -361,6 +361,8 @@ static int put_attempt(struct store *st, const struct attempt *a)
 		json_object_set_new(extra, "head_port", json_integer(a->head_port));
 	if (a->command_ended)
 		json_object_set_new(extra, "command_ended", json_true());
+	if (a->exec_token[0]) /* MPI jobs only */
+		json_object_set_new(extra, "exec_token", json_string(a->exec_token));
 	bind_json(s, 11, extra);
 	json_decref(extra);
 	sqlite3_bind_text(s, 12, a->end_reason, -1, SQLITE_STATIC);
@@ -419,6 +421,8 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "worker", json_string(j->worker));
 	if (j->session)
 		json_object_set_new(extra, "session", json_true());
+	if (j->mpi)
+		json_object_set_new(extra, "mpi", json_true());
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);

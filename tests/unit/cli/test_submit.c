@@ -131,6 +131,7 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                      "ray start --address=$ANVIL_HEAD_ADDR --block",
 	                      "--head-timeout",
 	                      "2m",
+	                      "--mpi", /* the server refuses it with --head; the client copies */
 	                      "--",
 	                      "python3",
 	                      "train.py",
@@ -146,7 +147,8 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                "\"memory_bytes\":17179869184,"
 	                "\"head\":\"ray start --head --port=$ANVIL_HEAD_PORT --block\","
 	                "\"worker\":\"ray start --address=$ANVIL_HEAD_ADDR --block\","
-	                "\"head_timeout_ms\":120000,\"cwd\":\"/data\",\"env\":{\"A\":\"1\"}}");
+	                "\"head_timeout_ms\":120000,\"mpi\":true,\"cwd\":\"/data\","
+	                "\"env\":{\"A\":\"1\"}}");
 	/* every field of the table but "exported" (nothing was), "after" and
 	 * "array" (their own syntax: below) and "session" (anvil shell's, not
 	 * an option) has its option */

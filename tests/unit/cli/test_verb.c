@@ -187,6 +187,20 @@ TEST(show_lists_exported_names)
 	buf_cleanup(&out);
 }
 
+TEST(show_says_an_mpi_job_is_one)
+{
+	json_t *job = load("{\"id\": 5, \"state\": \"running\", \"mpi\": true,"
+	                   " \"command\": [\"a.out\"], \"attempts\": []}");
+	struct buf out;
+	buf_init(&out);
+	verb_show_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "  command    a.out\n"
+	                         "  mpi        mpirun on rank 0 over every rank's node (anvil run "
+	                         "--mpi)\n");
+	json_decref(job);
+	buf_cleanup(&out);
+}
+
 TEST(show_pending_job_says_why)
 {
 	json_t *job = load("{\"id\": 3, \"name\": \"x\\u001b[2J\", \"state\": \"pending\","

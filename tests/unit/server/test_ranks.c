@@ -89,7 +89,8 @@ TEST(desired_entry_with_limits_cwd_and_env_passes_the_agents_table)
 /* The variables the server sets per rank are the ones proto/wire.h lists
  * (the client never exports those), and they win over the job's own env,
  * exported from a client's environment or not. The job checkpoints and has
- * a head, so that every listed variable is set. */
+ * a head, and an MPI job comes with it (a head and MPI do not go together),
+ * so that every listed variable is set by one or the other. */
 TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
 {
 	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"checkpointing\": true,"
@@ -111,10 +112,23 @@ TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
 		if (!listed)
 			FAIL_AT("the server sets %s for each rank; wire_rank_env lacks it", k);
 	}
+	json_t *m = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"mpi\": true}");
+	check_answer(m, "env");
+	const json_t *menv = json_object_get(json_array_get(json_object_get(m, "ranks"), 0), "env");
+	json_object_foreach ((json_t *)menv, k, v) {
+		int listed = 0;
+		for (size_t i = 0; !listed && wire_rank_env[i]; i++)
+			listed = strcmp(k, wire_rank_env[i]) == 0;
+		if (!listed)
+			FAIL_AT("the server sets %s for an MPI job's ranks; wire_rank_env lacks it",
+			        k);
+	}
 	for (size_t i = 0; wire_rank_env[i]; i++)
-		if (!json_object_get(env, wire_rank_env[i]))
+		if (!json_object_get(env, wire_rank_env[i]) &&
+		    !json_object_get(menv, wire_rank_env[i]))
 			FAIL_AT("wire_rank_env lists %s, which the server does not set",
 			        wire_rank_env[i]);
+	json_decref(m);
 	json_decref(a);
 }
 
