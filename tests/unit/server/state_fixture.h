@@ -479,4 +479,35 @@ static inline int sfx_events(struct sfx *f, const char *kind, int64_t job_id, co
 	return count;
 }
 
+/* The index of the node that rank r of a runs on. */
+static inline int sfx_node_of(const struct attempt *a, int r)
+{
+	CHECK(r < a->nranks);
+	return (int)a->ranks[r].node_id - 1;
+}
+
+/* A job submitted from text, placed, and running on every rank. */
+static inline struct job *sfx_submit_running(struct sfx *f, const char *text)
+{
+	struct job *j = sfx_submit(f, text);
+	CHECK_INT(j->state, JOB_SCHEDULED);
+	sfx_start_all(f);
+	CHECK_INT(j->state, JOB_RUNNING);
+	return j;
+}
+
+/* The desired entry of rank r of a (the caller decrefs it). */
+static inline json_t *sfx_entry(struct sfx *f, const struct attempt *a, int r)
+{
+	json_t *o = sfx_desired(f, sfx_node_of(a, r));
+	size_t i;
+	json_t *d, *found = NULL;
+	json_array_foreach (json_object_get(o, "ranks"), i, d)
+		if (jv_int(d, "attempt_id", 0) == a->id && jv_int(d, "rank", -1) == r)
+			found = json_incref(d);
+	json_decref(o);
+	CHECK(found != NULL);
+	return found;
+}
+
 #endif

@@ -13,45 +13,16 @@
 	" \"head\": \"dask-scheduler --port $ANVIL_HEAD_PORT\","                                   \
 	" \"worker\": \"dask-worker $ANVIL_HEAD_ADDR\"}"
 
-static int node_of(const struct attempt *a, int r)
-{
-	CHECK(r < a->nranks);
-	return (int)a->ranks[r].node_id - 1;
-}
-
-static struct job *running(struct sfx *f, const char *text)
-{
-	struct job *j = sfx_submit(f, text);
-	CHECK_INT(j->state, JOB_SCHEDULED);
-	sfx_start_all(f);
-	CHECK_INT(j->state, JOB_RUNNING);
-	return j;
-}
-
-/* The desired entry of rank r of a (the caller decrefs it). */
-static json_t *entry(struct sfx *f, const struct attempt *a, int r)
-{
-	json_t *o = sfx_desired(f, node_of(a, r));
-	size_t i;
-	json_t *d, *found = NULL;
-	json_array_foreach (json_object_get(o, "ranks"), i, d)
-		if (jv_int(d, "attempt_id", 0) == a->id && jv_int(d, "rank", -1) == r)
-			found = json_incref(d);
-	json_decref(o);
-	CHECK(found != NULL);
-	return found;
-}
-
 TEST(head_jobs_desired_entries_carry_the_launchers_fields)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
 	CHECK(a->head_port >= 10000 && a->head_port < 20000);
 	CHECK(a->head_port != a->master_port);
 	char addr[96];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", a->head_port);
-	json_t *d0 = entry(f, a, 0), *d1 = entry(f, a, 1);
+	json_t *d0 = sfx_entry(f, a, 0), *d1 = sfx_entry(f, a, 1);
 	CHECK_STR(jv_str(d0, "head_addr", ""), addr);
 	CHECK_STR(jv_str(d1, "head_addr", ""), addr);
 	CHECK_STR(jv_str(d0, "head", ""), "dask-scheduler --port $ANVIL_HEAD_PORT");
@@ -76,9 +47,9 @@ TEST(head_jobs_desired_entries_carry_the_launchers_fields)
 TEST(rank_zero_exiting_zero_stops_the_workers_and_the_job_succeeds)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 0);
 	sfx_sync(f, n0);
 	CHECK(a->command_ended);
@@ -97,9 +68,9 @@ TEST(rank_zero_exiting_zero_stops_the_workers_and_the_job_succeeds)
 TEST(rank_zero_failing_gives_the_job_its_status_and_its_launchers_reason)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 7);
 	sfx_proc(f, n0, a->id, 0)->reason = "the command exited with status 7";
 	sfx_sync(f, n0);
@@ -117,9 +88,9 @@ TEST(rank_zero_failing_gives_the_job_its_status_and_its_launchers_reason)
 TEST(a_worker_failing_first_fails_the_gang_naming_it)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n1, a->id, 1, 4);
 	sfx_proc(f, n1, a->id, 1)->reason =
 	        "the worker exited with status 4 before the command ended";
@@ -141,7 +112,7 @@ TEST(a_worker_failing_first_fails_the_gang_naming_it)
 TEST(a_cancelled_head_job_is_cancelled)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
 	CHECK_INT(state_cancel(&f->st, j), 0);
 	for (int n = 0; n < 2; n++) {
@@ -157,10 +128,10 @@ TEST(a_cancelled_head_job_is_cancelled)
 TEST(the_head_and_rank_zeros_end_survive_a_restart)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, HEAD_JOB);
+	struct job *j = sfx_submit_running(f, HEAD_JOB);
 	struct attempt *a = sfx_attempt(j);
 	int64_t jid = j->id, aid = a->id;
-	int port = a->head_port, n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int port = a->head_port, n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, aid, 0, 0);
 	sfx_sync(f, n0);
 	sfx_restart(f);

@@ -12,35 +12,6 @@
 #define MPI_JOB                                                                                    \
 	"{\"command\": [\"python3\", \"allreduce.py\"], \"gpus\": 1, \"nodes\": 2, \"mpi\": true}"
 
-static int node_of(const struct attempt *a, int r)
-{
-	CHECK(r < a->nranks);
-	return (int)a->ranks[r].node_id - 1;
-}
-
-static struct job *running(struct sfx *f, const char *text)
-{
-	struct job *j = sfx_submit(f, text);
-	CHECK_INT(j->state, JOB_SCHEDULED);
-	sfx_start_all(f);
-	CHECK_INT(j->state, JOB_RUNNING);
-	return j;
-}
-
-/* The desired entry of rank r of a (the caller decrefs it). */
-static json_t *entry(struct sfx *f, const struct attempt *a, int r)
-{
-	json_t *o = sfx_desired(f, node_of(a, r));
-	size_t i;
-	json_t *d, *found = NULL;
-	json_array_foreach (json_object_get(o, "ranks"), i, d)
-		if (jv_int(d, "attempt_id", 0) == a->id && jv_int(d, "rank", -1) == r)
-			found = json_incref(d);
-	json_decref(o);
-	CHECK(found != NULL);
-	return found;
-}
-
 static const char *token_of(const json_t *d)
 {
 	return jv_str(json_object_get(d, "env"), "ANVIL_EXEC_TOKEN", "");
@@ -58,7 +29,7 @@ TEST(mpi_desired_entries_carry_the_hosts_and_the_attempts_token)
 	CHECK_INT((int)strspn(a->exec_token, "0123456789abcdef"), 64);
 	json_t *d[3];
 	for (int r = 0; r < 3; r++) {
-		d[r] = entry(f, a, r);
+		d[r] = sfx_entry(f, a, r);
 		CHECK(jv_bool(d[r], "mpi", 0));
 		CHECK_STR(token_of(d[r]), a->exec_token);
 		CHECK(json_object_get(d[r], "head_addr") == NULL); /* not the head's launcher */
@@ -70,16 +41,16 @@ TEST(mpi_desired_entries_carry_the_hosts_and_the_attempts_token)
 	CHECK_INT((int)json_array_size(hosts), 3);
 	for (int r = 0; r < 3; r++)
 		CHECK_STR(json_string_value(json_array_get(hosts, (size_t)r)),
-		          sfx_node(f, node_of(a, r))->name);
+		          sfx_node(f, sfx_node_of(a, r))->name);
 	CHECK(json_object_get(d[1], "mpi_hosts") == NULL);
 	CHECK(json_object_get(d[2], "mpi_hosts") == NULL);
 	for (int r = 0; r < 3; r++)
 		json_decref(d[r]);
 	/* Another job's ranks get neither the token nor the MPI fields. */
-	struct job *plain = running(f, "{\"command\": [\"true\"], \"gpus\": 1}");
+	struct job *plain = sfx_submit_running(f, "{\"command\": [\"true\"], \"gpus\": 1}");
 	struct attempt *pa = sfx_attempt(plain);
 	CHECK_STR(pa->exec_token, "");
-	json_t *pd = entry(f, pa, 0);
+	json_t *pd = sfx_entry(f, pa, 0);
 	CHECK(json_object_get(json_object_get(pd, "env"), "ANVIL_EXEC_TOKEN") == NULL);
 	CHECK(json_object_get(pd, "mpi") == NULL);
 	json_decref(pd);
@@ -89,7 +60,7 @@ TEST(mpi_desired_entries_carry_the_hosts_and_the_attempts_token)
 TEST(the_token_is_never_shown_and_mpi_is)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, MPI_JOB);
+	struct job *j = sfx_submit_running(f, MPI_JOB);
 	json_t *o = state_job_json(&f->st, j, 1);
 	char *text = json_dumps(o, 0);
 	CHECK(strstr(text, sfx_attempt(j)->exec_token) == NULL);
@@ -102,7 +73,7 @@ TEST(the_token_is_never_shown_and_mpi_is)
 TEST(each_attempt_gets_a_token_of_its_own_kept_across_a_restart)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, MPI_JOB);
+	struct job *j = sfx_submit_running(f, MPI_JOB);
 	struct attempt *a = sfx_attempt(j);
 	char first[65];
 	snprintf(first, sizeof(first), "%s", a->exec_token);
@@ -130,9 +101,9 @@ TEST(each_attempt_gets_a_token_of_its_own_kept_across_a_restart)
 TEST(mpirun_exiting_zero_stops_the_other_ranks_and_the_job_succeeds)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, MPI_JOB);
+	struct job *j = sfx_submit_running(f, MPI_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 0);
 	sfx_sync(f, n0);
 	CHECK(a->command_ended);
@@ -149,9 +120,9 @@ TEST(mpirun_exiting_zero_stops_the_other_ranks_and_the_job_succeeds)
 TEST(mpirun_failing_gives_the_job_its_status)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, MPI_JOB);
+	struct job *j = sfx_submit_running(f, MPI_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 3);
 	sfx_sync(f, n0);
 	sfx_apply(f, n1);
@@ -171,9 +142,9 @@ TEST(mpirun_failing_gives_the_job_its_status)
 TEST(another_rank_ending_first_fails_the_gang)
 {
 	struct sfx *f = sfx_open(2, 1);
-	struct job *j = running(f, MPI_JOB);
+	struct job *j = sfx_submit_running(f, MPI_JOB);
 	struct attempt *a = sfx_attempt(j);
-	int n0 = node_of(a, 0), n1 = node_of(a, 1);
+	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n1, a->id, 1, 137);
 	sfx_sync(f, n1);
 	CHECK(!a->command_ended);
