@@ -1,6 +1,5 @@
 #include "agent/syncer.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include "agent/mpi.h"
 #include "agent/serve.h"
 #include "base/buf.h"
+#include "base/curl_lazy.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/log.h"

@@ -1,11 +1,11 @@
 #include "base/httpc.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/curl_lazy.h"
 #include "base/err.h"
 #include "base/mem.h"
 
@@ -21,11 +21,12 @@ struct httpc {
 
 void httpc_global_init(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	curl_lazy_load();
 }
 
 struct httpc *httpc_new(void)
 {
+	curl_lazy_load();
 	struct httpc *c = xcalloc(1, sizeof(*c));
 	c->curl = curl_easy_init();
 	if (!c->curl) {

@@ -17,7 +17,8 @@
 
 struct httpc;
 
-/* Must be called once before any thread uses httpc (curl_global_init). */
+/* Loads libcurl now (base/curl_lazy.h); httpc_new and upgrade_open load
+ * it on first use anyway. Daemons call it at start. */
 void httpc_global_init(void);
 
 struct httpc *httpc_new(void);

@@ -1,6 +1,5 @@
 #include "base/upgrade.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/curl_lazy.h"
 #include "base/err.h"
 #include "base/relay.h"
 #include "base/util.h"
@@ -126,6 +126,7 @@ int upgrade_open(struct upgrade *u, const char *base_url, const char *path, cons
 		return ERR_INVALID;
 	}
 	int64_t deadline = now_ms() + timeout_ms;
+	curl_lazy_load();
 	CURL *c = curl_easy_init();
 	if (!c) {
 		snprintf(u->error, sizeof(u->error), "curl_easy_init failed");

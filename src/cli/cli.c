@@ -187,7 +187,6 @@ int cli_main(int argc, char **argv)
 {
 	if (!args_are_utf8(argc, argv))
 		return CLI_EXIT_USAGE;
-	httpc_global_init();
 	struct cliargs pre;
 	char err[512];
 	int ret;

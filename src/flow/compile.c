@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/util.h"
 #include "flow/spec.h"
@@ -42,9 +43,13 @@ static void trace_back(const struct renames *r, char *path, size_t len)
 	}
 	if (best < 0)
 		return;
-	char out[512];
-	snprintf(out, sizeof(out), "%s%s", r->v[best].to, path + best_len);
-	snprintf(path, len, "%s", out);
+	struct buf out; /* path may be cut where len ends: error paths, not keys */
+	buf_init(&out);
+	buf_printf(&out, "%s%s", r->v[best].to, path + best_len);
+	size_t n = out.len < len ? out.len : len - 1;
+	memcpy(path, out.data, n);
+	path[n] = '\0';
+	buf_cleanup(&out);
 }
 
 static void err(struct flow_errors *e, const char *path, const char *msg, const char *arg)
