@@ -41,21 +41,21 @@ void curl_lazy_load(void);
 
 #undef curl_easy_setopt
 #undef curl_easy_getinfo
-#define curl_easy_init          curl_lazy.easy_init
-#define curl_easy_setopt        curl_lazy.easy_setopt
-#define curl_easy_getinfo       curl_lazy.easy_getinfo
-#define curl_easy_perform       curl_lazy.easy_perform
-#define curl_easy_cleanup       curl_lazy.easy_cleanup
-#define curl_easy_reset         curl_lazy.easy_reset
-#define curl_easy_strerror      curl_lazy.easy_strerror
-#define curl_slist_append       curl_lazy.slist_append
-#define curl_slist_free_all     curl_lazy.slist_free_all
-#define curl_multi_init         curl_lazy.multi_init
-#define curl_multi_add_handle   curl_lazy.multi_add_handle
+#define curl_easy_init           curl_lazy.easy_init
+#define curl_easy_setopt         curl_lazy.easy_setopt
+#define curl_easy_getinfo        curl_lazy.easy_getinfo
+#define curl_easy_perform        curl_lazy.easy_perform
+#define curl_easy_cleanup        curl_lazy.easy_cleanup
+#define curl_easy_reset          curl_lazy.easy_reset
+#define curl_easy_strerror       curl_lazy.easy_strerror
+#define curl_slist_append        curl_lazy.slist_append
+#define curl_slist_free_all      curl_lazy.slist_free_all
+#define curl_multi_init          curl_lazy.multi_init
+#define curl_multi_add_handle    curl_lazy.multi_add_handle
 #define curl_multi_remove_handle curl_lazy.multi_remove_handle
-#define curl_multi_perform      curl_lazy.multi_perform
-#define curl_multi_poll         curl_lazy.multi_poll
-#define curl_multi_info_read    curl_lazy.multi_info_read
-#define curl_multi_cleanup      curl_lazy.multi_cleanup
+#define curl_multi_perform       curl_lazy.multi_perform
+#define curl_multi_poll          curl_lazy.multi_poll
+#define curl_multi_info_read     curl_lazy.multi_info_read
+#define curl_multi_cleanup       curl_lazy.multi_cleanup
 
 #endif
