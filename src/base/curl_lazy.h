@@ -6,9 +6,9 @@
  * check`, `anvil run --local`) should not pay it. Files that call libcurl
  * include this header instead of <curl/curl.h>: the calls below go through
  * a table that curl_lazy_load() fills with dlopen("libcurl.so.4") and
- * curl_global_init, once, thread-safely. httpc's and upgrade's entry
- * points load it; a failure to load is logged and aborts (the library is a
- * dependency of the package, like any other).
+ * curl_global_init, once, thread-safely (base/lazy.c). httpc's and
+ * upgrade's entry points load it; a failure to load is reported and
+ * aborts (the library is a dependency of the package, like any other).
  */
 #ifndef ANVIL_CURL_LAZY_H
 #define ANVIL_CURL_LAZY_H

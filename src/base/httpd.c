@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/mhd_lazy.h"
 #include "base/util.h"
 
 #define ROUTES_MAX 64
@@ -195,6 +195,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 {
+	mhd_lazy_load();
 	struct httpd *h = xcalloc(1, sizeof(*h));
 	h->cfg = *cfg;
 	if (!h->cfg.bind)
