@@ -90,7 +90,9 @@ static int attach_fn(struct verb_ctx *v)
 	                        .rank = rank->set ? rank->num : 0,
 	                        .tty = 1,
 	                        .forward_stdin = 1,
-	                        .escape = 1};
+	                        .escape = 1,
+	                        /* an agent just restarted adopts its ranks first */
+	                        .retry_conflict_ms = 3000};
 	fprintf(stderr, "anvil: attaching to job %lld; Ctrl-] detaches\n", (long long)id);
 	struct attach_result r = attach_run(v, &o);
 	return verb_attach_finish(v, id, o.rank, &r);

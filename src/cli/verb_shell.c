@@ -13,6 +13,8 @@
 #include "cli/cli.h"
 #include "cli/submit.h"
 #include "cli/verb.h"
+
+#define SHELL_ATTACH_WAIT_MS 3000
 #include "proto/wire.h"
 
 #define WAIT_POLL_MS     250
@@ -162,7 +164,13 @@ static int shell_fn(struct verb_ctx *v)
 	fprintf(stderr,
 	        "anvil: job %lld is running; Ctrl-] detaches (`anvil attach %lld` returns)\n",
 	        (long long)id, (long long)id);
-	struct attach_opts o = {.job = id, .tty = 1, .forward_stdin = 1, .escape = 1};
+	/* The server says "running" once the agent reported the rank; the agent's
+	 * stream route may not know it for a moment more (409): wait that out. */
+	struct attach_opts o = {.job = id,
+	                        .tty = 1,
+	                        .forward_stdin = 1,
+	                        .escape = 1,
+	                        .retry_conflict_ms = SHELL_ATTACH_WAIT_MS};
 	struct attach_result r = attach_run(v, &o);
 	return verb_attach_finish(v, id, 0, &r);
 }
