@@ -510,4 +510,13 @@ static inline json_t *sfx_entry(struct sfx *f, const struct attempt *a, int r)
 	return found;
 }
 
+/* The agent of node applies its desired set, where exactly one rank was
+ * dropped: that rank ends of the SIGTERM and the agent reports it. */
+static inline void sfx_one_stopped(struct sfx *f, int node)
+{
+	sfx_apply(f, node);
+	CHECK_INT(sfx_end_stopped(f, node), 1); /* SIGTERM: 143 */
+	sfx_sync(f, node);
+}
+
 #endif

@@ -55,9 +55,7 @@ TEST(rank_zero_exiting_zero_stops_the_workers_and_the_job_succeeds)
 	CHECK(a->command_ended);
 	CHECK(a->ending);
 	CHECK(!sfx_desires(f, n1, a->id, 1)); /* the worker's rank is stopped */
-	sfx_apply(f, n1);
-	CHECK_INT(sfx_end_stopped(f, n1), 1); /* SIGTERM: 143 */
-	sfx_sync(f, n1);
+	sfx_one_stopped(f, n1);
 	CHECK_INT(a->ranks[1].signal, 15);
 	CHECK_INT(j->state, JOB_SUCCEEDED);
 	CHECK_INT(j->exit_code, 0);
@@ -74,9 +72,7 @@ TEST(rank_zero_failing_gives_the_job_its_status_and_its_launchers_reason)
 	sfx_exit(f, n0, a->id, 0, 7);
 	sfx_proc(f, n0, a->id, 0)->reason = "the command exited with status 7";
 	sfx_sync(f, n0);
-	sfx_apply(f, n1);
-	CHECK_INT(sfx_end_stopped(f, n1), 1);
-	sfx_sync(f, n1);
+	sfx_one_stopped(f, n1);
 	CHECK_INT(j->state, JOB_FAILED);
 	CHECK_INT(j->exit_code, 7);
 	CHECK_STR(j->reason, "rank 0 on node-1: the command exited with status 7");
@@ -142,9 +138,7 @@ TEST(the_head_and_rank_zeros_end_survive_a_restart)
 	CHECK_INT(j->head_timeout_ms, 300000);
 	CHECK_INT(a->head_port, port);
 	CHECK(a->command_ended); /* so the worker's SIGTERM still does not count */
-	sfx_apply(f, n1);
-	CHECK_INT(sfx_end_stopped(f, n1), 1);
-	sfx_sync(f, n1);
+	sfx_one_stopped(f, n1);
 	CHECK_INT(j->state, JOB_SUCCEEDED);
 	CHECK_INT(j->exit_code, 0);
 	json_t *o = state_job_json(&f->st, j, 1);

@@ -108,9 +108,7 @@ TEST(mpirun_exiting_zero_stops_the_other_ranks_and_the_job_succeeds)
 	sfx_sync(f, n0);
 	CHECK(a->command_ended);
 	CHECK(!sfx_desires(f, n1, a->id, 1)); /* the placeholder is stopped */
-	sfx_apply(f, n1);
-	CHECK_INT(sfx_end_stopped(f, n1), 1); /* SIGTERM: 143, which does not count */
-	sfx_sync(f, n1);
+	sfx_one_stopped(f, n1);
 	CHECK_INT(j->state, JOB_SUCCEEDED);
 	CHECK_INT(j->exit_code, 0);
 	CHECK_STR(j->reason, "mpirun exited 0 on rank 0; the other ranks were stopped");
@@ -125,9 +123,7 @@ TEST(mpirun_failing_gives_the_job_its_status)
 	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 3);
 	sfx_sync(f, n0);
-	sfx_apply(f, n1);
-	CHECK_INT(sfx_end_stopped(f, n1), 1);
-	sfx_sync(f, n1);
+	sfx_one_stopped(f, n1);
 	CHECK_INT(j->state, JOB_FAILED);
 	CHECK_INT(j->exit_code, 3);
 	char want[128];
