@@ -179,6 +179,8 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->checkpointing = jv_bool(extra, "checkpointing", 0);
 	j->session = jv_bool(extra, "session", 0);
 	j->mpi = jv_bool(extra, "mpi", 0);
+	json_t *task = json_object_get(extra, "task");
+	j->task = json_is_object(task) ? json_incref(task) : NULL;
 	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
 	json_t *exported = json_object_get(extra, "exported");

@@ -423,6 +423,8 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "session", json_true());
 	if (j->mpi)
 		json_object_set_new(extra, "mpi", json_true());
+	if (j->task)
+		json_object_set(extra, "task", j->task);
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);
