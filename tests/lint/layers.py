@@ -27,6 +27,7 @@ LAYERS = {
     "metrics.c": 7,
     "api_nodes.c": 7,
     "api_stream.c": 7,
+    "api_objects.c": 7,
     "api.c": 8,
     "server.c": 9,
 }

@@ -111,8 +111,9 @@ TEST(a_corrupt_object_is_an_error_not_its_bytes)
 TEST(keys_and_uris_are_checked)
 {
 	char err[256];
-	static const char *const bad[] = {"",     "/abs",   "a//b",    "a/../b", "x.meta",
-	                                  "a/b/", "sp ace", "a.tmp.1", NULL};
+	static const char *const bad[] = {"",         "/abs",      "a//b",   "a/../b",
+	                                  "x.meta",   "a/b/",      "sp ace", "a.tmp.1",
+	                                  "sha256/x", "staging/y", "sha256", NULL};
 	for (int i = 0; bad[i]; i++)
 		if (blob_key_check(bad[i], err, sizeof(err)) != ERR_INVALID)
 			FAIL_AT("key '%s' was accepted", bad[i]);
@@ -125,6 +126,34 @@ TEST(keys_and_uris_are_checked)
 	fx_open(&f);
 	struct blob_info info;
 	CHECK_INT(blob_put_named(f.s, "../escape", "x", 1, &info), ERR_INVALID);
+	fx_close(&f);
+}
+
+/* A named put from a file, and a read that hands out the stored file:
+ * its size is checked against the record, the hash left to the reader. */
+TEST(a_named_put_from_a_file_and_a_read_by_descriptor)
+{
+	struct fx f;
+	fx_open(&f);
+	char in[128];
+	snprintf(in, sizeof(in), "%s/in.tar", f.dir);
+	write_text(in, "checkpoint bytes");
+	struct blob_info info, got;
+	CHECK_INT(blob_put_named_file(f.s, "ckpt/1/train/0", in, &info), 0);
+	CHECK_INT(info.size, 16);
+	int fd = -1;
+	CHECK_INT(blob_read_fd(f.s, "ckpt/1/train/0", &fd, &got), 0);
+	char buf[64] = "";
+	CHECK_INT(read(fd, buf, sizeof(buf) - 1), 16);
+	close(fd);
+	CHECK_STR(buf, "checkpoint bytes");
+	CHECK_STR(got.sha256, info.sha256);
+	CHECK_INT(blob_read_fd(f.s, "ckpt/none", &fd, &got), ERR_NOTFOUND);
+	CHECK_INT(blob_put_named_file(f.s, "sha256/ab/cd", in, &info), ERR_INVALID);
+	char obj[160];
+	snprintf(obj, sizeof(obj), "%s/objects/ckpt/1/train/0", f.dir);
+	write_text(obj, "short"); /* another size than recorded */
+	CHECK_INT(blob_read_fd(f.s, "ckpt/1/train/0", &fd, &got), ERR_UPSTREAM);
 	fx_close(&f);
 }
 
