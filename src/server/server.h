@@ -84,5 +84,10 @@ int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id,
 int64_t api_objects_spool(struct httpd_req *req, void *ctx);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
+/* /v1/workflows... (api_flows.c); the _by_exec_token variant handles the
+ * one route a task wrapper calls with its attempt's exec token and returns
+ * 1 when it was that route. */
+void api_flows(struct server *s, struct httpd_req *req, const char *rest);
+int api_flows_by_exec_token(struct server *s, struct httpd_req *req);
 
 #endif
