@@ -59,7 +59,7 @@ static int get_str(const json_t *o, const char *key, size_t max, char **out, cha
 	return 0;
 }
 
-/* A content key, either form, into the store's form (malloc'd). */
+/* A content key, either form, as "sha256/<64 hex>" (malloc'd). */
 static int content_key(const json_t *v, const char *what, char **out, char *err, size_t errlen)
 {
 	const char *s = json_string_value(v);
@@ -68,7 +68,7 @@ static int content_key(const json_t *v, const char *what, char **out, char *err,
 		return bad(err, errlen,
 		           "%s: '%.100s' is not a content key (sha256/ and 64 hex digits)", what,
 		           s ? s : "(not a string)");
-	snprintf(canon, sizeof(canon), "sha256/%.2s/%s", hex, hex + 2);
+	snprintf(canon, sizeof(canon), "sha256/%s", hex);
 	*out = xstrdup(canon);
 	return 0;
 }

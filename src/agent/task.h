@@ -66,7 +66,7 @@ struct task_fetch {
 	char output[TASK_NAME_MAX + 1];
 	enum task_kind kind; /* TASK_FILE or TASK_DIR */
 	int list;            /* one path per key, else exactly one key */
-	char **keys;         /* content keys in the store's form */
+	char **keys;         /* content keys, "sha256/<64 hex>" */
 	size_t nkeys;
 	char **paths; /* task_fetch_paths: where each key goes */
 	char *joined; /* task_fetch_paths: what its templates render to */
@@ -83,7 +83,7 @@ struct task_doc {
 	int64_t exec, run, index;
 	char *task;           /* the task's name; NULL: not given */
 	int64_t rank_outputs; /* the NODE_RANK that publishes the outputs */
-	char *bundle;         /* the code bundle's content key (store form), or NULL */
+	char *bundle;         /* the code bundle's content key, or NULL */
 	struct task_fetch *fetch;
 	size_t nfetch;
 	char **render_env; /* names of variables whose values are rendered */

@@ -54,7 +54,7 @@ int objects_key_canon(const char *key, char *out, size_t outlen, char *err, size
 	char hex[HASH_HEX_LEN + 1];
 	int n;
 	if (objects_key_hash(key, hex))
-		n = snprintf(out, outlen, "sha256/%.2s/%s", hex, hex + 2);
+		n = snprintf(out, outlen, "sha256/%s", hex);
 	else if (strncmp(key, "sha256/", 7) == 0)
 		n = -1;
 	else
@@ -281,7 +281,7 @@ int objects_put(struct objects *o, const char *path, char key[OBJECTS_KEY_MAX],
 	if (rc)
 		return rc;
 	char k[OBJECTS_KEY_MAX];
-	snprintf(k, sizeof(k), "sha256/%.2s/%s", mine.sha256, mine.sha256 + 2);
+	snprintf(k, sizeof(k), "sha256/%s", mine.sha256);
 	rc = objects_stat(o, k, &theirs);
 	if (rc == 0 && theirs.size == mine.size && strcmp(theirs.sha256, mine.sha256) == 0) {
 		mine.uploaded = 0; /* stored once already */

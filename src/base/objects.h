@@ -2,11 +2,11 @@
  * the server's /v1/objects API (docs/api.md, "Objects"), with the admin
  * token (the CLI) or an attempt's exec token (`anvil _task` on a node).
  *
- * Keys. A content key names its bytes: "sha256/<64 hex>" in the API's
- * short form, or "sha256/<2 hex>/<62 hex>", the form the store keeps and
- * every call here returns (objects_key_canon turns the one into the other:
- * both name the same object). Any other key is a named key
- * ("ckpt/12/train/3"), which the server checks.
+ * Keys. A content key names its bytes: "sha256/<64 hex>", the form every
+ * call here returns; "sha256/<2 hex>/<62 hex>" (the store's file layout)
+ * names the same object, and objects_key_canon turns it into the first.
+ * Any other key is a named key ("ckpt/12/train/3"), which the server
+ * checks.
  *
  * Nothing is held in memory whole: downloads go to a temporary file beside
  * the destination and are renamed into place once their size and SHA-256
@@ -44,9 +44,9 @@ struct objects_info {
 	int uploaded; /* objects_put*: the bytes were sent (0: the server had them) */
 };
 
-/* The store's form of a content key, or a named key as it is, in out (of
- * outlen bytes): 0; ERR_INVALID with why in err when key starts "sha256/"
- * but is neither content form, or does not fit. */
+/* A content key in its one form ("sha256/<64 hex>"), or a named key as it
+ * is, in out (of outlen bytes): 0; ERR_INVALID with why in err when key
+ * starts "sha256/" but is neither content form, or does not fit. */
 int objects_key_canon(const char *key, char *out, size_t outlen, char *err, size_t errlen);
 /* The hash a content key (either form) names, into hex: 1; 0 for another key. */
 int objects_key_hash(const char *key, char hex[HASH_HEX_LEN + 1]);

@@ -40,7 +40,7 @@
 
 #define KEY_MAX 600 /* bytes of a key here, with its NUL (blob_key_check allows 512) */
 
-/* A request's key, in the store's form, and what kind it is. */
+/* A request's key (a content key in its one form) and what kind it is. */
 struct object_key {
 	const char *given; /* as the request wrote it */
 	char key[KEY_MAX];
@@ -176,7 +176,7 @@ static void get_object(struct server *s, struct httpd_req *req, const struct obj
 	struct blob_info info;
 	if (stat_q && strcmp(stat_q, "0") != 0) {
 		req->route = "objects_stat";
-		int rc = blob_stat(s->objects, k->key, &info);
+		int rc = blob_stat(s->state.objects, k->key, &info);
 		if (rc)
 			store_failed(req, k, rc, "stat");
 		else
@@ -185,7 +185,7 @@ static void get_object(struct server *s, struct httpd_req *req, const struct obj
 	}
 	req->route = "objects_get";
 	int fd = -1;
-	int rc = blob_read_fd(s->objects, k->key, &fd, &info);
+	int rc = blob_read_fd(s->state.objects, k->key, &fd, &info);
 	if (rc) {
 		store_failed(req, k, rc, "read");
 		return;
@@ -215,12 +215,12 @@ static void put_content(struct server *s, struct httpd_req *req, const struct ob
 		return;
 	}
 	struct blob_info have;
-	if (blob_stat(s->objects, k->key, &have) == 0 && have.size == info.size) {
+	if (blob_stat(s->state.objects, k->key, &have) == 0 && have.size == info.size) {
 		send_info(req, 200, k, &have, 0); /* stored once already */
 		return;
 	}
 	char key[80];
-	rc = blob_put_file(s->objects, req->body_path, key, &info);
+	rc = blob_put_file(s->state.objects, req->body_path, key, &info);
 	if (rc)
 		store_failed(req, k, rc, "store");
 	else
@@ -232,7 +232,7 @@ static void put_named(struct server *s, struct httpd_req *req, const struct obje
 	struct blob_info info;
 	/* one named put at a time: two of one key could mix data and record */
 	pthread_mutex_lock(&s->objects_mu);
-	int rc = blob_put_named_file(s->objects, k->key, req->body_path, &info);
+	int rc = blob_put_named_file(s->state.objects, k->key, req->body_path, &info);
 	pthread_mutex_unlock(&s->objects_mu);
 	if (rc)
 		store_failed(req, k, rc, "store");

@@ -320,7 +320,7 @@ static int open_objects(struct server *s, const struct server_config *c, char *u
 	}
 	char *uri = c->objects[0] ? xstrdup(c->objects) : xasprintf("file://%s/objects", abs);
 	char err[512];
-	int rc = blob_open(uri, &s->objects, err, sizeof(err));
+	int rc = blob_open(uri, &s->state.objects, err, sizeof(err));
 	if (rc)
 		log_error("cannot open the object store uri=%s err=\"%s\"", uri, err);
 	else
@@ -408,7 +408,7 @@ int server_main(int argc, char **argv)
 			httpd_stop(s->http);
 		if (s->state_open)
 			state_close(&s->state);
-		blob_close(s->objects);
+		blob_close(s->state.objects);
 		pthread_mutex_destroy(&s->objects_mu);
 		free(s);
 		return 1;
@@ -423,7 +423,7 @@ int server_main(int argc, char **argv)
 	pthread_join(hk, NULL);
 	httpd_stop(s->http);
 	state_close(&s->state);
-	blob_close(s->objects);
+	blob_close(s->state.objects);
 	pthread_mutex_destroy(&s->objects_mu);
 	free(s);
 	return 0;

@@ -13,8 +13,6 @@
 #include "base/jv.h"
 #include "server/state.h"
 
-struct blob_store;
-
 /* A token file holds 32 to 128 characters of [A-Za-z0-9._~+/=-] (the server
  * writes 64 hex digits at first start; an operator may put their own). */
 #define SERVER_TOKEN_MIN 32
@@ -29,10 +27,9 @@ struct server {
 	char url[128];
 	int64_t max_wait_ms;
 	volatile int stopping;
-	/* The object store (--objects) behind /v1/objects (api_objects.c), the
-	 * largest object it takes (--object-max-size), and the lock that keeps
-	 * named puts one at a time (store/blob.h). */
-	struct blob_store *objects;
+	/* For /v1/objects (api_objects.c) on the object store (--objects,
+	 * state.objects): the largest object it takes (--object-max-size), and
+	 * the lock that keeps named puts one at a time (store/blob.h). */
 	int64_t object_max;
 	pthread_mutex_t objects_mu;
 };
@@ -73,7 +70,7 @@ int api_stream_by_exec_token(struct server *s, struct httpd_req *req);
  * token for what that attempt may touch). */
 void api_objects(struct server *s, struct httpd_req *req, const char *rest);
 /* Whether token is the exec token of attempt attempt_id, while that
- * attempt is not final, and the attempt may touch key (the store's form):
+ * attempt is not final, and the attempt may touch key (objects_key_canon'd):
  * a content key, or its job's checkpoint key (job->task's "checkpoint")
  * or a key under it. The same answer, 0, whatever is wrong, so that a
  * token tells nothing about other attempts. The caller holds the state

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/jv.h"
 #include "base/mem.h"
+#include "base/objects.h"
 #include "base/util.h"
 
 struct blob_store {
@@ -159,16 +161,26 @@ static int copy_atomic(int in, const char *final, struct blob_info *info)
 	return rc;
 }
 
+/* The file of key, plus suffix: a content key (either form) lives at
+ * sha256/<2 hex>/<62 hex>, so that no directory holds every object. */
+static char *file_of(const struct blob_store *s, const char *key, const char *suffix)
+{
+	char hex[HASH_HEX_LEN + 1];
+	if (objects_key_hash(key, hex))
+		return xasprintf("%s/sha256/%.2s/%s%s", s->dir, hex, hex + 2, suffix);
+	return xasprintf("%s/%s%s", s->dir, key, suffix);
+}
+
 static char *path_of(const struct blob_store *s, const char *key)
 {
-	return xasprintf("%s/%s", s->dir, key);
+	return file_of(s, key, "");
 }
 
 /* <key>.meta: {"size", "sha256"}, written atomically after the data
  * (through a temporary name of this call's own). */
 static int write_meta(const struct blob_store *s, const char *key, const struct blob_info *info)
 {
-	char *path = xasprintf("%s/%s.meta", s->dir, key);
+	char *path = file_of(s, key, ".meta");
 	char *tmp = xasprintf("%s.tmp.%d.%lu", path, (int)getpid(), unique());
 	char *text = xasprintf("{\"size\": %lld, \"sha256\": \"%s\"}\n", (long long)info->size,
 	                       info->sha256);
@@ -185,7 +197,7 @@ static int write_meta(const struct blob_store *s, const char *key, const struct 
 
 int blob_stat(struct blob_store *s, const char *key, struct blob_info *info)
 {
-	char *path = xasprintf("%s/%s.meta", s->dir, key);
+	char *path = file_of(s, key, ".meta");
 	FILE *f = fopen(path, "r");
 	free(path);
 	if (!f)
@@ -214,7 +226,7 @@ int blob_put_file(struct blob_store *s, const char *path, char key[80], struct b
 	int rc = copy_atomic(in, staging, info);
 	close(in);
 	if (rc == 0) {
-		snprintf(key, 80, "sha256/%.2s/%s", info->sha256, info->sha256 + 2);
+		snprintf(key, 80, "sha256/%s", info->sha256);
 		char *final = path_of(s, key);
 		struct blob_info have;
 		if (blob_stat(s, key, &have) == 0 && have.size == info->size) {
@@ -327,7 +339,7 @@ int blob_get_file(struct blob_store *s, const char *key, const char *path, struc
 
 int blob_delete(struct blob_store *s, const char *key)
 {
-	char *meta = xasprintf("%s/%s.meta", s->dir, key), *data = path_of(s, key);
+	char *meta = file_of(s, key, ".meta"), *data = path_of(s, key);
 	int rc = 0;
 	if (unlink(meta) < 0 && errno != ENOENT)
 		rc = -errno;

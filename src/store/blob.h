@@ -6,12 +6,12 @@
  * s3://BUCKET/PREFIX through the cache tier (src/cache/), behind the same
  * calls. Two kinds of object:
  *
- *   content-addressed  blob_put_file(): the key is "sha256/<2 hex>/<62
- *                      hex>", the content's SHA-256 with its first two
- *                      digits a directory of their own, so storing the
- *                      same bytes twice stores them once and a key says
- *                      what it holds (base/objects.h also takes the
- *                      short form "sha256/<64 hex>");
+ *   content-addressed  blob_put_file(): the key is "sha256/<64 hex>", the
+ *                      content's SHA-256, so storing the same bytes twice
+ *                      stores them once and a key says what it holds.
+ *                      Its file is sha256/<2 hex>/<62 hex> (no directory
+ *                      holds every object), and every call also takes
+ *                      that path as the key (base/objects.h);
  *   named              blob_put_named(): a key the caller chooses
  *                      ("ckpt/<job>/<attempt>/...", letters, digits and
  *                      ._-/, no "..", no leading '/'; not under "sha256/"

@@ -7,7 +7,10 @@ downloaded and rendered into the command and render_env; outputs uploaded
 by content and reported (to a recording stand-in for the workflow
 engine's POST /v1/workflows/runs/RUN/outputs, in front of the real
 server); the checkpoint restored into an empty directory and saved after
-a SIGTERM; and every failure of the wrapper one line on stderr."""
+a SIGTERM; every failure of the wrapper one line on stderr; the real agent
+running a task's desired entry under the wrapper; and a workflow whose
+tasks hand a directory, a file, a value and a sweep's files to each other
+through the engine, the agent, the wrapper and the object store."""
 import hashlib
 import http.server
 import io
@@ -34,6 +37,12 @@ def sha(data):
 
 
 def store_key(hexdigest):
+    """A content key, as the API answers it."""
+    return "sha256/" + hexdigest
+
+
+def file_key(hexdigest):
+    """The same object by the store's file layout, which the API also takes."""
     return "sha256/%s/%s" % (hexdigest[:2], hexdigest[2:])
 
 
@@ -231,7 +240,7 @@ def test_objects_by_content_and_by_name():
             "key": store_key(h), "size": len(body), "sha256": h, "stored": True}, got
         status, _, got = raw(c, "PUT", "sha256/" + h, body)  # stored once
         assert status == 200 and json.loads(got)["stored"] is False, got
-        for key in ("sha256/" + h, store_key(h)):  # both forms name it
+        for key in ("sha256/" + h, file_key(h)):  # both forms name it
             status, headers, got = raw(c, "GET", key)
             assert status == 200 and got == body
             assert headers["X-Anvil-Sha256"] == h and headers["X-Anvil-Size"] == str(len(body))
@@ -317,7 +326,7 @@ def make_inputs(c):
            "fetch": [{"ref": "tasks.prep.outputs.shards", "kind": "dir",
                       "keys": ["sha256/" + sha(shards)], "list": False},
                      {"ref": "tasks.sweep.outputs.score", "kind": "file",
-                      "keys": ["sha256/" + sha(s0), store_key(sha(s1))], "list": True}],
+                      "keys": ["sha256/" + sha(s0), file_key(sha(s1))], "list": True}],
            "render_env": ["DATA"],
            "outputs": {"model": "dir", "score": "value", "report": "file"},
            "a_key_from_later": {"ignored": True}}
@@ -619,9 +628,97 @@ def test_an_agent_runs_a_task_rank_under_the_wrapper():
             engine.close()
 
 
+# A workflow whose tasks hand each other a directory, a file and a value
+# through the object store, with code from the bundle, and a checkpoint.
+PIPELINE = """
+name: handoff
+tasks:
+  prep:
+    command: [python3, prep.py]
+    outputs: {shards: dir, count: value}
+  sweep:
+    command: [python3, score.py, "{{ params.k }}"]
+    map: {grid: {k: [1, 2]}}
+    outputs: {score: file}
+  train:
+    command: >-
+      python3 train.py {{ tasks.prep.outputs.shards }} {{ tasks.prep.outputs.count }}
+      {{ tasks.sweep.outputs.score }}
+    needs: [prep, sweep]
+    checkpoint: true
+    outputs: {model: file}
+"""
+
+PREP_PY = r'''
+import os
+out = os.environ["ANVIL_OUTPUT_DIR"]
+os.makedirs(os.path.join(out, "shards"))
+for n in ("a", "b"):
+    open(os.path.join(out, "shards", n), "w").write("shard " + n)
+open(os.path.join(out, "count"), "w").write("2\n")
+'''
+
+SCORE_PY = r'''
+import os, sys
+open(os.path.join(os.environ["ANVIL_OUTPUT_DIR"], "score"), "w").write("k=" + sys.argv[1])
+'''
+
+TRAIN_PY = r'''
+import os, sys
+shards, count, scores = sys.argv[1], sys.argv[2], sys.argv[3:]
+seen = sorted(open(os.path.join(shards, n)).read() for n in os.listdir(shards))
+got = [open(p).read() for p in scores]
+ck = os.path.join(os.environ["ANVIL_CHECKPOINT_DIR"], "state")
+open(ck, "w").write("trained")
+open(os.path.join(os.environ["ANVIL_OUTPUT_DIR"], "model"), "w").write(
+    "%s|%s|%s" % (",".join(seen), count, ",".join(sorted(got))))
+'''
+
+
+def test_a_workflow_hands_outputs_through_the_store():
+    """Through everything: the engine's jobs, the agent, the wrapper, the
+    object API and the engine's outputs route."""
+    with cluster(agents=1, gpus=2, name="task-wf") as c:
+        bundle = tar_of({"./": None, "prep.py": PREP_PY, "score.py": SCORE_PY,
+                         "train.py": TRAIN_PY})
+        key = put(c, bundle)
+        path = os.path.join(c.dir, "handoff.yaml")
+        with open(path, "w") as f:
+            f.write(PIPELINE)
+        p = c.cli("wf", "check", "--json", path, check=True)
+        x = c.api("POST", "/v1/workflows", {"workflow": json.loads(p.stdout), "bundle": key})
+        xid = (x.get("workflow") or x)["id"]
+
+        def ended():
+            w = c.api("GET", "/v1/workflows/%d" % xid)["workflow"]
+            return w if w["state"] != "running" else None
+        w = wait_for(ended, timeout=120, what="the workflow to end")
+        runs = {r["label"]: r for r in w["run_list"]}
+        assert w["state"] == "succeeded", json.dumps(runs, indent=1) + c.log("node-1.log")
+        prep, train = runs["prep"]["outputs"], runs["train"]["outputs"]
+        assert prep["count"] == {"kind": "value", "value": "2"}, prep
+        assert prep["shards"]["kind"] == "dir", prep
+        model = train["model"]
+        status, _, got = raw(c, "GET", model["key"])
+        assert status == 200 and sha(got) == model["sha256"], (status, got)
+        assert got == b"shard a,shard b|2|k=1,k=2", got
+        # the checkpoint left the node as the attempt ended
+        ck = raw(c, "GET", "ckpt/%d/train/0" % xid)
+        assert ck[0] == 200, ck
+        with tarfile.open(fileobj=io.BytesIO(ck[2])) as t:
+            assert t.extractfile("./state").read() == b"trained"
+        # one node: the bundle was unpacked there once for the four runs
+        node = os.path.join(c.dir, "node-1")
+        assert os.listdir(os.path.join(node, "bundles")).count(sha(bundle)) == 1
+        errs = "".join(open(os.path.join(node, "logs", n)).read()
+                       for n in os.listdir(os.path.join(node, "logs")) if n.endswith(".err"))
+        assert errs.count("unpacked into") == 1, errs
+
+
 if __name__ == "__main__":
     run_tests([test_objects_by_content_and_by_name, test_task_with_bundle_inputs_and_outputs,
                test_bundle_is_unpacked_once_by_racing_ranks,
                test_checkpoint_is_restored_and_saved_after_sigterm,
                test_failures_are_one_line_and_never_a_crash,
-               test_an_agent_runs_a_task_rank_under_the_wrapper])
+               test_an_agent_runs_a_task_rank_under_the_wrapper,
+               test_a_workflow_hands_outputs_through_the_store])

@@ -8,7 +8,7 @@
 #include "server/server.h"
 #include "state_fixture.h"
 
-#define CONTENT "sha256/2c/f24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+#define CONTENT "sha256/2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 
 /* A running job whose attempt has an exec token, made a workflow task's
  * with checkpoint key ckpt/12/train/3 (the engine sets job->task). */

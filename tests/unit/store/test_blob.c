@@ -62,7 +62,19 @@ TEST(the_same_content_is_stored_once_under_its_hash)
 	CHECK_INT(blob_put_file(f.s, in, key, &info), 0);
 	/* sha256("hello\n") */
 	CHECK_STR(info.sha256, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
-	CHECK_STR(key, "sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	CHECK_STR(key, "sha256/5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	/* its file sits in a directory of its first two digits, a name it also goes by */
+	char file[200];
+	snprintf(file, sizeof(file),
+	         "%s/objects/sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc716"
+	         "3af34d08286a2e846f6be03",
+	         f.dir);
+	CHECK_INT(access(file, F_OK), 0);
+	CHECK_INT(blob_stat(f.s,
+	                    "sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e8"
+	                    "46f6be03",
+	                    &info2),
+	          0);
 	CHECK_INT(info.size, 6);
 	CHECK_INT(blob_put_file(f.s, in, key2, &info2), 0);
 	CHECK_STR(key, key2);
