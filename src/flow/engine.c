@@ -425,14 +425,21 @@ static int render_all(json_t *v, const json_t *ctx, char *err, size_t errlen)
 
 json_t *flow_rendered(const struct flow_exec *x, const struct flow_run *r, char *err, size_t errlen)
 {
-	json_t *task = json_deep_copy(flow_task(x, r->task));
+	/* a shallow copy without the sweep (a run is one point of it: copying
+	 * a 10,000-point list for each run would cost the square), with deep
+	 * copies of the parts rendered */
+	json_t *task = json_copy((json_t *)flow_task(x, r->task));
+	json_object_del(task, "map");
 	json_t *ctx = flow_context(x, r);
 	static const char *const parts[] = {"command", "env", "inputs"};
 	int rc = 0;
 	for (size_t i = 0; i < 3 && rc == 0; i++) {
 		json_t *v = json_object_get(task, parts[i]);
-		if (v)
-			rc = render_all(v, ctx, err, errlen);
+		if (!v)
+			continue;
+		v = json_deep_copy(v);
+		json_object_set_new(task, parts[i], v);
+		rc = render_all(v, ctx, err, errlen);
 	}
 	json_decref(ctx);
 	if (rc != 0) {

@@ -121,7 +121,8 @@ json_t *flow_context(const struct flow_exec *x, const struct flow_run *r);
 /* The objects the run's templates refer to: [{"ref", "kind", "keys",
  * "list"}], one per {{ tasks.T.outputs.K }} of a file or dir output. */
 json_t *flow_fetch(const struct flow_exec *x, const struct flow_run *r);
-/* The run's task with command, env and inputs rendered as far as the
+/* The run's task (without its map: the run is one point of it, its
+ * parameters are in "params") with command, env and inputs rendered as far as the
  * server can (flow_render_known); NULL with err when a template has no
  * value. The caller decrefs. */
 json_t *flow_rendered(const struct flow_exec *x, const struct flow_run *r, char *err,

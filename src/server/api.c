@@ -1,7 +1,8 @@
 /* api.c - the HTTP front door of the server: routing, auth, and the job,
  * queue, team, event and log handlers. Agent routes go to agentproto.c,
- * node routes to api_nodes.c, workflow routes to api_flows.c, lineage to api_lineage.c, /metrics
- * to metrics.c; api_util.c has what they share. */
+ * node routes to api_nodes.c, workflow routes to api_flows.c, objects to
+ * api_objects.c, lineage to api_lineage.c, /metrics to metrics.c; api_util.c has
+ * what they share. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -425,6 +426,12 @@ int server_handle(struct httpd_req *req, void *ctx)
 		return agentproto_sync(s, req);
 	if (strncmp(p, "/v1/", 4) != 0) {
 		httpd_error(req, ERR_NOTFOUND, "no such route");
+		return HTTPD_DONE;
+	}
+	/* Objects check their own credentials: an attempt's exec token may
+	 * touch some of them (api_objects.c). */
+	if (strncmp(p, "/v1/objects/", 12) == 0) {
+		api_objects(s, req, p + 12);
 		return HTTPD_DONE;
 	}
 	/* The one call that also takes a narrower credential: exec into the

@@ -86,7 +86,6 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 /* Frees every record and closes the store (unflushed changes are lost). */
 void state_core_free(struct state *st);
 
-struct attempt *state_attempt(struct state *st, int64_t id);
 void state_mark_job(struct state *st, struct job *j);   /* dirty: flush writes it */
 void state_mark_node(struct state *st, struct node *n); /* dirty: flush writes it */
 void state_bump(struct state *st, struct node *n);      /* its desired set changed */

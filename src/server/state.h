@@ -120,6 +120,8 @@ int state_flush(struct state *st);
 json_t *state_events(struct state *st, int limit, int64_t job_id);
 
 struct job *state_job(struct state *st, int64_t id);
+/* The attempt with that id (any job's), or NULL. */
+struct attempt *state_attempt(struct state *st, int64_t id);
 struct node *state_node(struct state *st, int64_t id);
 struct node *state_node_by_name(struct state *st, const char *name);
 struct queue *state_queue(struct state *st, const char *name);

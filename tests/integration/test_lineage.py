@@ -1,5 +1,5 @@
-"""Lineage through real daemons: a DAG (a -> b, a -> c, b and c -> d) run
-and rerun from the cache; `anvil lineage EXEC/d` upstream as a tree,
+"""Lineage through real daemons: a DAG (a -> b through a file output, a ->
+c through a value, b and c -> d) run and rerun from the cache; `anvil lineage EXEC/d` upstream as a tree,
 `--downstream` from a, `--json` with each attempt's record (the secret
 variable redacted), `--dot` as a digraph Graphviz reads, and the
 OpenLineage export to a file and POSTed to a local receiver, whose events
@@ -23,18 +23,19 @@ name: lin
 inputs: {src: "s3://corpus/pages"}
 tasks:
   a:
-    command: echo a {{ inputs.src }}
+    command: >-
+      echo a {{ inputs.src }}; echo data > $ANVIL_OUTPUT_DIR/f; echo 0.93 > $ANVIL_OUTPUT_DIR/v
     env: {HF_TOKEN: hf_supersecret, LR: "0.1"}
+    outputs: {f: file, v: value}
     cache: true
   b:
     command: >-
-      n=$(cat %(count)s 2>/dev/null || echo 0); echo $((n+1)) > %(count)s; test $n -ge 1
-    needs: a
+      n=$(cat %(count)s 2>/dev/null || echo 0); echo $((n+1)) > %(count)s; test $n -ge 1 &&
+      cat {{ tasks.a.outputs.f }}
     retries: {count: 1, backoff: 0s}
     cache: true
   c:
-    command: echo c
-    needs: a
+    command: echo c {{ tasks.a.outputs.v }}
     cache: true
   d:
     command: echo d
@@ -73,8 +74,9 @@ def check_tree(c):
     line = r"1/%s \(lin\): succeeded, job \d+ on node-1, exit 0"
     want = [r"^" + line % "d" + "$",
             r"^\|-- " + line % "b" + "$",
-            r"^\|   `-- " + line % "a" + "$",
-            r"^\|       `-- input s3://corpus/pages$",
+            r"^\|   `-- object sha256/[0-9a-f]{12} \(file, 5 B\)$",
+            r"^\|       `-- " + line % "a" + "$",
+            r"^\|           `-- input s3://corpus/pages$",
             r"^`-- " + line % "c" + "$",
             r"^    `-- " + line % "a" + r" \(above\)$"]
     got = tree.splitlines()
@@ -85,7 +87,7 @@ def check_tree(c):
     assert down.splitlines()[0].startswith("1/a (lin): succeeded"), down
     for label in ("b", "c", "d"):
         assert re.search(r"-- 1/%s \(lin\): succeeded" % label, down), down
-    assert "input" not in down, down
+    assert "-- object sha256/" in down and "input" not in down, down
     # depth: one edge upstream of d is b and c, not a
     shallow = c.cli("lineage", "--depth", "1", "1/d", check=True).stdout
     assert "1/b" in shallow and "1/a" not in shallow, shallow
@@ -98,19 +100,37 @@ def check_json(c):
     att = a["attempts"][0]
     assert att["env"]["HF_TOKEN"] == "<redacted>", att["env"]
     assert att["env"]["LR"] == "0.1", att["env"]
-    assert att["command"] == ["/bin/sh", "-c", "echo a s3://corpus/pages"], att["command"]
+    assert att["command"][:2] == ["/bin/sh", "-c"], att["command"]
+    assert att["command"][2].startswith("echo a s3://corpus/pages;"), att["command"]
     assert att["nodes"] == ["node-1"] and att["exit_code"] == 0, att
     assert att["ranks"][0]["gpus"][0]["uuid"].startswith("GPU-sim-"), att["ranks"]
     assert att["start_ms"] and att["end_ms"] >= att["start_ms"], att
     assert a["inputs"]["workflow"] == {"src": "s3://corpus/pages"}, a["inputs"]
     assert "hf_supersecret" not in json.dumps(g)
-    # b failed once, then succeeded: two jobs, an attempt each
+    # a's outputs: a stored file with its hash and size, and a value
+    f = a["outputs"]["f"]
+    assert f["kind"] == "file" and f["size"] == 5 and f["key"] == "sha256/" + f["sha256"], f
+    assert a["outputs"]["v"] == {"kind": "value", "value": "0.93"}, a["outputs"]
+    # b read it: its command shows the object's key, not the template; it
+    # failed once, then succeeded: two jobs, an attempt each
     b = node(g, "b")
+    assert f["key"] in b["attempts"][-1]["command"][2], b["attempts"][-1]["command"]
+    assert "{{" not in b["attempts"][-1]["command"][2], b["attempts"][-1]["command"]
+    assert [o["key"] for o in b["objects"]] == [f["key"]], b["objects"]
     assert [x["state"] for x in b["attempts"]] == ["failed", "succeeded"], b["attempts"]
     assert b["attempts"][0]["exit_code"] == 1, b["attempts"][0]
     edges = {(e["from"], e["to"], e["kind"]) for e in g["edges"]}
-    assert ("run:%d" % a["run"], "run:%d" % b["run"], "needs") in edges, edges
-    assert ("input:s3://corpus/pages", "run:%d" % a["run"], "input") in edges, edges
+    ra, rb, rc, obj = ("run:%d" % a["run"], "run:%d" % b["run"], "run:%d" % node(g, "c")["run"],
+                       "object:" + f["key"])
+    assert {(ra, obj, "produced"), (obj, rb, "consumed"), (ra, rc, "needs"),
+            ("input:s3://corpus/pages", ra, "input")} <= edges, edges
+    assert (ra, rb, "needs") not in edges, edges  # the object says it
+    # from the object: who wrote it, and who read it
+    up = c.cli("lineage", f["key"], check=True).stdout.splitlines()
+    assert up[0] == "object sha256/%s (file, 5 B)" % f["sha256"][:12], up
+    assert re.match(r"^`-- 1/a \(lin\): succeeded", up[1]), up
+    down = c.cli("lineage", "--downstream", f["key"], check=True).stdout
+    assert re.search(r"^`-- 1/b \(lin\): succeeded", down, re.M), down
     return g
 
 
@@ -136,17 +156,17 @@ def check_dot(c):
     dot = c.cli("lineage", "--dot", "1/d", check=True).stdout
     assert dot.startswith("digraph lineage {") and dot.rstrip().endswith("}"), dot
     edges = re.findall(r'^  "([^"]+)" -> "([^"]+)" \[label="([a-z]+)"\];$', dot, re.M)
-    assert len(edges) == 5, dot
+    assert len(edges) == 6, dot
     nodes = re.findall(r'^  "([^"]+)" \[shape=(box|note|ellipse), label="[^"]*"\];$', dot, re.M)
-    assert len(nodes) == 5, dot
+    assert len(nodes) == 6, dot
     assert {n for e in edges for n in e[:2]} <= {n[0] for n in nodes}, dot
     # Graphviz reads it back: the same nodes and edges
     assert shutil.which("dot"), "dot missing: scripts/deps.sh installs graphviz"
     p = subprocess.run(["dot", "-Tplain"], input=dot, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     plain = p.stdout.splitlines()
-    assert len([x for x in plain if x.startswith("edge ")]) == 5, p.stdout
-    assert len([x for x in plain if x.startswith("node ")]) == 5, p.stdout
+    assert len([x for x in plain if x.startswith("edge ")]) == 6, p.stdout
+    assert len([x for x in plain if x.startswith("node ")]) == 6, p.stdout
 
 
 def check_events(events, g):
@@ -163,6 +183,7 @@ def check_events(events, g):
         for d in e["inputs"] + e["outputs"]:
             assert d["namespace"] and d["name"], d
         by_run.setdefault(e["run"]["runId"], []).append(e)
+    key = node(g, "a")["outputs"]["f"]["key"]
     xrun = str(uuid.uuid5(uuid.NAMESPACE_URL, "anvil://anvil/executions/1"))
     assert [e["eventType"] for e in by_run.pop(xrun)] == ["START", "COMPLETE"], events
     want = {}
@@ -177,8 +198,15 @@ def check_events(events, g):
         assert [e["eventType"] for e in evs] == want[rid][1], evs
         assert all(e["job"]["name"] == want[rid][0] for e in evs), evs
         assert all(e["run"]["facets"]["parent"]["run"]["runId"] == xrun for e in evs), evs
-        if want[rid][0] == "lin.a":
+        if want[rid][0] == "lin.a":  # given the URI, wrote the file
             assert [d["name"] for d in evs[0]["inputs"]] == ["s3://corpus/pages"], evs[0]
+            assert evs[0]["outputs"] == [], evs[0]
+            out = evs[1]["outputs"]
+            assert [d["name"] for d in out] == [key], out
+            assert out[0]["facets"]["version"]["datasetVersion"] == key[7:], out
+            assert out[0]["outputFacets"]["outputStatistics"]["size"] == 5, out
+        if want[rid][0] == "lin.b":  # read it
+            assert [d["name"] for d in evs[0]["inputs"]] == [key], evs[0]
     assert "hf_supersecret" not in json.dumps(events)
 
 
