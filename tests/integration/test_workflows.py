@@ -416,6 +416,47 @@ def test_a_preempted_checkpointing_task_resumes():
         assert log[1].startswith("attempt 2 from ") and int(log[1].split()[-1]) >= 3, log
 
 
+def test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints():
+    """`anvil wf run --local`: no server at all."""
+    import subprocess
+    from harness import ANVIL
+    d = tempfile.mkdtemp(prefix="anvil-wflocal-")
+    home, code = os.path.join(d, "home"), os.path.join(d, "code")
+    os.makedirs(code)
+    write(os.path.join(code, "tool.txt"), "tool v1\n")
+    wf = write(os.path.join(d, "flow.yaml"), FLOW)
+    ck = write(os.path.join(d, "ckpt.yaml"), CKPT)
+    env = dict(os.environ, ANVIL_HOME=home)
+    env.pop("ANVIL_SERVER", None)
+
+    def local(*args):
+        return subprocess.run([ANVIL, "wf", "run", "--local", "--code", code] + list(args),
+                              capture_output=True, text=True, env=env, cwd=code, timeout=120)
+
+    p = local("--json", wf)
+    assert p.returncode == 0, p.stdout + p.stderr
+    x = json.loads(p.stdout)  # stdout is the execution alone; the rest went to stderr
+    out = {r["label"]: r.get("outputs") for r in x["run_list"]}
+    assert out["use"]["v"]["value"] == "got 1 and tool v1", out
+    assert out["count"]["n"]["value"] == "2", out
+    assert "== gen: succeeded" in p.stderr, p.stderr
+    p = local(wf)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("cached (from local execution 1)") == 5, p.stdout
+    p = local("-i", "x=5", wf)
+    assert "got 5 and tool v1" in p.stdout and "miss: the command changed" in p.stdout, p.stdout
+    # a retried task resumes from its checkpoint here too
+    p = local("--json", ck)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(p.stdout)["run_list"][0]
+    assert r["tries"] == 3 and r["outputs"]["steps"]["value"] == "3", r
+    # a failure: exit 1, and the reason
+    bad = write(os.path.join(d, "bad.yaml"), "tasks:\n  t: {command: exit 4}\n")
+    p = local(bad)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "its command exited with status 4" in p.stdout, p.stdout
+
+
 def test_the_api_refuses_a_bad_workflow_with_every_error():
     with cluster(agents=1, gpus=1, name="wfbad") as c:
         bad = {"name": "bad", "tasks": [
@@ -462,6 +503,7 @@ if __name__ == "__main__":
                test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches,
                test_a_task_that_fails_twice_resumes_from_its_checkpoint,
                test_a_preempted_checkpointing_task_resumes,
+               test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints,
                test_a_task_that_fails_twice_is_retried_after_its_backoff,
                test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there,
                test_cancel_stops_the_running_task_and_cancels_the_rest,
