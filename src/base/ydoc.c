@@ -1,4 +1,4 @@
-#include "flow/ydoc.h"
+#include "base/ydoc.h"
 
 #include <errno.h>
 #include <stdio.h>
