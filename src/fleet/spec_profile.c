@@ -53,10 +53,11 @@ static json_t *version(const json_t *v, int loose, const char *path, struct sche
 		return json_string(text);
 	}
 	if (json_is_real(v)) {
-		schema_add(e, path,
-		           "%g was read as a number: quote a version ('%g') so that 12.10 stays "
-		           "12.10",
-		           json_real_value(v), json_real_value(v));
+		schema_add(
+		        e, path,
+		        "was read as the number %g: write a version in quotes ('12.10'), or 12.10 "
+		        "becomes 12.1",
+		        json_real_value(v));
 		return json_null();
 	}
 	const char *s = json_string_value(v);

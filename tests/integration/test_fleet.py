@@ -71,8 +71,8 @@ def test_every_error_with_its_position():
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
     assert p.stdout == "", p.stdout
     assert p.stderr.splitlines() == [
-        "%s:4:43: profiles.p.cuda: 12.1 was read as a number: quote a version ('12.1') so "
-        "that 12.10 stays 12.10" % f.name,
+        "%s:4:43: profiles.p.cuda: was read as the number 12.1: write a version in quotes "
+        "('12.10'), or 12.10 becomes 12.1" % f.name,
         "%s:7:30: groups.b.profile: there is no profile 'q' (profiles: p)" % f.name,
         "%s:7:40: groups.b.nodes: node 'n09' is also in group 'a' (and more of this range)"
         % f.name,

@@ -350,8 +350,9 @@ TEST(pools_on_premises_and_in_the_cloud)
 TEST(profile_versions_paths_mounts_sysctl_and_packages)
 {
 	static const char *const needles[] = {
-	        "profiles.p.driver: 550.5 was read as a number: quote a version ('550.5') so that "
-	        "12.10 stays 12.10",
+	        "profiles.p.driver: was read as the number 550.5: write a version in quotes "
+	        "('12.10'), "
+	        "or 12.10 becomes 12.1",
 	        "profiles.p.cuda: 'twelve' is not a version: numbers and dots, like 550.54.15 or "
 	        "12.4",
 	        "profiles.p.agent: 'v1' is not a version: a number first",
