@@ -8,6 +8,9 @@
     `sbatch --dependency=afterok:PREV`. Time from the first submit to the last job's end.
   * array: one submit of M jobs of `true`: `anvil run --array 1-M -- true` against
     `sbatch --array=1-M`. Time from the submit to the last job's end.
+  * the same two as workflows (anvil only; Slurm has no workflows): a chain of N tasks,
+    each needing the previous one, and a sweep of M children, each POSTed compiled
+    (POST /v1/workflows, as `anvil wf run` sends it); submit to the execution's end.
 
 The clusters are cluster_bench.py's: `anvil up` with 2 agents x 8 simulated GPUs (1 GPU per
 job) and a one-host Slurm with 16 CPU slots (bench/slurm.sh). Standard library only.
@@ -24,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import cluster_bench as cb  # noqa: E402  (its Anvil and Slurm clusters)
+import wf_bench as wb  # noqa: E402  (the workflows)
 
 
 class AnvilDeps:
@@ -54,6 +58,12 @@ class AnvilDeps:
         path = f"/v1/jobs?array={first}&state=active&limit=1"
         self.wait_done(path, lambda o: "active" if o["jobs"] else "succeeded")
         return time.monotonic() - t0
+
+    def wf_chain(self, n, rep):
+        return wb.Bench(self.a).timed(wb.chain(n, "chain-%d" % rep))
+
+    def wf_array(self, m, rep):
+        return wb.Bench(self.a).timed(wb.array(m, "array-%d" % rep))
 
     def wait_done(self, path, state_of):
         deadline = time.monotonic() + 600
@@ -110,7 +120,8 @@ def main():
     if not args.skip_slurm:
         subprocess.run(["bash", os.path.join(ROOT, "scripts/deps.sh"), "slurm-wlm", "munge"],
                        check=True)
-    res = {"anvil": {"chain": [], "array": []}, "slurm": {"chain": [], "array": []}}
+    res = {"anvil": {"chain": [], "array": [], "wf_chain": [], "wf_array": []},
+           "slurm": {"chain": [], "array": [], "wf_chain": [], "wf_array": []}}
     with tempfile.TemporaryDirectory(prefix="anvil-deps-bench-") as work:
         job = cb.Job("bash", 0, work)
         a = cb.Anvil(args.anvil, 2, 8, work, job, 1)
@@ -121,8 +132,10 @@ def main():
             for r in range(args.reps):
                 res["anvil"]["chain"].append(ad.chain(args.chain))
                 res["anvil"]["array"].append(ad.array(args.array))
-                cb.log(f"anvil rep {r}: chain {res['anvil']['chain'][-1]:.2f} s, "
-                       f"array {res['anvil']['array'][-1]:.2f} s")
+                res["anvil"]["wf_chain"].append(ad.wf_chain(args.chain, r))
+                res["anvil"]["wf_array"].append(ad.wf_array(args.array, r))
+                cb.log(f"anvil rep {r}: " + ", ".join(f"{k} {v[-1]:.2f} s"
+                                                      for k, v in res["anvil"].items()))
             a.stop()
             if not args.skip_slurm:
                 s = cb.Slurm(work, job, 16, "cgroup")
@@ -138,10 +151,13 @@ def main():
             if s:
                 s.stop()
     print(f"{'metric':<52} {'anvil':>9} {'slurm':>9} {'ratio':>7}")
-    for key, what in (("chain", f"{args.chain}-job afterok chain, first submit to last end (s)"),
-                      ("array", f"{args.array}-job array, submit to last end (s)")):
+    for key, what, peer in (
+            ("chain", f"{args.chain}-job afterok chain, first submit to last end (s)", "chain"),
+            ("array", f"{args.array}-job array, submit to last end (s)", "array"),
+            ("wf_chain", f"... the chain as a workflow, submit to end (s)", "chain"),
+            ("wf_array", f"... the array as a workflow sweep, submit to end (s)", "array")):
         av = statistics.median(res["anvil"][key])
-        sv = statistics.median(res["slurm"][key]) if res["slurm"][key] else None
+        sv = statistics.median(res["slurm"][peer]) if res["slurm"][peer] else None
         ratio = f"{sv / av:.0f}x" if sv else "-"
         print(f"{what:<52} {av:>9.2f} {sv if sv is None else round(sv, 2)!s:>9} {ratio:>7}")
     print("ratio = slurm time / anvil time; medians over reps")

@@ -17,6 +17,8 @@ packages=(
   python3-distributed  # Dask: the head/worker integration test runs a real Dask cluster
   openmpi-bin          # Open MPI's mpirun and orted: the MPI integration test (anvil run --mpi)
   python3-mpi4py       # its MPI program, an allreduce across two nodes
+  git                  # code bundles list a work tree's tracked files (src/cli/bundle.c)
+  tar                  # deterministic archives: bundles, outputs, checkpoints (base/tarball.h)
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 

@@ -13,6 +13,8 @@
  *                                 (agent/launch.h)
  *   anvil _mpirun ... -- CMD      rank 0 of an MPI job: the hostfile, then mpirun
  *   anvil _mpiwait                the other ranks of an MPI job (agent/mpi.h)
+ *   anvil _task ... -- CMD        a workflow task's rank: bundle, inputs,
+ *                                 checkpoint, outputs (agent/task.h)
  *
  * and one that mpirun starts on rank 0 of an MPI job:
  *
@@ -27,6 +29,7 @@
 #include "agent/launch.h"
 #include "agent/mpi.h"
 #include "agent/rankexec.h"
+#include "agent/task.h"
 #include "cli/cli.h"
 #include "cli/rsh.h"
 #include "server/server.h"
@@ -52,6 +55,8 @@ int main(int argc, char **argv)
 		return mpi_run_main(argc - 1, argv + 1);
 	if (strcmp(role, "_mpiwait") == 0)
 		return mpi_wait_main(argc - 1, argv + 1);
+	if (strcmp(role, "_task") == 0)
+		return task_main(argc - 1, argv + 1);
 	if (strcmp(role, "_rsh") == 0)
 		return rsh_main(argc - 1, argv + 1);
 	return cli_main(argc, argv);

@@ -31,7 +31,9 @@ the calling task need T), a sweep's parameter "{{ params.P }}".
 import json
 import re
 
-__all__ = ["task", "workflow", "map_task", "Ref", "compile_units"]
+from .client import AnvilError, Client  # noqa: E402,F401
+
+__all__ = ["task", "workflow", "map_task", "Ref", "compile_units", "Client", "AnvilError"]
 
 _MEMORY_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -256,6 +258,13 @@ class Workflow:
 
     def to_json(self, **overrides):
         return json.dumps(self.compile(**overrides), indent=2)
+
+    def submit(self, client=None, no_cache=False, bundle=None, **inputs):
+        """Runs it on the cluster (POST /v1/workflows) with inputs as -i overrides; returns
+        the execution. client: an anvil.Client (default: Client())."""
+        from .client import Client
+        return (client or Client()).run_workflow(self, no_cache=no_cache, bundle=bundle,
+                                                 **inputs)
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)

@@ -10,6 +10,7 @@
 #include "agent/launch.h"
 #include "agent/mpi.h"
 #include "agent/serve.h"
+#include "agent/task.h"
 #include "base/buf.h"
 #include "base/curl_lazy.h"
 #include "base/err.h"
@@ -377,12 +378,13 @@ static void start_desired(struct syncer *s, const json_t *d)
 	size_t i = 0;
 	json_array_foreach (cmd, i, v)
 		argv[i] = json_string_value(v);
-	/* the agent's own variables (NCCL's; an MPI job's server address, where
-	 * `anvil _rsh` execs into the other ranks), unless the job set them */
+	/* the agent's own variables (NCCL's; the server's address for an MPI
+	 * job, where `anvil _rsh` execs into the other ranks, and for a
+	 * workflow task, whose wrapper moves objects), unless the job set them */
 	json_t *extra = json_object();
 	if (s->cfg.rank_env)
 		s->cfg.rank_env(s->cfg.ctx, json_object_get(o, "gpus"), extra);
-	if (jv_bool(o, "mpi", 0) && s->cfg.server)
+	if ((jv_bool(o, "mpi", 0) || jv_bool(o, "task", 0)) && s->cfg.server)
 		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
 	envv = xcalloc(json_object_size(env) + json_object_size(extra) + 1, sizeof(char *));
 	const char *k;
@@ -398,15 +400,19 @@ static void start_desired(struct syncer *s, const json_t *d)
 	int minors[64];
 	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
 	/* A job with a head: the rank runs its launcher, which runs the rest;
-	 * an MPI job: mpirun on rank 0, a placeholder on the others. */
+	 * an MPI job: mpirun on rank 0, a placeholder on the others; a
+	 * workflow task: its wrapper, which runs the command. */
 	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	char **mpi = launch ? NULL : mpi_argv(o, launch_self());
+	char **task =
+	        launch || mpi ? NULL : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
 	        .job_id = jv_int(o, "job_id", 0),
 	        .argv = launch ? (const char *const *)launch
 	                : mpi  ? (const char *const *)mpi
+	                : task ? (const char *const *)task
 	                       : argv,
 	        .cwd = jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
@@ -429,6 +435,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	free(argv);
 	launch_argv_free(launch);
 	mpi_argv_free(mpi);
+	task_argv_free(task);
 out:
 	json_decref(o);
 }

@@ -7,11 +7,18 @@
  * in httpc_error(); any HTTP status is a success at this level. The answer's
  * headers are kept (capped at HTTPC_MAX_HEADERS bytes) until the next
  * request, for httpc_header().
+ *
+ * Files of any size travel without being held in memory: httpc_get_file
+ * writes a 2xx answer's body to a file descriptor, httpc_put_file sends one
+ * as the body. Their deadline is not a total time (a checkpoint of many
+ * gigabytes takes what it takes) but the connection's, and a transfer that
+ * moves nothing for idle_ms.
  */
 #ifndef ANVIL_HTTPC_H
 #define ANVIL_HTTPC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/buf.h"
 
@@ -27,6 +34,23 @@ void httpc_free(struct httpc *c);
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,
              const char *body, size_t body_len, long timeout_ms, int *status, struct buf *out);
 const char *httpc_error(const struct httpc *c);
+
+/* A header line ("X-Anvil-Attempt: 12") that every request of c sends
+ * from now on, besides its own; NULL: none. Copied. */
+void httpc_set_header(struct httpc *c, const char *line);
+
+/* GET url: a 2xx answer's body is written to fd (from its current
+ * offset), another's goes to err_body (capped at 64 KiB). *status as for
+ * httpc_do; ERR_UPSTREAM or ERR_TIMEOUT when the transfer failed (also a
+ * failed write to fd: the message says so), with the reason in
+ * httpc_error(). */
+int httpc_get_file(struct httpc *c, const char *url, const char *token, int fd, long idle_ms,
+                   int *status, struct buf *err_body);
+/* PUT url with the size bytes fd reads (from its current offset) as the
+ * body, sent as application/octet-stream; the answer's body in out (as
+ * httpc_do). */
+int httpc_put_file(struct httpc *c, const char *url, const char *token, int fd, int64_t size,
+                   long idle_ms, int *status, struct buf *out);
 
 #define HTTPC_MAX_HEADERS (16 * 1024)
 

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/jv.h"
@@ -62,6 +63,7 @@ struct httpd {
 	int nstreams;
 	uint64_t streams_total;
 	int stopping;
+	char *spool_dir; /* cfg.spool_dir, copied */
 };
 
 static void record(struct httpd *h, const char *route, int status, double secs)
@@ -109,9 +111,16 @@ static enum MHD_Result respond(struct httpd_req *req)
 {
 	if (req->upgrade)
 		return respond_upgrade(req);
-	const char *body = req->out.data ? req->out.data : "";
-	struct MHD_Response *r =
-	        MHD_create_response_from_buffer(req->out.len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *r;
+	if (req->out_fd >= 0) {
+		r = MHD_create_response_from_fd64(req->out_size, req->out_fd);
+		if (r)
+			req->out_fd = -1; /* MHD's now: it closes it */
+	} else {
+		const char *body = req->out.data ? req->out.data : "";
+		r = MHD_create_response_from_buffer(req->out.len, (void *)body,
+		                                    MHD_RESPMEM_MUST_COPY);
+	}
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Content-Type",
@@ -123,6 +132,85 @@ static enum MHD_Result respond(struct httpd_req *req)
 	return ret;
 }
 
+/* A spooled body's file, in cfg.spool_dir; on failure spool_errno says why
+ * (answered once the body is in). */
+static void spool_open(struct httpd *h, struct httpd_req *req, int64_t max)
+{
+	req->spool_max = max;
+	int rc = mkdir_p(h->spool_dir, 0700);
+	if (rc) {
+		req->spool_errno = -rc;
+		return;
+	}
+	req->body_path = xasprintf("%s/body-XXXXXX", h->spool_dir);
+	req->spool_fd = mkostemp(req->body_path, O_CLOEXEC);
+	if (req->spool_fd < 0) {
+		req->spool_errno = errno;
+		free(req->body_path);
+		req->body_path = NULL;
+	}
+}
+
+/* A chunk of a spooled body: to its file, up to its cap. */
+static void spool_write(struct httpd_req *req, const char *data, size_t n)
+{
+	if ((int64_t)(req->body_len + n) > req->spool_max)
+		req->body_too_big = 1;
+	for (size_t off = 0; !req->body_too_big && !req->spool_errno && off < n;) {
+		ssize_t w = write(req->spool_fd, data + off, n - off);
+		if (w < 0 && errno != EINTR)
+			req->spool_errno = errno;
+		off += w > 0 ? (size_t)w : 0;
+	}
+	req->body_len += n;
+}
+
+/* The first call, with the headers: a new request, and where its body goes. */
+static enum MHD_Result first_call(struct httpd *h, struct MHD_Connection *conn, const char *url,
+                                  const char *method, void **con_cls)
+{
+	struct httpd_req *req = xcalloc(1, sizeof(*req));
+	req->method = method;
+	req->path = url;
+	req->conn = conn;
+	req->server = h;
+	req->status = 200;
+	req->start_us = now_us();
+	req->spool_fd = req->out_fd = -1;
+	buf_init(&req->out);
+	*con_cls = req;
+	int64_t max = h->cfg.spool ? h->cfg.spool(req, h->cfg.ctx) : 0;
+	if (max < 0) { /* answered: the body is not read */
+		req->state = 3;
+		return respond(req);
+	}
+	if (max > 0)
+		spool_open(h, req, max);
+	return MHD_YES;
+}
+
+/* The whole body is in: why it cannot be handled, answered; else 0. */
+static int body_refused(struct httpd *h, struct httpd_req *req)
+{
+	if (req->spool_fd >= 0 && close(req->spool_fd) < 0 && !req->spool_errno)
+		req->spool_errno = errno;
+	req->spool_fd = -1;
+	char msg[160];
+	if (req->body_too_big) {
+		snprintf(msg, sizeof(msg), "body: larger than the limit of %lld bytes",
+		         (long long)(req->body_path ? req->spool_max : (int64_t)h->cfg.max_body));
+		httpd_error(req, ERR_TOOBIG, msg);
+		return 1;
+	}
+	if (req->spool_errno) {
+		snprintf(msg, sizeof(msg), "body: cannot be stored on the server: %s",
+		         strerror(req->spool_errno));
+		httpd_error(req, -req->spool_errno, msg);
+		return 1;
+	}
+	return 0;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_size, void **con_cls)
@@ -130,22 +218,18 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	(void)version;
 	struct httpd *h = cls;
 	struct httpd_req *req = *con_cls;
-	if (!req) {
-		req = xcalloc(1, sizeof(*req));
-		req->method = method;
-		req->path = url;
-		req->conn = conn;
-		req->server = h;
-		req->status = 200;
-		req->start_us = now_us();
-		buf_init(&req->out);
-		*con_cls = req;
+	if (!req)
+		return first_call(h, conn, url, method, con_cls);
+	if (req->state == 3) { /* answered before its body: drop what comes */
+		*upload_size = 0;
 		return MHD_YES;
 	}
 	if (req->state == 2)
 		return respond(req);
 	if (*upload_size) {
-		if (req->body_len + *upload_size > h->cfg.max_body) {
+		if (req->spool_fd >= 0 || req->spool_errno) {
+			spool_write(req, upload_data, *upload_size);
+		} else if (req->body_len + *upload_size > h->cfg.max_body) {
 			req->body_too_big = 1;
 		} else {
 			req->body = xrealloc(req->body, req->body_len + *upload_size + 1);
@@ -156,13 +240,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (req->body_too_big) {
-		char msg[128];
-		snprintf(msg, sizeof(msg), "body: larger than the limit of %zu bytes",
-		         h->cfg.max_body);
-		httpd_error(req, ERR_TOOBIG, msg);
+	if (body_refused(h, req))
 		return respond(req);
-	}
 	if (!req->body) {
 		req->body = xstrdup("");
 	}
@@ -189,6 +268,13 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	record(h, req->route ? req->route : "other", req->status, secs);
 	buf_cleanup(&req->out);
 	free(req->body);
+	if (req->spool_fd >= 0)
+		close(req->spool_fd);
+	if (req->body_path) /* the handler may have moved it: then ENOENT */
+		unlink(req->body_path);
+	free(req->body_path);
+	if (req->out_fd >= 0)
+		close(req->out_fd);
 	free(req);
 	*con_cls = NULL;
 }
@@ -206,11 +292,13 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		h->cfg.max_body = 1 << 20;
 	if (h->cfg.timeout_s <= 0)
 		h->cfg.timeout_s = 120;
+	h->spool_dir = xstrdup(cfg->spool_dir ? cfg->spool_dir : "/tmp");
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->streams_done, NULL);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
 	if (inet_pton(AF_INET, h->cfg.bind, &sa.sin_addr) != 1) {
 		log_error("bad bind address addr=%s", h->cfg.bind);
+		free(h->spool_dir);
 		free(h);
 		return ERR_INVALID;
 	}
@@ -225,6 +313,7 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		log_error("cannot listen addr=%s port=%d", h->cfg.bind, cfg->port);
 		pthread_cond_destroy(&h->streams_done);
 		pthread_mutex_destroy(&h->mu);
+		free(h->spool_dir);
 		free(h);
 		return -EADDRINUSE;
 	}
@@ -271,6 +360,7 @@ void httpd_stop(struct httpd *h)
 	MHD_stop_daemon(h->mhd);
 	pthread_cond_destroy(&h->streams_done);
 	pthread_mutex_destroy(&h->mu);
+	free(h->spool_dir);
 	free(h);
 }
 
@@ -303,6 +393,17 @@ void httpd_error(struct httpd_req *req, int code, const char *msg)
 	free(s);
 	json_decref(o);
 	free(fixed);
+}
+
+void httpd_send_fd(struct httpd_req *req, int status, int fd, uint64_t size)
+{
+	if (req->out_fd >= 0)
+		close(req->out_fd);
+	req->status = status;
+	req->out_fd = fd;
+	req->out_size = size;
+	buf_reset(&req->out);
+	req->content_type = "application/octet-stream";
 }
 
 void httpd_add_header(struct httpd_req *req, const char *name, const char *value)

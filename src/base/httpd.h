@@ -14,6 +14,13 @@
  * returns (a long-lived byte stream: anvil shell, exec). httpd_stop() shuts
  * the sockets of running streams down and waits for their functions.
  *
+ * Large bodies (uploads of objects) need not fit in memory: a server that
+ * sets cfg.spool is asked, once a request's headers are in, whether its
+ * body goes to a file (httpd_config.spool); the handler then finds it at
+ * req->body_path (req->body is ""), and httpd removes the file when the
+ * request ends unless the handler moved it away. An answer can likewise be
+ * a file: httpd_send_fd.
+ *
  * Handlers run on MHD's thread pool, so they may run concurrently; the
  * handler's owner protects its own state. httpd keeps per-route request
  * counts and latency histograms (set req->route to a static label) and
@@ -34,8 +41,9 @@ struct httpd_req {
 	const char *method;
 	const char *path;
 	char *body;
-	size_t body_len;
+	size_t body_len; /* also of a spooled body */
 	int body_too_big;
+	char *body_path; /* a spooled body's file (httpd_config.spool), else NULL */
 	/* response */
 	int status;
 	struct buf out;
@@ -50,12 +58,22 @@ struct httpd_req {
 	int64_t start_us;
 	int state; /* 0 receiving, 1 suspended, 2 resumed */
 	void *user;
+	int spool_fd;      /* the spooled body's file while it arrives; -1: none */
+	int spool_errno;   /* a write to it failed */
+	int64_t spool_max; /* its cap */
+	int out_fd;        /* httpd_send_fd's file; -1: none */
+	uint64_t out_size;
 	struct httpd_upgrade *upgrade; /* httpd_upgrade() was called */
 };
 
 enum { HTTPD_DONE = 0, HTTPD_SUSPENDED = 1 };
 
 typedef int (*httpd_handler)(struct httpd_req *req, void *ctx);
+/* Asked once per request with its method, path and headers (no body yet):
+ * the largest body to take into a file, > 0; 0 for the usual in-memory
+ * body (under max_body); < 0 to answer at once with the response it
+ * filled (an error: 401, 413), without reading the body. */
+typedef int64_t (*httpd_spool_fn)(struct httpd_req *req, void *ctx);
 
 struct httpd_config {
 	const char *bind; /* "127.0.0.1" by default */
@@ -65,6 +83,8 @@ struct httpd_config {
 	int timeout_s;    /* an idle connection is closed after; 120 by default (not streams) */
 	httpd_handler handler;
 	void *ctx;
+	httpd_spool_fn spool;  /* NULL: every body in memory */
+	const char *spool_dir; /* where spooled bodies go (created if missing; copied) */
 };
 
 /* Starts listening; 0 or a negative code. */
@@ -79,6 +99,12 @@ const char *httpd_header(struct httpd_req *req, const char *key);
 void httpd_json(struct httpd_req *req, int status, const char *json);
 /* {"error": {"code": name, "message": msg}} with err_http(code). */
 void httpd_error(struct httpd_req *req, int code, const char *msg);
+
+/* Answers with status and the size bytes of the open file fd (from its
+ * start) as the body, of content type "application/octet-stream"; httpd
+ * owns fd from here and closes it. For a HEAD request only the headers
+ * (Content-Length: size) are sent. */
+void httpd_send_fd(struct httpd_req *req, int status, int fd, uint64_t size);
 
 /* Adds a response header (at most 4; names < 32, values < 128 bytes). */
 void httpd_add_header(struct httpd_req *req, const char *name, const char *value);

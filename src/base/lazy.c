@@ -75,6 +75,7 @@ static void mhd_load(void)
 	BIND(mhd_lazy, lib, so, suspend_connection, "MHD_suspend_connection");
 	BIND(mhd_lazy, lib, so, resume_connection, "MHD_resume_connection");
 	BIND(mhd_lazy, lib, so, create_response_from_buffer, "MHD_create_response_from_buffer");
+	BIND(mhd_lazy, lib, so, create_response_from_fd64, "MHD_create_response_from_fd64");
 	BIND(mhd_lazy, lib, so, create_response_for_upgrade, "MHD_create_response_for_upgrade");
 	BIND(mhd_lazy, lib, so, upgrade_action, "MHD_upgrade_action");
 	BIND(mhd_lazy, lib, so, destroy_response, "MHD_destroy_response");

@@ -20,6 +20,7 @@ struct mhd_api {
 	__typeof__(&MHD_suspend_connection) suspend_connection;
 	__typeof__(&MHD_resume_connection) resume_connection;
 	__typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+	__typeof__(&MHD_create_response_from_fd64) create_response_from_fd64;
 	__typeof__(&MHD_create_response_for_upgrade) create_response_for_upgrade;
 	__typeof__(&MHD_upgrade_action) upgrade_action;
 	__typeof__(&MHD_destroy_response) destroy_response;
@@ -39,6 +40,7 @@ void mhd_lazy_load(void);
 #define MHD_suspend_connection          mhd_lazy.suspend_connection
 #define MHD_resume_connection           mhd_lazy.resume_connection
 #define MHD_create_response_from_buffer mhd_lazy.create_response_from_buffer
+#define MHD_create_response_from_fd64   mhd_lazy.create_response_from_fd64
 #define MHD_create_response_for_upgrade mhd_lazy.create_response_for_upgrade
 #define MHD_upgrade_action              mhd_lazy.upgrade_action
 #define MHD_destroy_response            mhd_lazy.destroy_response

@@ -83,7 +83,7 @@ static const json_t *lookup(const json_t *ctx, const char *ref)
 	return NULL;
 }
 
-char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen)
+static char *render(const char *s, const json_t *ctx, int keep_tasks, char *err, size_t errlen)
 {
 	struct buf out;
 	buf_init(&out);
@@ -92,6 +92,11 @@ char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen)
 	int r;
 	while ((r = flow_template_next(s, ref, sizeof(ref), &start, &end)) == 1) {
 		const json_t *v = lookup(ctx, ref);
+		if ((!v || json_is_null(v)) && keep_tasks && strncmp(ref, "tasks.", 6) == 0) {
+			buf_add(&out, s, (size_t)(end - s)); /* left for the node to fill */
+			s = end;
+			continue;
+		}
 		if (!v || json_is_null(v)) {
 			snprintf(err, errlen, "{{ %s }}: no value yet", ref);
 			buf_cleanup(&out);
@@ -108,6 +113,16 @@ char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen)
 	}
 	buf_adds(&out, s);
 	return buf_detach(&out);
+}
+
+char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen)
+{
+	return render(s, ctx, 0, err, errlen);
+}
+
+char *flow_render_known(const char *s, const json_t *ctx, char *err, size_t errlen)
+{
+	return render(s, ctx, 1, err, errlen);
 }
 
 /* ---- cache keys ---- */

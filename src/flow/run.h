@@ -22,6 +22,11 @@ json_t *flow_expand(const json_t *task);
  * reference has no value (an output not written yet). free() it. */
 char *flow_render(const char *s, const json_t *ctx, char *err, size_t errlen);
 
+/* As flow_render, but a {{ tasks.T.outputs.K }} with no value in ctx is
+ * left as written: an object output, which the task's wrapper on the node
+ * replaces with the path it fetched the object to (agent/task.c). */
+char *flow_render_known(const char *s, const json_t *ctx, char *err, size_t errlen);
+
 /* The cache key of a task whose command, env and inputs are rendered:
  *   {"command": H, "env": H, "inputs": H, "outputs": H, "code": H,
  *    "version": V, "key": H}

@@ -76,6 +76,9 @@ static const struct wire_field desired_fields[] = {
          "a placeholder that `mpirun`'s daemons are started in (`anvil _mpiwait`)"},
         {"mpi_hosts", JV_STRINGS, 0, 1, 1024,
          "rank 0 of an MPI job: every rank's node name, in rank order: the hostfile's lines"},
+        {"task", JV_BOOL, 0, 0, 0,
+         "a workflow task's rank: the agent runs the command under `anvil _task`, which "
+         "reads `ANVIL_TASK` (docs/workflows.md)"},
         {"notice", JV_OBJECT, 0, 0, 0,
          "a session's rank: a notice (below) for its terminal, delivered once by its `id`"},
         {NULL, 0, 0, 0, 0, NULL},
@@ -327,6 +330,7 @@ const char *const wire_rank_env[] = {
         "ANVIL_ARRAY_ID",
         "ANVIL_ARRAY_INDEX",
         "ANVIL_EXEC_TOKEN",
+        "ANVIL_TASK",
         NULL,
 };
 

@@ -1,7 +1,7 @@
 /* api.c - the HTTP front door of the server: routing, auth, and the job,
  * queue, team, event and log handlers. Agent routes go to agentproto.c,
- * node routes to api_nodes.c, /metrics to metrics.c; api_util.c has what
- * they share. */
+ * node routes to api_nodes.c, workflow routes to api_flows.c, objects to
+ * api_objects.c, /metrics to metrics.c; api_util.c has what they share. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -427,9 +427,16 @@ int server_handle(struct httpd_req *req, void *ctx)
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 		return HTTPD_DONE;
 	}
+	/* Objects check their own credentials: an attempt's exec token may
+	 * touch some of them (api_objects.c). */
+	if (strncmp(p, "/v1/objects/", 12) == 0) {
+		api_objects(s, req, p + 12);
+		return HTTPD_DONE;
+	}
 	/* The one call that also takes a narrower credential: exec into the
 	 * ranks of an MPI job's own attempt, with that attempt's token. */
-	if (!api_token_ok(req, s->admin_token) && api_stream_by_exec_token(s, req))
+	if (!api_token_ok(req, s->admin_token) &&
+	    (api_stream_by_exec_token(s, req) || api_flows_by_exec_token(s, req)))
 		return HTTPD_DONE;
 	if (!admin_ok(s, req))
 		return HTTPD_DONE;
@@ -437,6 +444,8 @@ int server_handle(struct httpd_req *req, void *ctx)
 		route_jobs(s, req, p + 8);
 	else if (strncmp(p, "/v1/nodes", 9) == 0 && (p[9] == '\0' || p[9] == '/'))
 		api_nodes(s, req, p + 9);
+	else if (strncmp(p, "/v1/workflows", 13) == 0 && (p[13] == '\0' || p[13] == '/'))
+		api_flows(s, req, p + 13);
 	else if ((get || post) && strcmp(p, "/v1/queues") == 0)
 		queues(s, req);
 	else if ((get || post) && strcmp(p, "/v1/teams") == 0)

@@ -17,7 +17,9 @@
  *   3  jobs.c        submission and cancellation; nodes.c: facts, admin
  *                    states, health, liveness, registration
  *   4  schedule.c    the scheduler glue (glue.h)
- *   5  entry.c       the entry points that compose them (state.h)
+ *   5  flows.c       the workflow engine: executions' runs as jobs
+ *                    (flows.h, flow/engine.h)
+ *   6  entry.c       the entry points that compose them (state.h)
  *
  * Every function runs with the state lock held.
  */
@@ -40,6 +42,7 @@ struct event {
 };
 
 struct scratch; /* the scheduler glue's own (schedule.c) */
+struct flows;   /* the workflow engine's own (flows.c) */
 
 struct state_core {
 	struct store *store;
@@ -61,6 +64,18 @@ struct state_core {
 	int64_t flush_failed_logged_ms; /* when a failed flush was last logged; 0: none failing */
 	int64_t flush_failures;         /* failed flushes since then */
 	struct scratch *glue;           /* made by the glue's first use, freed by it */
+	/* The workflow engine (flows.c): its records, the documents loaded for
+	 * it (until flows_open takes them), the workflow jobs that ended since
+	 * it last looked (job_to adds them), and its part of a flush, called
+	 * inside the transaction (set by flows_open: state.c is below it). */
+	struct flows *flows;
+	json_t *flow_loaded; /* {"execs": [doc], "runs": [[exec_id, doc]]} */
+	int64_t *flow_done;
+	int nflow_done, capflow_done;
+	int flows_dirty; /* it has records to write: flush calls flows_flush */
+	int (*flows_flush)(struct state *st, struct store *store);
+	void (*flows_flushed)(struct state *st);
+	void (*flows_free)(struct state *st);
 };
 
 /* ---- layer 0: state.c ---- */
@@ -71,7 +86,6 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 /* Frees every record and closes the store (unflushed changes are lost). */
 void state_core_free(struct state *st);
 
-struct attempt *state_attempt(struct state *st, int64_t id);
 void state_mark_job(struct state *st, struct job *j);   /* dirty: flush writes it */
 void state_mark_node(struct state *st, struct node *n); /* dirty: flush writes it */
 void state_bump(struct state *st, struct node *n);      /* its desired set changed */

@@ -1,7 +1,8 @@
 /* entry.c - state.h's entry points that compose the layers below: opening
  * (load, then restore every index), submission (build, the can-it-ever-fit
  * check, admit, a cycle), agent reports and housekeeping (apply, then
- * settle). Layer 5 of the state files (core.h). */
+ * settle, then the workflow engine's step). Layer 6 of the state files
+ * (core.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "server/flows.h"
 #include "server/glue.h"
 
 /* A loaded node's facts and health masks, as when it last reported. */
@@ -58,7 +60,9 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	log_info("state loaded nodes=%d jobs=%lld attempts=%lld active=%d pending=%d", st->nnodes,
 	         (long long)st->njobs, (long long)st->core->nattempts, st->core->nactive,
 	         st->core->npending);
-	rc = state_flush(st);
+	rc = flows_open(st);
+	if (rc == 0)
+		rc = state_flush(st);
 	if (rc)
 		state_close(st);
 	return rc;
@@ -75,20 +79,9 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 {
 	struct job **js = NULL;
 	int n = 0;
-	int rc = jobs_build(st, body, &js, &n, err, errlen);
+	int rc = glue_submit(st, body, NULL, &js, &n, err, errlen);
 	if (rc)
 		return rc;
-	glue_job_cache(st, js[0]); /* an array's members ask for the same */
-	rc = glue_fits_ever(st, js[0], err, errlen);
-	if (rc == 0)
-		rc = jobs_admit(st, js, n, err, errlen);
-	if (rc) {
-		glue_forget_job(st, js[0]);
-		for (int k = 0; k < n; k++)
-			job_free(js[k]);
-		free(js);
-		return rc;
-	}
 	state_schedule(st);
 	for (int k = 0; k < n; k++) {
 		struct job *j = js[k];
@@ -107,6 +100,7 @@ void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_
 	ranks_apply_reports(st, n, ranks, agent_gen);
 	nodes_back(st, n, ranks);
 	state_settle(st);
+	flows_step(st);
 }
 
 void state_check_nodes(struct state *st, int64_t now)
@@ -115,4 +109,5 @@ void state_check_nodes(struct state *st, int64_t now)
 	ranks_check_idle(st);
 	nodes_check_silent(st, now);
 	state_settle(st);
+	flows_step(st);
 }

@@ -18,6 +18,13 @@ void glue_job_cache(struct state *st, struct job *j);
 void glue_forget_job(struct state *st, const struct job *j);
 /* 0 if j could ever run on the registered nodes, else ERR_UNFIT + why. */
 int glue_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
+/* A submission without its cycle: builds the jobs of body (an array's
+ * members), checks they could ever run, gives the first `task` (a
+ * workflow run's, may be NULL; taken) and admits them (on disk, then
+ * pending). On success *out is the first job, *n how many; on failure
+ * nothing is left and task is freed. */
+int glue_submit(struct state *st, const json_t *body, json_t *task, struct job ***out, int *n,
+                char *err, size_t errlen);
 /* As if a second had passed since the last cycle: the next one is full
  * and not skipped (tests drive time this way). */
 void glue_age(struct state *st);

@@ -344,6 +344,11 @@ static json_t *rank_env(const struct job *j, const struct attempt *a, const stru
 	wire_rank_env_set(env, &v);
 	if (a->exec_token[0]) /* an MPI job: `anvil _rsh` execs into the ranks with it */
 		json_object_set_new(env, "ANVIL_EXEC_TOKEN", json_string(a->exec_token));
+	if (j->task) { /* a workflow task: its wrapper's instructions (agent/task.c) */
+		char *doc = json_dumps(j->task, JSON_COMPACT | JSON_SORT_KEYS);
+		json_object_set_new(env, "ANVIL_TASK", json_string(doc ? doc : "{}"));
+		free(doc);
+	}
 	return env;
 }
 
@@ -383,6 +388,8 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 		wire_set(notice, &wire_notice, "text", json_string(a->notice));
 		wire_set(d, r, "notice", notice);
 	}
+	if (j->task) /* the agent runs the rank under `anvil _task` (agent/task.c) */
+		wire_set(d, r, "task", json_true());
 	if (j->mpi) /* the agent runs mpirun on rank 0, a placeholder on the others */
 		wire_set(d, r, "mpi", json_true());
 	if (j->mpi && k->rank == 0) {

@@ -429,8 +429,9 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	a->head_port = j->head ? 10000 + (int)(a->id % 10000) : 0;
 	/* An MPI job's ranks exec into each other with a secret of their own
 	 * (docs/cli.md, "MPI"), new for each attempt: a requeued attempt's
-	 * token cannot reach the next one. */
-	if (j->mpi)
+	 * token cannot reach the next one. A workflow task's wrapper uses its
+	 * attempt's token for the objects and outputs it reads and writes. */
+	if (j->mpi || j->task)
 		random_hex(a->exec_token, (sizeof(a->exec_token) - 1) / 2);
 	state_index_attempt(st, j, a);
 	state_active_add(st, a);
@@ -606,6 +607,31 @@ void state_schedule(struct state *st)
 		return;
 	}
 	cycle(st, t0, t0 / 1000 - x->sched_full_ms >= 1000, 0);
+}
+
+int glue_submit(struct state *st, const json_t *body, json_t *task, struct job ***out, int *n,
+                char *err, size_t errlen)
+{
+	struct job **js = NULL;
+	int rc = jobs_build(st, body, &js, n, err, errlen);
+	if (rc) {
+		json_decref(task);
+		return rc;
+	}
+	js[0]->task = task;
+	glue_job_cache(st, js[0]); /* an array's members ask for the same */
+	rc = glue_fits_ever(st, js[0], err, errlen);
+	if (rc == 0)
+		rc = jobs_admit(st, js, *n, err, errlen);
+	if (rc) {
+		glue_forget_job(st, js[0]);
+		for (int k = 0; k < *n; k++)
+			job_free(js[k]);
+		free(js);
+		return rc;
+	}
+	*out = js;
+	return 0;
 }
 
 void state_settle(struct state *st)

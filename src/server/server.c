@@ -24,6 +24,9 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
+#include "store/blob.h"
+
+#define OBJECT_MAX_DEFAULT (256LL << 30) /* --object-max-size */
 
 struct server_config {
 	char state_dir[PATH_MAX + 16];
@@ -39,6 +42,8 @@ struct server_config {
 	int64_t preempt_restart_cost_ms;
 	int64_t half_life_ms;
 	int64_t session_warning_ms;
+	char objects[PATH_MAX + 16]; /* "": file://STATE_DIR/objects */
+	int64_t object_max;
 	enum log_level level;
 };
 
@@ -54,6 +59,10 @@ static const char usage[] =
         "  --full-sync          fsync every commit (survives power loss, slower)\n"
         "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
         "  --log-level LEVEL    error, warn, info or debug (default info)\n"
+        "  --objects URI        the object store: code bundles, task outputs, checkpoints\n"
+        "                       (default file://STATE_DIR/objects)\n"
+        "  --object-max-size N  the largest object an upload may store (default 256Gi;\n"
+        "                       bytes, or with K/M/G/T, Ki/Mi/Gi/Ti)\n"
         "  --config FILE        read options from FILE: YAML, the long option names as\n"
         "                       keys (default /etc/anvil/server.yaml when it exists);\n"
         "                       flags on the command line win over it\n"
@@ -96,6 +105,33 @@ static int parse_listen(const char *v, struct server_config *c)
 	return 0;
 }
 
+/* "256Gi", "10G", "1048576": bytes (K/M/G/T powers of 1000, Ki/Mi/Gi/Ti
+ * of 1024), from 1 MiB to 1 PiB. */
+static int parse_size(const char *v, int64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || end == v || n < 1)
+		return ERR_INVALID;
+	static const char units[] = "KMGT";
+	const char *u = *end ? strchr(units, *end) : NULL;
+	int64_t mult = 1;
+	if (*end && !u)
+		return ERR_INVALID;
+	if (u) {
+		int bin = end[1] == 'i';
+		if (end[1 + bin] != '\0')
+			return ERR_INVALID;
+		for (const char *p = units; p <= u; p++)
+			mult *= bin ? 1024 : 1000;
+	}
+	if (n > (1LL << 50) / mult || n * mult < (1LL << 20))
+		return ERR_INVALID;
+	*out = n * mult;
+	return 0;
+}
+
 /* The config file read when there is one and --config names none. */
 #define SERVER_CONFIG_FILE "/etc/anvil/server.yaml"
 
@@ -133,6 +169,7 @@ static void config_defaults(struct server_config *c)
 	c->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->session_warning_ms = 60 * 1000;
+	c->object_max = OBJECT_MAX_DEFAULT;
 	c->level = LOG_INFO;
 }
 
@@ -175,6 +212,13 @@ static const char *set_option(struct server_config *c, const char *f, const char
 		if (parse_duration_ms(v, &c->session_warning_ms) || c->session_warning_ms < 1000 ||
 		    c->session_warning_ms > 3600000)
 			return "is not a duration from 1s to 1h";
+	} else if (strcmp(f, "--objects") == 0) {
+		if (strncmp(v, "file:///", 8) != 0 || strlen(v) >= sizeof(c->objects))
+			return "is not file:///ABSOLUTE/DIR (s3:// comes with the cache tier)";
+		snprintf(c->objects, sizeof(c->objects), "%s", v);
+	} else if (strcmp(f, "--object-max-size") == 0) {
+		if (parse_size(v, &c->object_max))
+			return "is not a size from 1Mi to 1Pi (bytes, or 10G, 256Gi)";
 	} else if (strcmp(f, "--log-level") == 0) {
 		if (log_level_parse(v, &c->level))
 			return "is not one of error, warn, info, debug";
@@ -329,6 +373,29 @@ static void *housekeeping(void *arg)
 	return NULL;
 }
 
+/* The object store, and the directory uploads arrive in (emptied: what a
+ * killed server left there is nobody's). */
+static int open_objects(struct server *s, const struct server_config *c, char *uploads, size_t len)
+{
+	char abs[PATH_MAX];
+	if (!realpath(c->state_dir, abs)) {
+		log_error("cannot resolve state dir path=%s err=%s", c->state_dir, strerror(errno));
+		return -errno;
+	}
+	char *uri = c->objects[0] ? xstrdup(c->objects) : xasprintf("file://%s/objects", abs);
+	char err[512];
+	int rc = blob_open(uri, &s->state.objects, err, sizeof(err));
+	if (rc)
+		log_error("cannot open the object store uri=%s err=\"%s\"", uri, err);
+	else
+		log_info("object store uri=%s max_bytes=%lld", uri, (long long)c->object_max);
+	free(uri);
+	s->object_max = c->object_max;
+	snprintf(uploads, len, "%s/uploads", abs);
+	rm_rf(uploads);
+	return rc;
+}
+
 static int open_all(struct server *s, const struct server_config *c)
 {
 	int rc = mkdir_p(c->state_dir, 0700);
@@ -357,11 +424,16 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state.config.usage_half_life_ms = c->half_life_ms;
 	s->state.config.session_warning_ms = c->session_warning_ms;
 	s->max_wait_ms = c->node_timeout_ms / 2;
+	char uploads[PATH_MAX + 32];
+	if ((rc = open_objects(s, c, uploads, sizeof(uploads))))
+		return rc;
 	struct httpd_config hc = {.bind = c->bind,
 	                          .port = c->port,
 	                          .threads = c->threads,
 	                          .handler = server_handle,
-	                          .ctx = s};
+	                          .ctx = s,
+	                          .spool = api_objects_spool,
+	                          .spool_dir = uploads};
 	rc = httpd_start(&hc, &s->http);
 	if (rc)
 		return rc;
@@ -380,11 +452,11 @@ int server_main(int argc, char **argv)
 	if (check_only) {
 		printf("configuration ok: config=%s state-dir=%s listen=%s:%d node-timeout=%lldms "
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
-		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms\n",
+		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld\n",
 		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
-		       (long long)c.preempt_restart_cost_ms);
+		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max);
 		return 0;
 	}
 	log_init("server", c.level);
@@ -392,6 +464,7 @@ int server_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	stop_signals_catch();
 	struct server *s = xcalloc(1, sizeof(*s));
+	pthread_mutex_init(&s->objects_mu, NULL);
 	rc = open_all(s, &c);
 	if (rc) {
 		fprintf(stderr, "anvil server: cannot start: %s (the log above says why)\n",
@@ -400,6 +473,8 @@ int server_main(int argc, char **argv)
 			httpd_stop(s->http);
 		if (s->state_open)
 			state_close(&s->state);
+		blob_close(s->state.objects);
+		pthread_mutex_destroy(&s->objects_mu);
 		free(s);
 		return 1;
 	}
@@ -413,6 +488,8 @@ int server_main(int argc, char **argv)
 	pthread_join(hk, NULL);
 	httpd_stop(s->http);
 	state_close(&s->state);
+	blob_close(s->state.objects);
+	pthread_mutex_destroy(&s->objects_mu);
 	free(s);
 	return 0;
 }

@@ -7,6 +7,8 @@
 #ifndef ANVIL_SERVER_H
 #define ANVIL_SERVER_H
 
+#include <pthread.h>
+
 #include "base/httpd.h"
 #include "base/jv.h"
 #include "server/state.h"
@@ -25,6 +27,11 @@ struct server {
 	char url[128];
 	int64_t max_wait_ms;
 	volatile int stopping;
+	/* For /v1/objects (api_objects.c) on the object store (--objects,
+	 * state.objects): the largest object it takes (--object-max-size), and
+	 * the lock that keeps named puts one at a time (store/blob.h). */
+	int64_t object_max;
+	pthread_mutex_t objects_mu;
 };
 
 int server_main(int argc, char **argv);
@@ -58,7 +65,26 @@ void api_stream(struct server *s, struct httpd_req *req, int64_t id, int exec);
  * bearer token that is not the admin's; the stream opens only when the token
  * is the one of ID's current attempt. 0: not such a request. */
 int api_stream_by_exec_token(struct server *s, struct httpd_req *req);
+/* /v1/objects/KEY (api_objects.c): rest is what follows "/v1/objects/";
+ * checks its own credentials (the admin token, or an attempt's exec
+ * token for what that attempt may touch). */
+void api_objects(struct server *s, struct httpd_req *req, const char *rest);
+/* Whether token is the exec token of attempt attempt_id, while that
+ * attempt is not final, and the attempt may touch key (objects_key_canon'd):
+ * a content key, or its job's checkpoint key (job->task's "checkpoint")
+ * or a key under it. The same answer, 0, whatever is wrong, so that a
+ * token tells nothing about other attempts. The caller holds the state
+ * lock. */
+int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id, const char *key);
+/* httpd's spool callback (httpd_spool_fn): a PUT of an object has its body
+ * written to a file, up to object_max bytes, once its credentials pass. */
+int64_t api_objects_spool(struct httpd_req *req, void *ctx);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
+/* /v1/workflows... (api_flows.c); the _by_exec_token variant handles the
+ * one route a task wrapper calls with its attempt's exec token and returns
+ * 1 when it was that route. */
+void api_flows(struct server *s, struct httpd_req *req, const char *rest);
+int api_flows_by_exec_token(struct server *s, struct httpd_req *req);
 
 #endif

@@ -209,7 +209,8 @@ void state_mark_job(struct state *st, struct job *j)
 
 int state_flush(struct state *st)
 {
-	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents)
+	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents &&
+	    !st->core->flows_dirty)
 		return 0;
 	int rc = store_begin(st->core->store);
 	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
@@ -221,6 +222,8 @@ int state_flush(struct state *st)
 		struct event *e = &st->core->events[i];
 		rc = store_add_event(st->core->store, e->kind, e->job_id, e->node_id, e->message);
 	}
+	if (rc == 0 && st->core->flows_dirty && st->core->flows_flush)
+		rc = st->core->flows_flush(st, st->core->store);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
 	else
@@ -248,6 +251,9 @@ int state_flush(struct state *st)
 	for (int i = 0; i < st->core->ndirty_jobs; i++)
 		st->core->dirty_jobs[i]->dirty = 0;
 	st->core->ndirty_jobs = 0;
+	if (st->core->flows_dirty && st->core->flows_flushed)
+		st->core->flows_flushed(st);
+	st->core->flows_dirty = 0;
 	for (int i = 0; st->core->nodes_dirty && i < st->nnodes; i++)
 		st->nodes[i]->dirty = 0;
 	st->core->nodes_dirty = 0;
@@ -329,6 +335,19 @@ static void load_job(void *ctx, struct job *j)
 		state_index_attempt(st, NULL, j->attempts[i]);
 }
 
+static void load_flow_exec(void *ctx, const json_t *doc)
+{
+	struct state *st = ctx;
+	json_array_append(json_object_get(st->core->flow_loaded, "execs"), (json_t *)doc);
+}
+
+static void load_flow_run(void *ctx, int64_t exec_id, const json_t *doc)
+{
+	struct state *st = ctx;
+	json_array_append_new(json_object_get(st->core->flow_loaded, "runs"),
+	                      json_pack("[I,O]", (json_int_t)exec_id, doc));
+}
+
 int state_core_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
 {
 	memset(st, 0, sizeof(*st));
@@ -348,11 +367,14 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 		return rc;
 	}
 	pthread_mutex_init(&st->mu, NULL);
+	st->core->flow_loaded = json_pack("{s:[],s:[]}", "execs", "runs");
 	struct store_loader l = {.ctx = st,
 	                         .queue = load_queue,
 	                         .team = load_team,
 	                         .node = load_node,
-	                         .job = load_job};
+	                         .job = load_job,
+	                         .flow_exec = load_flow_exec,
+	                         .flow_run = load_flow_run};
 	rc = store_load(st->core->store, &l);
 	if (rc == 0 && !state_queue(st, "default")) {
 		char err[128];
@@ -368,6 +390,10 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 void state_core_free(struct state *st)
 {
 	struct state_core *c = st->core;
+	if (c->flows_free)
+		c->flows_free(st);
+	json_decref(c->flow_loaded);
+	free(c->flow_done);
 	for (int i = 0; i < c->nevents; i++) /* not flushed: the disk refused them */
 		free(c->events[i].message);
 	for (int64_t i = 0; i < st->njobs; i++)

@@ -24,6 +24,8 @@
 #include "store/model.h"
 #include "store/store.h"
 
+struct blob_store;
+
 #define STATE_MAX_QUOTAS 64 /* teams with a quota in one queue */
 
 struct quota {
@@ -94,6 +96,10 @@ struct state {
 	int nteams;
 	struct state_config config;
 	struct state_stats stats;
+	/* The object store (store/blob.h), set by the server after state_open:
+	 * where workflow outputs, checkpoints and code bundles are kept. NULL
+	 * in tests without one: a cached result is then trusted unchecked. */
+	struct blob_store *objects;
 	/* called (lock held) whenever a node's desired set changed */
 	void (*wake)(struct state *st, struct node *n);
 	struct state_core *core;
@@ -114,6 +120,8 @@ int state_flush(struct state *st);
 json_t *state_events(struct state *st, int limit, int64_t job_id);
 
 struct job *state_job(struct state *st, int64_t id);
+/* The attempt with that id (any job's), or NULL. */
+struct attempt *state_attempt(struct state *st, int64_t id);
 struct node *state_node(struct state *st, int64_t id);
 struct node *state_node_by_name(struct state *st, const char *name);
 struct queue *state_queue(struct state *st, const char *name);

@@ -60,6 +60,11 @@ int job_to(struct state *st, struct job *j, enum job_state to, const char *fmt, 
 		if (!j->start_ms && a && j->state != JOB_PENDING)
 			j->start_ms = a->start_ms; /* ended before every rank ran */
 	}
+	if (job_state_final(to) && j->task) { /* the workflow engine looks next (flows.c) */
+		struct state_core *c = st->core;
+		XGROW(c->flow_done, c->nflow_done, c->capflow_done);
+		c->flow_done[c->nflow_done++] = j->id;
+	}
 	j->state = to;
 	state_mark_job(st, j);
 	va_list ap;

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/jv.h"
 #include "base/mem.h"
+#include "base/objects.h"
 #include "base/util.h"
 
 struct blob_store {
@@ -81,6 +83,9 @@ int blob_key_check(const char *key, char *err, size_t errlen)
 		why = "no leading, trailing or double '/'";
 	else if (strstr(key, "..") || strstr(key, ".meta") || strstr(key, ".tmp."))
 		why = "no '..', and no part ending .meta or holding .tmp.";
+	else if (strncmp(key, "sha256/", 7) == 0 || strncmp(key, "staging/", 8) == 0 ||
+	         strcmp(key, "sha256") == 0 || strcmp(key, "staging") == 0)
+		why = "sha256/ and staging/ are the store's own (content keys, uploads)";
 	for (const char *c = key; !why && *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-' || *c == '/'))
@@ -89,6 +94,14 @@ int blob_key_check(const char *key, char *err, size_t errlen)
 		return 0;
 	snprintf(err, errlen, "object key '%.80s': %s", key, why);
 	return ERR_INVALID;
+}
+
+/* A suffix no other call's temporary name has: this process's id and a
+ * count of the calls that asked (threads share the store). */
+static unsigned long unique(void)
+{
+	static unsigned long counter;
+	return __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
 }
 
 static void hex_of(const unsigned char *md, unsigned int n, char out[65])
@@ -105,7 +118,7 @@ static int copy_atomic(int in, const char *final, struct blob_info *info)
 	int rc = make_parents(final);
 	if (rc)
 		return rc;
-	char *tmp = xasprintf("%s.tmp.%d", final, (int)getpid());
+	char *tmp = xasprintf("%s.tmp.%d.%lu", final, (int)getpid(), unique());
 	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (out < 0) {
 		rc = -errno;
@@ -148,26 +161,43 @@ static int copy_atomic(int in, const char *final, struct blob_info *info)
 	return rc;
 }
 
-static char *path_of(const struct blob_store *s, const char *key)
+/* The file of key, plus suffix: a content key (either form) lives at
+ * sha256/<2 hex>/<62 hex>, so that no directory holds every object. */
+static char *file_of(const struct blob_store *s, const char *key, const char *suffix)
 {
-	return xasprintf("%s/%s", s->dir, key);
+	char hex[HASH_HEX_LEN + 1];
+	if (objects_key_hash(key, hex))
+		return xasprintf("%s/sha256/%.2s/%s%s", s->dir, hex, hex + 2, suffix);
+	return xasprintf("%s/%s%s", s->dir, key, suffix);
 }
 
-/* <key>.meta: {"size", "sha256"}, written atomically after the data. */
+static char *path_of(const struct blob_store *s, const char *key)
+{
+	return file_of(s, key, "");
+}
+
+/* <key>.meta: {"size", "sha256"}, written atomically after the data
+ * (through a temporary name of this call's own). */
 static int write_meta(const struct blob_store *s, const char *key, const struct blob_info *info)
 {
-	char *path = xasprintf("%s/%s.meta", s->dir, key);
+	char *path = file_of(s, key, ".meta");
+	char *tmp = xasprintf("%s.tmp.%d.%lu", path, (int)getpid(), unique());
 	char *text = xasprintf("{\"size\": %lld, \"sha256\": \"%s\"}\n", (long long)info->size,
 	                       info->sha256);
-	int rc = write_file_atomic(path, text, strlen(text), 0644);
+	int rc = write_file_atomic(tmp, text, strlen(text), 0644);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
 	free(text);
+	free(tmp);
 	free(path);
 	return rc;
 }
 
 int blob_stat(struct blob_store *s, const char *key, struct blob_info *info)
 {
-	char *path = xasprintf("%s/%s.meta", s->dir, key);
+	char *path = file_of(s, key, ".meta");
 	FILE *f = fopen(path, "r");
 	free(path);
 	if (!f)
@@ -192,11 +222,11 @@ int blob_put_file(struct blob_store *s, const char *path, char key[80], struct b
 	if (in < 0)
 		return -errno;
 	/* hash into a staging name, then move it to its content's key */
-	char *staging = xasprintf("%s/staging/%d-%p", s->dir, (int)getpid(), (void *)info);
+	char *staging = xasprintf("%s/staging/%d-%lu", s->dir, (int)getpid(), unique());
 	int rc = copy_atomic(in, staging, info);
 	close(in);
 	if (rc == 0) {
-		snprintf(key, 80, "sha256/%.2s/%s", info->sha256, info->sha256 + 2);
+		snprintf(key, 80, "sha256/%s", info->sha256);
 		char *final = path_of(s, key);
 		struct blob_info have;
 		if (blob_stat(s, key, &have) == 0 && have.size == info->size) {
@@ -222,7 +252,7 @@ int blob_put_named(struct blob_store *s, const char *key, const void *data, size
 	char err[128];
 	if (blob_key_check(key, err, sizeof(err)))
 		return ERR_INVALID;
-	char *tmpsrc = xasprintf("%s/staging/src-%d-%p", s->dir, (int)getpid(), (void *)info);
+	char *tmpsrc = xasprintf("%s/staging/src-%d-%lu", s->dir, (int)getpid(), unique());
 	int rc = make_parents(tmpsrc);
 	int fd = rc ? -1 : open(tmpsrc, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -248,6 +278,45 @@ int blob_put_named(struct blob_store *s, const char *key, const void *data, size
 	return rc;
 }
 
+int blob_put_named_file(struct blob_store *s, const char *key, const char *path,
+                        struct blob_info *info)
+{
+	char err[128];
+	if (blob_key_check(key, err, sizeof(err)))
+		return ERR_INVALID;
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	char *final = path_of(s, key);
+	int rc = copy_atomic(in, final, info);
+	close(in);
+	if (rc == 0)
+		rc = write_meta(s, key, info);
+	free(final);
+	return rc;
+}
+
+int blob_read_fd(struct blob_store *s, const char *key, int *fd, struct blob_info *info)
+{
+	struct blob_info want;
+	int rc = blob_stat(s, key, &want);
+	if (rc)
+		return rc;
+	char *src = path_of(s, key);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	free(src);
+	if (in < 0)
+		return errno == ENOENT ? ERR_NOTFOUND : -errno;
+	struct stat sb;
+	if (fstat(in, &sb) < 0 || sb.st_size != want.size) {
+		close(in);
+		return ERR_UPSTREAM; /* corrupt: never hand out other bytes */
+	}
+	*fd = in;
+	*info = want;
+	return 0;
+}
+
 int blob_get_file(struct blob_store *s, const char *key, const char *path, struct blob_info *info)
 {
 	struct blob_info want;
@@ -270,7 +339,7 @@ int blob_get_file(struct blob_store *s, const char *key, const char *path, struc
 
 int blob_delete(struct blob_store *s, const char *key)
 {
-	char *meta = xasprintf("%s/%s.meta", s->dir, key), *data = path_of(s, key);
+	char *meta = file_of(s, key, ".meta"), *data = path_of(s, key);
 	int rc = 0;
 	if (unlink(meta) < 0 && errno != ENOENT)
 		rc = -errno;

@@ -6,19 +6,29 @@
  * s3://BUCKET/PREFIX through the cache tier (src/cache/), behind the same
  * calls. Two kinds of object:
  *
- *   content-addressed  blob_put_file(): the key is "sha256/<hex>" of the
- *                      content, so storing the same bytes twice stores them
- *                      once and a key says what it holds;
+ *   content-addressed  blob_put_file(): the key is "sha256/<64 hex>", the
+ *                      content's SHA-256, so storing the same bytes twice
+ *                      stores them once and a key says what it holds.
+ *                      Its file is sha256/<2 hex>/<62 hex> (no directory
+ *                      holds every object), and every call also takes
+ *                      that path as the key (base/objects.h);
  *   named              blob_put_named(): a key the caller chooses
  *                      ("ckpt/<job>/<attempt>/...", letters, digits and
- *                      ._-/, no "..", no leading '/'), replaced whole.
+ *                      ._-/, no "..", no leading '/'; not under "sha256/"
+ *                      or "staging/", which are the store's), replaced
+ *                      whole.
  *
  * Writes are atomic: to a temporary name in the same directory, fsync,
  * then rename, so a reader sees the old object or the new one, never a
  * part. Every object has a sidecar record of its size and SHA-256
  * (<key>.meta, JSON), written after the data; a read checks both and fails
- * with ERR_UPSTREAM ("corrupt: ...") rather than return other bytes. Not
- * thread-safe per store; open one per thread, or lock around it.
+ * with ERR_UPSTREAM ("corrupt: ...") rather than return other bytes
+ * (blob_read_fd, which hands out the stored file itself, checks the size
+ * and leaves the hash to its reader). A store may be used by several
+ * threads at once: every temporary name is unique to its call, and two
+ * puts of one content key store the same bytes; two puts of one named key
+ * at once must be kept apart by the caller (the data of one could end up
+ * with the other's record).
  */
 #ifndef ANVIL_STORE_BLOB_H
 #define ANVIL_STORE_BLOB_H
@@ -43,6 +53,15 @@ int blob_put_file(struct blob_store *s, const char *path, char key[80], struct b
 /* Stores len bytes under key (named), replacing what was there. */
 int blob_put_named(struct blob_store *s, const char *key, const void *data, size_t len,
                    struct blob_info *info);
+/* Stores the file at path under key (named), replacing what was there;
+ * the file is copied, not moved. */
+int blob_put_named_file(struct blob_store *s, const char *key, const char *path,
+                        struct blob_info *info);
+/* Opens the object for reading: *fd (close it) and its record in info,
+ * after checking that the file has the recorded size; the reader checks
+ * the hash. ERR_NOTFOUND when there is none, ERR_UPSTREAM when the size
+ * differs. */
+int blob_read_fd(struct blob_store *s, const char *key, int *fd, struct blob_info *info);
 /* Copies the object to path (atomically, as a put does), checking its size
  * and hash on the way; ERR_NOTFOUND when there is none. */
 int blob_get_file(struct blob_store *s, const char *key, const char *path, struct blob_info *info);

@@ -179,6 +179,8 @@ static struct job *job_row(sqlite3_stmt *s)
 	j->checkpointing = jv_bool(extra, "checkpointing", 0);
 	j->session = jv_bool(extra, "session", 0);
 	j->mpi = jv_bool(extra, "mpi", 0);
+	json_t *task = json_object_get(extra, "task");
+	j->task = json_is_object(task) ? json_incref(task) : NULL;
 	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
 	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
 	json_t *exported = json_object_get(extra, "exported");
@@ -235,6 +237,55 @@ static int load_jobs(sqlite3 *db, const struct store_loader *l)
 	return 0;
 }
 
+/* Each row's JSON document to cb; sql selects (id, doc) or (exec, doc). */
+static int load_docs(sqlite3 *db, const char *sql, void *ctx,
+                     void (*cb)(void *ctx, int64_t id, const json_t *doc))
+{
+	sqlite3_stmt *s;
+	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL))
+		return -EIO;
+	int r;
+	while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *doc = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
+		if (doc)
+			cb(ctx, sqlite3_column_int64(s, 0), doc);
+		else
+			log_error("a workflow record that is not JSON was skipped id=%lld",
+			          (long long)sqlite3_column_int64(s, 0));
+		json_decref(doc);
+	}
+	sqlite3_finalize(s);
+	return r == SQLITE_DONE ? 0 : -EIO;
+}
+
+struct exec_cb {
+	const struct store_loader *l;
+};
+
+static void exec_row(void *ctx, int64_t id, const json_t *doc)
+{
+	(void)id;
+	const struct store_loader *l = ((struct exec_cb *)ctx)->l;
+	l->flow_exec(l->ctx, doc);
+}
+
+static void run_row(void *ctx, int64_t exec_id, const json_t *doc)
+{
+	const struct store_loader *l = ((struct exec_cb *)ctx)->l;
+	l->flow_run(l->ctx, exec_id, doc);
+}
+
+static int load_flows(sqlite3 *db, const struct store_loader *l)
+{
+	if (!l->flow_exec || !l->flow_run)
+		return 0;
+	struct exec_cb c = {l};
+	int rc = load_docs(db, "SELECT id, doc FROM flow_execs ORDER BY id", &c, exec_row);
+	if (rc == 0)
+		rc = load_docs(db, "SELECT exec_id, doc FROM flow_runs ORDER BY id", &c, run_row);
+	return rc;
+}
+
 int store_load(struct store *st, const struct store_loader *l)
 {
 	sqlite3 *db = store_db(st);
@@ -243,6 +294,8 @@ int store_load(struct store *st, const struct store_loader *l)
 		rc = load_nodes(db, l);
 	if (rc == 0)
 		rc = load_jobs(db, l);
+	if (rc == 0)
+		rc = load_flows(db, l);
 	if (rc)
 		log_error("loading state failed: %s", sqlite3_errmsg(db));
 	return rc;

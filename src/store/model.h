@@ -164,8 +164,12 @@ struct job {
 	int64_t array_id;
 	int64_t array_index;
 	int array_max_running;
-	int session;             /* an interactive session (anvil shell): run under a holder */
-	int mpi;                 /* an MPI job (anvil run --mpi): rank 0 runs mpirun */
+	int session; /* an interactive session (anvil shell): run under a holder */
+	int mpi;     /* an MPI job (anvil run --mpi): rank 0 runs mpirun */
+	/* A workflow task's job (server/flows.c): what its ranks' wrapper
+	 * (`anvil _task`, agent/task.c) needs, passed to them as ANVIL_TASK;
+	 * NULL for other jobs. Set by the workflow engine, never by a client. */
+	json_t *task;
 	int64_t est_start_ms;    /* from the last scheduling cycle; 0 unknown */
 	int64_t preempt_held_ms; /* in memory: when attempts were stopped for it */
 	int explained;           /* in memory: a full cycle gave it a reason */

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 enum {
 	ST_BEGIN,
@@ -25,6 +25,10 @@ enum {
 	ST_JOB_PUT,
 	ST_ATTEMPT_PUT,
 	ST_EVENT_ADD,
+	ST_FLOW_EXEC_PUT,
+	ST_FLOW_RUN_PUT,
+	ST_CACHE_PUT,
+	ST_CACHE_GET,
 	ST_N
 };
 
@@ -52,6 +56,11 @@ static const char *sql_text[ST_N] = {
                            "?12)",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
+        [ST_FLOW_EXEC_PUT] = "INSERT OR REPLACE INTO flow_execs(id, doc) VALUES (?1, ?2)",
+        [ST_FLOW_RUN_PUT] =
+                "INSERT OR REPLACE INTO flow_runs(id, exec_id, doc) VALUES (?1, ?2, ?3)",
+        [ST_CACHE_PUT] = "INSERT OR REPLACE INTO flow_cache(key, doc) VALUES (?1, ?2)",
+        [ST_CACHE_GET] = "SELECT doc FROM flow_cache WHERE key = ?1",
 };
 
 static const char schema[] =
@@ -79,7 +88,9 @@ static const char schema[] =
 /* Schema migrations, applied in order to a database older than each step.
  * Version 2: the scheduler's fields (teams, quotas, constraints, labels) as
  * JSON in an `extra` column per table. Version 3: why each attempt ended
- * (or is being stopped to be requeued); older attempts read as "". */
+ * (or is being stopped to be requeued); older attempts read as "".
+ * Version 4: workflow executions, their runs and the task cache, each row
+ * a JSON document (flow/engine.h, server/flows.c). */
 static const char *const migrations[] = {
         [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
@@ -87,6 +98,11 @@ static const char *const migrations[] = {
               "ALTER TABLE queues ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "CREATE TABLE IF NOT EXISTS teams(name TEXT PRIMARY KEY, extra TEXT NOT NULL);",
         [3] = "ALTER TABLE attempts ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';",
+        [4] = "CREATE TABLE IF NOT EXISTS flow_execs(id INTEGER PRIMARY KEY, doc TEXT NOT NULL);"
+              "CREATE TABLE IF NOT EXISTS flow_runs(id INTEGER PRIMARY KEY,"
+              " exec_id INTEGER NOT NULL, doc TEXT NOT NULL);"
+              "CREATE INDEX IF NOT EXISTS flow_runs_exec ON flow_runs(exec_id, id);"
+              "CREATE TABLE IF NOT EXISTS flow_cache(key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 };
 
 struct store {
@@ -423,6 +439,8 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "session", json_true());
 	if (j->mpi)
 		json_object_set_new(extra, "mpi", json_true());
+	if (j->task)
+		json_object_set(extra, "task", j->task);
 	bind_json(s, 18, extra);
 	json_decref(extra);
 	free(command);
@@ -444,6 +462,43 @@ int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t 
 		sqlite3_bind_int64(s, 3, node_id);
 	sqlite3_bind_text(s, 4, message, -1, SQLITE_STATIC);
 	return step_done(st, s, "event add");
+}
+
+int store_put_flow_exec(struct store *st, int64_t id, const json_t *doc)
+{
+	sqlite3_stmt *s = st->st[ST_FLOW_EXEC_PUT];
+	sqlite3_bind_int64(s, 1, id);
+	bind_json(s, 2, doc);
+	return step_done(st, s, "workflow put");
+}
+
+int store_put_flow_run(struct store *st, int64_t id, int64_t exec_id, const json_t *doc)
+{
+	sqlite3_stmt *s = st->st[ST_FLOW_RUN_PUT];
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_int64(s, 2, exec_id);
+	bind_json(s, 3, doc);
+	return step_done(st, s, "workflow run put");
+}
+
+int store_put_cache(struct store *st, const char *key, const json_t *doc)
+{
+	sqlite3_stmt *s = st->st[ST_CACHE_PUT];
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	bind_json(s, 2, doc);
+	return step_done(st, s, "cache put");
+}
+
+json_t *store_get_cache(struct store *st, const char *key)
+{
+	sqlite3_stmt *s = st->st[ST_CACHE_GET];
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	json_t *doc = NULL;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		doc = json_loads((const char *)sqlite3_column_text(s, 0), 0, NULL);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return doc;
 }
 
 sqlite3 *store_db(struct store *st);

@@ -39,6 +39,14 @@ int store_put_job(struct store *st, const struct job *j); /* with its attempts *
 int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
                     const char *message);
 
+/* Workflows (server/flows.c): an execution's and a run's documents
+ * (flow/engine.h's stored form), and the task cache, by key. */
+int store_put_flow_exec(struct store *st, int64_t id, const json_t *doc);
+int store_put_flow_run(struct store *st, int64_t id, int64_t exec_id, const json_t *doc);
+int store_put_cache(struct store *st, const char *key, const json_t *doc);
+/* The cache entry under key, or NULL (none, or a database error). */
+json_t *store_get_cache(struct store *st, const char *key);
+
 /* The newest events first, at most limit: [{id, time_ms, kind, job_id,
  * node_id, message}]. NULL on a database error. */
 json_t *store_events(struct store *st, int limit, int64_t job_id);
@@ -49,6 +57,9 @@ struct store_loader {
 	void (*team)(void *ctx, const char *name, const json_t *extra);
 	void (*node)(void *ctx, struct node *n); /* takes ownership */
 	void (*job)(void *ctx, struct job *j);   /* takes ownership, attempts attached */
+	/* every workflow execution, then its runs in id order; may be NULL */
+	void (*flow_exec)(void *ctx, const json_t *doc);
+	void (*flow_run)(void *ctx, int64_t exec_id, const json_t *doc);
 };
 
 int store_load(struct store *st, const struct store_loader *l);

@@ -1,13 +1,14 @@
 """The Python SDK (python/anvil) and the YAML file compile to the same JSON:
 examples/workflows/train.py against train.yaml through `anvil wf check
 --json`, the compiled form is a fixed point of the compiler, and the SDK's
-own errors. No daemon needed."""
+own errors; then its client against real daemons: a job, a workflow and
+its outputs, errors as exceptions."""
 import json
 import os
 import subprocess
 import sys
 
-from harness import ANVIL, run_tests
+from harness import ANVIL, cluster, run_tests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "workflows")
@@ -91,4 +92,47 @@ def test_sdk_names_needs_and_errors():
     assert anvil.compile_units(memory="8Gi", duration="90s") == (8 << 30, 90000)
 
 
-run_tests([test_sdk_and_yaml_compile_to_the_same_json, test_sdk_names_needs_and_errors])
+def test_the_client_runs_jobs_and_workflows():
+    with cluster(agents=1, gpus=2, name="sdkclient") as c:
+        cl = anvil.Client(server=c.url, token=c.token)
+        job = cl.submit("echo hello from $ANVIL_JOB_ID", gpus=1)
+        assert cl.wait_job(job["id"], timeout=30)["state"] == "succeeded"
+        assert cl.logs(job["id"]).strip() == "hello from %d" % job["id"]
+
+        @anvil.task(gpus=1)
+        def step(n):
+            return f"test {n} -gt 0"
+
+        @anvil.workflow(name="sdk-flow")
+        def flow(n=1):
+            a = step(n=n)
+            step(n=n)
+
+        x = cl.run_workflow(flow)
+        x = cl.wait(x["id"], timeout=60)
+        assert x["state"] == "succeeded", x
+        assert [r["label"] for r in x["run_list"]] == ["step", "step-2"], x
+        x = flow.submit(client=cl, n=0)
+        x = cl.wait(x["id"], timeout=60)
+        assert x["state"] == "failed", x
+        assert [e["id"] for e in cl.executions()][:2] == [x["id"], x["id"] - 1]
+        try:
+            cl.execution(99)
+            raise AssertionError("found")
+        except anvil.AnvilError as e:
+            assert e.status == 404 and e.code == "not_found", e
+        try:
+            cl.submit(["true"], gpus=-1)
+            raise AssertionError("accepted")
+        except anvil.AnvilError as e:
+            assert e.status == 400 and "gpus" in e.message, e
+        # the client file the CLI uses is found on its own
+        os.environ["ANVIL_HOME"] = c.home
+        try:
+            assert anvil.Client().job(job["id"])["state"] == "succeeded"
+        finally:
+            del os.environ["ANVIL_HOME"]
+
+
+run_tests([test_sdk_and_yaml_compile_to_the_same_json, test_sdk_names_needs_and_errors,
+           test_the_client_runs_jobs_and_workflows])

@@ -62,7 +62,19 @@ TEST(the_same_content_is_stored_once_under_its_hash)
 	CHECK_INT(blob_put_file(f.s, in, key, &info), 0);
 	/* sha256("hello\n") */
 	CHECK_STR(info.sha256, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
-	CHECK_STR(key, "sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	CHECK_STR(key, "sha256/5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+	/* its file sits in a directory of its first two digits, a name it also goes by */
+	char file[200];
+	snprintf(file, sizeof(file),
+	         "%s/objects/sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc716"
+	         "3af34d08286a2e846f6be03",
+	         f.dir);
+	CHECK_INT(access(file, F_OK), 0);
+	CHECK_INT(blob_stat(f.s,
+	                    "sha256/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e8"
+	                    "46f6be03",
+	                    &info2),
+	          0);
 	CHECK_INT(info.size, 6);
 	CHECK_INT(blob_put_file(f.s, in, key2, &info2), 0);
 	CHECK_STR(key, key2);
@@ -111,8 +123,9 @@ TEST(a_corrupt_object_is_an_error_not_its_bytes)
 TEST(keys_and_uris_are_checked)
 {
 	char err[256];
-	static const char *const bad[] = {"",     "/abs",   "a//b",    "a/../b", "x.meta",
-	                                  "a/b/", "sp ace", "a.tmp.1", NULL};
+	static const char *const bad[] = {"",         "/abs",      "a//b",   "a/../b",
+	                                  "x.meta",   "a/b/",      "sp ace", "a.tmp.1",
+	                                  "sha256/x", "staging/y", "sha256", NULL};
 	for (int i = 0; bad[i]; i++)
 		if (blob_key_check(bad[i], err, sizeof(err)) != ERR_INVALID)
 			FAIL_AT("key '%s' was accepted", bad[i]);
@@ -125,6 +138,34 @@ TEST(keys_and_uris_are_checked)
 	fx_open(&f);
 	struct blob_info info;
 	CHECK_INT(blob_put_named(f.s, "../escape", "x", 1, &info), ERR_INVALID);
+	fx_close(&f);
+}
+
+/* A named put from a file, and a read that hands out the stored file:
+ * its size is checked against the record, the hash left to the reader. */
+TEST(a_named_put_from_a_file_and_a_read_by_descriptor)
+{
+	struct fx f;
+	fx_open(&f);
+	char in[128];
+	snprintf(in, sizeof(in), "%s/in.tar", f.dir);
+	write_text(in, "checkpoint bytes");
+	struct blob_info info, got;
+	CHECK_INT(blob_put_named_file(f.s, "ckpt/1/train/0", in, &info), 0);
+	CHECK_INT(info.size, 16);
+	int fd = -1;
+	CHECK_INT(blob_read_fd(f.s, "ckpt/1/train/0", &fd, &got), 0);
+	char buf[64] = "";
+	CHECK_INT(read(fd, buf, sizeof(buf) - 1), 16);
+	close(fd);
+	CHECK_STR(buf, "checkpoint bytes");
+	CHECK_STR(got.sha256, info.sha256);
+	CHECK_INT(blob_read_fd(f.s, "ckpt/none", &fd, &got), ERR_NOTFOUND);
+	CHECK_INT(blob_put_named_file(f.s, "sha256/ab/cd", in, &info), ERR_INVALID);
+	char obj[160];
+	snprintf(obj, sizeof(obj), "%s/objects/ckpt/1/train/0", f.dir);
+	write_text(obj, "short"); /* another size than recorded */
+	CHECK_INT(blob_read_fd(f.s, "ckpt/1/train/0", &fd, &got), ERR_UPSTREAM);
 	fx_close(&f);
 }
 

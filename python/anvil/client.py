@@ -1,0 +1,160 @@
+"""A client for anvil's HTTP API (docs/api.md): jobs and workflow executions.
+
+    from anvil import Client
+    c = Client()                                   # as the CLI finds the server
+    job = c.submit(["python3", "train.py"], gpus=8, nodes=2)
+    c.wait_job(job["id"])
+    x = c.run_workflow(pipeline, epochs=5)         # a @workflow, or a compiled dict
+    x = c.wait(x["id"])                            # the execution, final
+    for run in x["run_list"]: print(run["label"], run["state"], run.get("outputs"))
+
+The server and token come from the arguments, else ANVIL_SERVER and ANVIL_TOKEN, else the
+client file the CLI uses ($ANVIL_HOME/client.json or ~/.anvil/client.json). Standard library
+only.
+"""
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+
+FINAL_JOB = ("succeeded", "failed", "cancelled", "lost")
+
+
+class AnvilError(Exception):
+    """The server answered with an error: status, code ("invalid", "not_found", ...) and
+    its message, which names the field, the value and the reason."""
+
+    def __init__(self, status, code, message):
+        super().__init__(f"HTTP {status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _client_file():
+    home = os.environ.get("ANVIL_HOME") or os.path.join(os.path.expanduser("~"), ".anvil")
+    return os.path.join(home, "client.json")
+
+
+class Client:
+    def __init__(self, server=None, token=None, timeout=30):
+        server = server or os.environ.get("ANVIL_SERVER")
+        token = token or os.environ.get("ANVIL_TOKEN")
+        if not server or not token:
+            path = _client_file()
+            try:
+                with open(path) as f:
+                    saved = json.load(f)
+            except OSError as e:
+                raise AnvilError(0, "unreachable",
+                                 f"no server: pass server= and token=, set ANVIL_SERVER and "
+                                 f"ANVIL_TOKEN, or start one with `anvil up` ({path}: {e})")
+            server = server or saved.get("server")
+            token = token or saved.get("token")
+        self.server = server.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def request(self, method, path, body=None):
+        """One call; the answer's JSON (or text for logs). Raises AnvilError."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.token)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                raw = r.read()
+                if "json" in r.headers.get("Content-Type", ""):
+                    return json.loads(raw)
+                return raw.decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace")
+            try:
+                err = json.loads(text)["error"]
+                raise AnvilError(e.code, err.get("code", ""), err.get("message", text)) from None
+            except (ValueError, KeyError, TypeError):
+                raise AnvilError(e.code, "", text) from None
+        except urllib.error.URLError as e:
+            raise AnvilError(0, "unreachable", f"{self.server}: {e.reason}") from None
+
+    # ---- jobs ----
+    def submit(self, command, **fields):
+        """Submits a job (POST /v1/jobs): command a list, or a string run by /bin/sh -c;
+        fields as the API names them (gpus, nodes, queue, priority, env, ...)."""
+        if isinstance(command, str):
+            command = ["/bin/sh", "-c", command]
+        return self.request("POST", "/v1/jobs", dict(fields, command=list(command)))["job"]
+
+    def job(self, job_id):
+        return self.request("GET", f"/v1/jobs/{int(job_id)}")["job"]
+
+    def jobs(self, state=None, limit=100):
+        q = f"?limit={int(limit)}" + (f"&state={state}" if state else "")
+        return self.request("GET", "/v1/jobs" + q)["jobs"]
+
+    def cancel_job(self, job_id):
+        return self.request("POST", f"/v1/jobs/{int(job_id)}/cancel")["job"]
+
+    def logs(self, job_id, rank=0, stream="stdout"):
+        """A rank's whole output so far, as text."""
+        return self.request("GET", f"/v1/jobs/{int(job_id)}/logs?rank={int(rank)}"
+                                   f"&stream={stream}")
+
+    def wait_job(self, job_id, timeout=None):
+        """The job once it is final (succeeded, failed, cancelled or lost)."""
+        return self._wait(lambda: self.job(job_id), lambda j: j["state"] in FINAL_JOB, timeout,
+                          f"job {job_id}")
+
+    # ---- workflows ----
+    def run_workflow(self, wf, no_cache=False, bundle=None, **inputs):
+        """Submits a workflow (POST /v1/workflows): a @workflow (compiled here with inputs
+        as -i overrides) or an already compiled dict. Returns the execution."""
+        spec = wf.compile(**inputs) if hasattr(wf, "compile") else dict(wf)
+        if inputs and not hasattr(wf, "compile"):
+            spec["inputs"] = dict(spec.get("inputs", {}), **{k: str(v) for k, v in
+                                                            inputs.items()})
+        body = {"workflow": spec, "no_cache": bool(no_cache)}
+        if bundle:
+            body["bundle"] = bundle
+        return self.request("POST", "/v1/workflows", body)["workflow"]
+
+    def execution(self, exec_id):
+        """One execution with every run (run_list)."""
+        return self.request("GET", f"/v1/workflows/{int(exec_id)}")["workflow"]
+
+    def executions(self, limit=20):
+        return self.request("GET", f"/v1/workflows?limit={int(limit)}")["workflows"]
+
+    def cancel(self, exec_id):
+        return self.request("POST", f"/v1/workflows/{int(exec_id)}/cancel")["workflow"]
+
+    def recover(self, exec_id):
+        return self.request("POST", f"/v1/workflows/{int(exec_id)}/recover")["workflow"]
+
+    def wait(self, exec_id, timeout=None):
+        """The execution once it has ended (succeeded, failed or cancelled)."""
+        return self._wait(lambda: self.execution(exec_id), lambda x: x["state"] != "running",
+                          timeout, f"workflow {exec_id}")
+
+    def outputs(self, exec_id):
+        """{run label: {output: value or object key}} of an execution's runs."""
+        out = {}
+        for r in self.execution(exec_id)["run_list"]:
+            out[r["label"]] = {k: (o.get("value") if o.get("kind") == "value" else o.get("key"))
+                               for k, o in (r.get("outputs") or {}).items()}
+        return out
+
+    @staticmethod
+    def _wait(get, done, timeout, what):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            v = get()
+            if done(v):
+                return v
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not end within {timeout} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)

@@ -1,0 +1,741 @@
+/* flows.c - the workflow engine's records, jobs and cache (flows.h).
+ * Layer 5 of the state files (core.h). */
+#include "server/flows.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
+#include "flow/run.h"
+#include "flow/spec.h"
+#include "server/glue.h"
+#include "store/blob.h"
+
+struct flows {
+	struct flow_exec **execs; /* execs[id - 1] */
+	int nexecs, capexecs;
+	struct flow_run **runs; /* runs[id - 1] */
+	int64_t *run_exec;      /* run_exec[id - 1]: its execution's id */
+	int64_t nruns, capruns;
+	struct flow_exec **active; /* executions still running */
+	int nactive, capactive;
+	struct flow_exec **touched; /* executions with records to write */
+	int ntouched, captouched;
+	char *listed;     /* listed[id - 1]: in touched */
+	json_t *inflight; /* cache key -> the id of the running run that computes it */
+	int64_t next_due; /* the earliest retry due; 0 none */
+	int kick;         /* something may start: step even without ended jobs */
+};
+
+static struct flows *flows_of(struct state *st)
+{
+	return st->core->flows;
+}
+
+/* ---- records and their flush ---- */
+
+static void touch(struct state *st, struct flow_exec *x)
+{
+	struct flows *f = flows_of(st);
+	st->core->flows_dirty = 1;
+	if (f->listed[x->id - 1])
+		return;
+	f->listed[x->id - 1] = 1;
+	XGROW(f->touched, f->ntouched, f->captouched);
+	f->touched[f->ntouched++] = x;
+}
+
+static json_t *exec_doc(const struct flow_exec *x)
+{
+	json_t *doc = flow_exec_json(x, 0);
+	json_object_set(doc, "workflow", x->spec);
+	return doc;
+}
+
+static int flush(struct state *st, struct store *store)
+{
+	struct flows *f = flows_of(st);
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < f->ntouched; i++) {
+		struct flow_exec *x = f->touched[i];
+		if (x->dirty) {
+			json_t *doc = exec_doc(x);
+			rc = store_put_flow_exec(store, x->id, doc);
+			json_decref(doc);
+		}
+		for (int k = 0; rc == 0 && k < x->nruns; k++) {
+			if (!x->runs[k]->dirty)
+				continue;
+			json_t *doc = flow_run_json(x, x->runs[k]);
+			rc = store_put_flow_run(store, x->runs[k]->id, x->id, doc);
+			json_decref(doc);
+		}
+	}
+	return rc;
+}
+
+static void flushed(struct state *st)
+{
+	struct flows *f = flows_of(st);
+	for (int i = 0; i < f->ntouched; i++) {
+		struct flow_exec *x = f->touched[i];
+		x->dirty = 0;
+		for (int k = 0; k < x->nruns; k++)
+			x->runs[k]->dirty = 0;
+		f->listed[x->id - 1] = 0;
+	}
+	f->ntouched = 0;
+}
+
+static void free_all(struct state *st)
+{
+	struct flows *f = flows_of(st);
+	if (!f)
+		return;
+	for (int i = 0; i < f->nexecs; i++)
+		flow_exec_free(f->execs[i]);
+	free(f->execs);
+	free(f->runs);
+	free(f->run_exec);
+	free(f->active);
+	free(f->touched);
+	free(f->listed);
+	json_decref(f->inflight);
+	free(f);
+	st->core->flows = NULL;
+}
+
+/* Gives x the next execution id and its runs the next run ids. */
+static void index_exec(struct flows *f, struct flow_exec *x)
+{
+	XGROW(f->execs, f->nexecs, f->capexecs);
+	f->execs[f->nexecs++] = x;
+	f->listed = xrealloc(f->listed, (size_t)f->capexecs);
+	f->listed[x->id - 1] = 0;
+	for (int k = 0; k < x->nruns; k++) {
+		struct flow_run *r = x->runs[k];
+		if (f->nruns + 1 > f->capruns) {
+			f->capruns = f->capruns ? f->capruns * 2 : 256;
+			f->runs = xrealloc(f->runs, (size_t)f->capruns * sizeof(*f->runs));
+			f->run_exec = xrealloc(f->run_exec, (size_t)f->capruns * sizeof(int64_t));
+		}
+		f->runs[f->nruns] = r;
+		f->run_exec[f->nruns] = x->id;
+		f->nruns++;
+		if (!r->id)
+			r->id = f->nruns;
+	}
+}
+
+static void add_active(struct flows *f, struct flow_exec *x)
+{
+	for (int i = 0; i < f->nactive; i++)
+		if (f->active[i] == x)
+			return;
+	XGROW(f->active, f->nactive, f->capactive);
+	f->active[f->nactive++] = x;
+}
+
+struct flow_exec *flows_get(struct state *st, int64_t id)
+{
+	struct flows *f = flows_of(st);
+	return f && id >= 1 && id <= f->nexecs ? f->execs[id - 1] : NULL;
+}
+
+struct flow_run *flows_run(struct state *st, int64_t run_id, struct flow_exec **x)
+{
+	struct flows *f = flows_of(st);
+	if (!f || run_id < 1 || run_id > f->nruns)
+		return NULL;
+	if (x)
+		*x = flows_get(st, f->run_exec[run_id - 1]);
+	return f->runs[run_id - 1];
+}
+
+json_t *flows_list(struct state *st, int limit)
+{
+	struct flows *f = flows_of(st);
+	json_t *list = json_array();
+	for (int i = f ? f->nexecs - 1 : -1; i >= 0 && (int)json_array_size(list) < limit; i--)
+		json_array_append_new(list, flow_exec_json(f->execs[i], 0));
+	return list;
+}
+
+/* ---- the cache ---- */
+
+static int cache_enabled(const json_t *task)
+{
+	return jv_bool(json_object_get(task, "cache"), "enabled", 0);
+}
+
+/* The cache entry's key of a task instance's latest success: its parts say
+ * what changed when the next run misses. */
+static char *last_key(const struct flow_exec *x, const struct flow_run *r)
+{
+	char *params = json_dumps(r->params, JSON_SORT_KEYS | JSON_COMPACT);
+	char *k = xasprintf("last:%s/%s/%s", x->name, flow_task_name(x, r->task), params);
+	free(params);
+	return k;
+}
+
+/* {REF: [object keys]} of the objects the run fetches: their content
+ * hashes are part of its cache key. */
+static json_t *input_hashes(const json_t *fetch)
+{
+	json_t *h = json_object();
+	size_t i;
+	json_t *it;
+	json_array_foreach (fetch, i, it)
+		json_object_set(h, jv_str(it, "ref", ""), json_object_get(it, "keys"));
+	return h;
+}
+
+static int outputs_present(struct state *st, const json_t *outputs)
+{
+	const char *k;
+	json_t *o;
+	struct blob_info info;
+	json_object_foreach ((json_t *)outputs, k, o) {
+		const char *key = jv_str(o, "key", NULL);
+		if (key && st->objects && blob_stat(st->objects, key, &info) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+enum lookup { MISS, HIT, DUPLICATE };
+
+/* Looks the run's key up: a hit is taken at once (cached), a key a running
+ * run computes makes it wait for that run. Sets its key, parts and note. */
+static enum lookup cache_lookup(struct state *st, struct flow_exec *x, struct flow_run *r,
+                                const json_t *rendered, const json_t *fetch)
+{
+	json_t *hashes = input_hashes(fetch);
+	json_t *parts = flow_cache_parts(rendered, hashes, x->bundle);
+	json_decref(hashes);
+	json_decref(r->cache_parts);
+	r->cache_parts = parts;
+	text_printf(r->cache_key, sizeof(r->cache_key), "%s", jv_str(parts, "key", ""));
+	if (x->no_cache) {
+		text_printf(r->cache_note, sizeof(r->cache_note), "not read: run with --no-cache");
+		return MISS;
+	}
+	json_t *entry = store_get_cache(st->core->store, r->cache_key);
+	enum lookup out = MISS;
+	if (entry && outputs_present(st, json_object_get(entry, "outputs"))) {
+		text_printf(r->cache_note, sizeof(r->cache_note), "hit");
+		flow_cached(x, r, json_object_get(entry, "outputs"), jv_int(entry, "exec", 0),
+		            jv_int(entry, "run", 0), wall_ms());
+		out = HIT;
+	} else if (entry) {
+		text_printf(r->cache_note, sizeof(r->cache_note),
+		            "miss: the outputs of run %lld are gone from the object store",
+		            (long long)jv_int(entry, "run", 0));
+	} else {
+		char *lk = last_key(x, r);
+		json_t *last = store_get_cache(st->core->store, lk);
+		char why[160];
+		if (last)
+			flow_cache_why(json_object_get(last, "parts"), parts, why, sizeof(why));
+		text_printf(r->cache_note, sizeof(r->cache_note), "miss: %s",
+		            last ? why : "no earlier result");
+		json_decref(last);
+		free(lk);
+	}
+	json_decref(entry);
+	int64_t other = jv_int(flows_of(st)->inflight, r->cache_key, 0);
+	if (out == MISS && other && other != r->id) {
+		r->dup_of = other;
+		text_printf(r->cache_note, sizeof(r->cache_note),
+		            "waits for run %lld, which computes the same", (long long)other);
+		out = DUPLICATE;
+	}
+	return out;
+}
+
+/* A success's outputs under its key, and its parts as the instance's last. */
+static void cache_record(struct state *st, const struct flow_exec *x, const struct flow_run *r)
+{
+	json_t *entry =
+	        json_pack("{s:O,s:O,s:I,s:I,s:s,s:I}", "parts", r->cache_parts, "outputs",
+	                  r->outputs, "exec", (json_int_t)x->id, "run", (json_int_t)r->id, "task",
+	                  flow_task_name(x, r->task), "time_ms", (json_int_t)wall_ms());
+	char *lk = last_key(x, r);
+	json_t *last = json_pack("{s:O}", "parts", r->cache_parts);
+	if (store_put_cache(st->core->store, r->cache_key, entry) != 0 ||
+	    store_put_cache(st->core->store, lk, last) != 0)
+		log_warn("cannot record a cached result run=%lld", (long long)r->id);
+	json_decref(entry);
+	json_decref(last);
+	free(lk);
+}
+
+/* Runs waiting for run `id` (same key): cached from it when it succeeded,
+ * else free to start on their own. */
+static void release_duplicates(struct state *st, const struct flow_exec *from,
+                               const struct flow_run *done)
+{
+	struct flows *f = flows_of(st);
+	for (int i = 0; i < f->nactive; i++) {
+		struct flow_exec *x = f->active[i];
+		for (int k = 0; k < x->nruns; k++) {
+			struct flow_run *r = x->runs[k];
+			if (r->dup_of != done->id || r->state != FLOW_WAITING)
+				continue;
+			r->dup_of = 0;
+			r->dirty = 1;
+			if (done->state == FLOW_SUCCEEDED) {
+				text_printf(r->cache_note, sizeof(r->cache_note), "hit");
+				flow_cached(x, r, done->outputs, from->id, done->id, wall_ms());
+			}
+			touch(st, x);
+			f->kick = 1;
+		}
+	}
+}
+
+/* ---- starting runs ---- */
+
+static void set_json_env(json_t *env, const char *k, const json_t *v)
+{
+	char *s = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT);
+	json_object_set_new(env, k, json_string(s ? s : "{}"));
+	free(s);
+}
+
+/* The run's environment: the task's (rendered), then what says which run
+ * it is. */
+static json_t *run_env(const struct flow_exec *x, const struct flow_run *r, const json_t *t)
+{
+	json_t *env = json_deep_copy(json_object_get(t, "env"));
+	if (!env)
+		env = json_object();
+	char num[32];
+	json_object_set_new(env, "ANVIL_WORKFLOW", json_string(x->name));
+	snprintf(num, sizeof(num), "%lld", (long long)x->id);
+	json_object_set_new(env, "ANVIL_EXECUTION", json_string(num));
+	json_object_set_new(env, "ANVIL_TASK_NAME", json_string(flow_task_name(x, r->task)));
+	snprintf(num, sizeof(num), "%d", r->index);
+	json_object_set_new(env, "ANVIL_TASK_INDEX", json_string(num));
+	set_json_env(env, "ANVIL_PARAMS", r->params);
+	json_t *inputs = json_object_get(t, "inputs");
+	if (inputs)
+		set_json_env(env, "ANVIL_INPUTS", inputs);
+	return env;
+}
+
+static json_t *job_body(const struct flow_exec *x, const struct flow_run *r, const json_t *t)
+{
+	const json_t *res = json_object_get(t, "resources");
+	char label[96], name[160];
+	flow_run_label(x, r, label, sizeof(label));
+	text_printf(name, sizeof(name), "%s/%s", x->name, label);
+	json_t *b = json_pack("{s:s,s:O,s:o,s:I,s:I,s:s,s:I}", "name", name, "command",
+	                      json_object_get(t, "command"), "env", run_env(x, r, t), "gpus",
+	                      (json_int_t)jv_int(res, "gpus", 1), "nodes",
+	                      (json_int_t)jv_int(res, "nodes", 1), "queue",
+	                      jv_str(t, "queue", "default"), "priority",
+	                      (json_int_t)jv_int(t, "priority", 0));
+	if (json_object_get(res, "cpus"))
+		json_object_set(b, "cpus", json_object_get(res, "cpus"));
+	if (json_object_get(res, "memory_bytes"))
+		json_object_set(b, "memory_bytes", json_object_get(res, "memory_bytes"));
+	if (json_object_get(res, "gpu_type"))
+		json_object_set(b, "gpu_type", json_object_get(res, "gpu_type"));
+	if (json_object_get(t, "timeout_ms"))
+		json_object_set(b, "time_limit_ms", json_object_get(t, "timeout_ms"));
+	if (jv_bool(t, "checkpoint", 0))
+		json_object_set_new(b, "checkpointing", json_true());
+	return b;
+}
+
+/* The wrapper's instructions (flows.h). */
+static json_t *task_doc(const struct flow_exec *x, const struct flow_run *r, const json_t *t,
+                        json_t *fetch)
+{
+	json_t *render_env = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach (json_object_get(t, "env"), k, v)
+		if (strstr(json_string_value(v), "{{"))
+			json_array_append_new(render_env, json_string(k));
+	json_t *outputs = json_object_get(t, "outputs");
+	json_t *doc = json_pack("{s:I,s:I,s:s,s:i,s:o,s:o,s:o}", "exec", (json_int_t)x->id, "run",
+	                        (json_int_t)r->id, "task", flow_task_name(x, r->task), "index",
+	                        r->index, "fetch", fetch, "render_env", render_env, "outputs",
+	                        outputs ? json_incref(outputs) : json_object());
+	if (x->bundle[0])
+		json_object_set_new(doc, "bundle", json_string(x->bundle));
+	if (jv_bool(t, "checkpoint", 0)) {
+		char key[160];
+		text_printf(key, sizeof(key), "ckpt/%lld/%s/%d", (long long)x->id,
+		            flow_task_name(x, r->task), r->index);
+		json_object_set_new(doc, "checkpoint", json_string(key));
+	}
+	return doc;
+}
+
+/* Starts run r: a cache hit, a wait for a duplicate, or a job. 1 when a
+ * job was submitted. */
+static int start_run(struct state *st, struct flow_exec *x, struct flow_run *r)
+{
+	char err[512];
+	json_t *t = flow_rendered(x, r, err, sizeof(err));
+	if (!t) {
+		flow_failed(x, r, err, wall_ms());
+		return 0;
+	}
+	json_t *fetch = flow_fetch(x, r);
+	if (cache_enabled(t) && cache_lookup(st, x, r, t, fetch) != MISS) {
+		json_decref(fetch);
+		json_decref(t);
+		return 0;
+	}
+	json_t *body = job_body(x, r, t);
+	struct job **js = NULL;
+	int n = 0;
+	int rc = glue_submit(st, body, task_doc(x, r, t, fetch), &js, &n, err, sizeof(err));
+	json_decref(body);
+	json_decref(t);
+	if (rc) {
+		char why[600];
+		text_printf(why, sizeof(why), "its job was refused: %s", err);
+		flow_failed(x, r, why, wall_ms());
+		return 0;
+	}
+	flow_started(x, r, js[0]->id, wall_ms());
+	if (r->cache_key[0] && !x->no_cache)
+		json_object_set_new(flows_of(st)->inflight, r->cache_key, json_integer(r->id));
+	free(js);
+	return 1;
+}
+
+/* ---- jobs that ended ---- */
+
+static void job_ended(struct state *st, int64_t job_id)
+{
+	struct job *j = state_job(st, job_id);
+	struct flow_exec *x = NULL;
+	struct flow_run *r = j && j->task ? flows_run(st, jv_int(j->task, "run", 0), &x) : NULL;
+	if (!r || !x || r->job_id != j->id || r->state != FLOW_RUNNING)
+		return;
+	json_t *inflight = flows_of(st)->inflight;
+	if (r->cache_key[0] && jv_int(inflight, r->cache_key, 0) == r->id)
+		json_object_del(inflight, r->cache_key);
+	char why[400];
+	text_printf(why, sizeof(why), "job %lld %s: %s", (long long)j->id, job_state_name(j->state),
+	            j->reason);
+	flow_ended(x, r, j->state == JOB_SUCCEEDED, j->state == JOB_CANCELLED, r->outputs, why,
+	           wall_ms());
+	if (r->state == FLOW_SUCCEEDED && r->cache_key[0])
+		cache_record(st, x, r);
+	if (r->cache_key[0])
+		release_duplicates(st, x, r);
+	touch(st, x);
+	flows_of(st)->kick = 1;
+}
+
+/* ---- the step ---- */
+
+static void ended_event(struct state *st, const struct flow_exec *x)
+{
+	char kind[32];
+	text_printf(kind, sizeof(kind), "workflow.%s", flow_state_name(x->state));
+	state_event(st, kind, 0, 0, "workflow %lld (%s) %s%s%s", (long long)x->id, x->name,
+	            flow_state_name(x->state), x->reason[0] ? ": " : "", x->reason);
+}
+
+/* Starts what may start in x; returns the jobs submitted. A pass that
+ * ends runs without a job (cache hits, refusals) may free the tasks that
+ * need them: passes go on until one starts nothing (each moves at least
+ * one run out of waiting, so they end). */
+static int advance(struct state *st, struct flow_exec *x, int64_t now)
+{
+	struct flows *f = flows_of(st);
+	int *ready = xcalloc((size_t)x->nruns, sizeof(int));
+	int n, started = 0, any = 0;
+	while ((n = flow_next(x, now, ready, x->nruns)) > 0) {
+		for (int i = 0; i < n; i++)
+			started += start_run(st, x, x->runs[ready[i]]);
+		any = 1;
+	}
+	free(ready);
+	for (int k = 0; k < x->nruns; k++) {
+		const struct flow_run *r = x->runs[k];
+		if (r->state == FLOW_WAITING && r->due_ms > now &&
+		    (!f->next_due || r->due_ms < f->next_due))
+			f->next_due = r->due_ms;
+	}
+	if (any)
+		touch(st, x);
+	return started;
+}
+
+void flows_step(struct state *st)
+{
+	struct flows *f = flows_of(st);
+	int64_t now = wall_ms();
+	if (!f || (!st->core->nflow_done && !f->kick && !(f->next_due && now >= f->next_due)))
+		return;
+	for (int i = 0; i < st->core->nflow_done; i++)
+		job_ended(st, st->core->flow_done[i]);
+	st->core->nflow_done = 0;
+	f->kick = 0;
+	f->next_due = 0;
+	int started = 0;
+	for (int i = 0; i < f->nactive; i++)
+		started += advance(st, f->active[i], now);
+	for (int i = 0; i < f->nactive; i++) {
+		struct flow_exec *x = f->active[i];
+		if (!flow_settle(x, now))
+			continue;
+		touch(st, x);
+		ended_event(st, x);
+		f->active[i--] = f->active[--f->nactive];
+	}
+	if (started)
+		state_schedule(st);
+}
+
+/* ---- the API's calls ---- */
+
+static int check_body(const json_t *body, char *err, size_t errlen)
+{
+	const json_t *wf = json_object_get(body, "workflow");
+	if (!json_is_object(wf))
+		return snprintf(err, errlen, "workflow: must be an object (the compiled workflow)"),
+		       ERR_INVALID;
+	const char *bundle = jv_str(body, "bundle", NULL);
+	const json_t *b = json_object_get(body, "bundle");
+	if (b && !json_is_null(b) &&
+	    (!bundle || strncmp(bundle, "sha256/", 7) != 0 || strlen(bundle) != 71))
+		return snprintf(err, errlen, "bundle: must be a content key \"sha256/<64 hex>\""),
+		       ERR_INVALID;
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)body, k, v)
+		if (strcmp(k, "workflow") && strcmp(k, "bundle") && strcmp(k, "no_cache"))
+			return snprintf(err, errlen, "%s: unknown key", k), ERR_INVALID;
+	struct schema_errors errs = {0};
+	if (flow_check(wf, &errs) == 0)
+		return 0;
+	size_t used = 0;
+	for (int i = 0; i < errs.n && used < errlen; i++)
+		used += (size_t)snprintf(err + used, errlen - used, "%sworkflow%s%s: %s",
+		                         i ? "\n" : "", errs.v[i].path[0] ? "." : "",
+		                         errs.v[i].path, errs.v[i].msg);
+	return ERR_INVALID;
+}
+
+int flows_submit(struct state *st, const json_t *body, struct flow_exec **out, char *err,
+                 size_t errlen)
+{
+	int rc = check_body(body, err, errlen);
+	if (rc)
+		return rc;
+	const char *bundle = jv_str(body, "bundle", NULL);
+	struct blob_info info;
+	if (bundle && st->objects && blob_stat(st->objects, bundle, &info) != 0) {
+		snprintf(err, errlen, "bundle: %s is not in the object store (upload it first)",
+		         bundle);
+		return ERR_INVALID;
+	}
+	struct flow_exec *x = flow_exec_new(json_object_get(body, "workflow"));
+	if (!x)
+		return snprintf(err, errlen, "workflow: has no tasks"), ERR_INVALID;
+	struct flows *f = flows_of(st);
+	x->id = f->nexecs + 1;
+	x->submit_ms = wall_ms();
+	x->no_cache = jv_bool(body, "no_cache", 0);
+	text_printf(x->bundle, sizeof(x->bundle), "%s", bundle ? bundle : "");
+	index_exec(f, x);
+	add_active(f, x);
+	touch(st, x);
+	state_event(st, "workflow.submitted", 0, 0,
+	            "workflow %lld (%s) submitted: %d task(s), %d run(s)", (long long)x->id,
+	            x->name, x->ntasks, x->nruns);
+	f->kick = 1;
+	flows_step(st);
+	*out = x;
+	return 0;
+}
+
+int flows_cancel(struct state *st, struct flow_exec *x)
+{
+	if (x->state != FLOW_RUNNING || x->cancel)
+		return 0;
+	flow_cancel(x, wall_ms());
+	for (int k = 0; k < x->nruns; k++) {
+		struct job *j = x->runs[k]->state == FLOW_RUNNING
+		                        ? state_job(st, x->runs[k]->job_id)
+		                        : NULL;
+		if (j)
+			state_cancel(st, j);
+	}
+	touch(st, x);
+	flows_of(st)->kick = 1;
+	flows_step(st);
+	return 0;
+}
+
+int flows_recover(struct state *st, struct flow_exec *x, char *err, size_t errlen)
+{
+	if (flow_recover(x, wall_ms()) != 0) {
+		snprintf(err, errlen, "workflow %lld is still running: nothing to recover",
+		         (long long)x->id);
+		return ERR_CONFLICT;
+	}
+	add_active(flows_of(st), x);
+	touch(st, x);
+	state_event(st, "workflow.recovered", 0, 0, "workflow %lld (%s) recovered",
+	            (long long)x->id, x->name);
+	flows_of(st)->kick = 1;
+	flows_step(st);
+	return 0;
+}
+
+/* One reported output against the task's declaration: 0 or ERR_INVALID. */
+static int check_output(struct state *st, const char *k, const char *kind, const json_t *o,
+                        char *err, size_t errlen)
+{
+	if (!kind)
+		return snprintf(err, errlen, "outputs.%s: the task declares no such output", k),
+		       ERR_INVALID;
+	if (!json_is_object(o) || strcmp(jv_str(o, "kind", ""), kind) != 0)
+		return snprintf(err, errlen, "outputs.%s: must be an object of kind '%s'", k, kind),
+		       ERR_INVALID;
+	if (strcmp(kind, "value") == 0) {
+		const char *v = jv_str(o, "value", NULL);
+		if (!v || strlen(v) > 65536)
+			return snprintf(err, errlen,
+			                "outputs.%s.value: must be text of at most 64 KiB", k),
+			       ERR_INVALID;
+		return 0;
+	}
+	const char *key = jv_str(o, "key", "");
+	struct blob_info info;
+	if (strncmp(key, "sha256/", 7) != 0 ||
+	    (st->objects && blob_stat(st->objects, key, &info) != 0))
+		return snprintf(err, errlen, "outputs.%s.key: '%s' is not a stored object", k, key),
+		       ERR_INVALID;
+	return 0;
+}
+
+int flows_outputs(struct state *st, int64_t run_id, int64_t attempt_id, const json_t *outputs,
+                  char *err, size_t errlen)
+{
+	struct flow_exec *x = NULL;
+	struct flow_run *r = flows_run(st, run_id, &x);
+	struct job *j = r ? state_job(st, r->job_id) : NULL;
+	if (!r || !j)
+		return snprintf(err, errlen, "run %lld: no such run", (long long)run_id),
+		       ERR_NOTFOUND;
+	const struct attempt *a = j->nattempts ? j->attempts[j->nattempts - 1] : NULL;
+	if (r->state != FLOW_RUNNING || !a || a->id != attempt_id)
+		return snprintf(err, errlen,
+		                "attempt_id: %lld is not the running attempt of run %lld",
+		                (long long)attempt_id, (long long)run_id),
+		       ERR_CONFLICT;
+	if (!json_is_object(outputs))
+		return snprintf(err, errlen, "outputs: must be an object"), ERR_INVALID;
+	const json_t *decl = json_object_get(flow_task(x, r->task), "outputs");
+	const char *k;
+	json_t *o;
+	json_object_foreach ((json_t *)outputs, k, o) {
+		int rc = check_output(st, k, jv_str(decl, k, NULL), o, err, errlen);
+		if (rc)
+			return rc;
+	}
+	json_decref(r->outputs);
+	r->outputs = json_deep_copy(outputs);
+	r->dirty = 1;
+	touch(st, x);
+	return 0;
+}
+
+/* ---- loading ---- */
+
+/* A job submitted for a run whose record did not get written before the
+ * server stopped: the run takes it. */
+static void adopt_job(struct state *st, struct job *j)
+{
+	struct flow_exec *x = NULL;
+	struct flow_run *r = flows_run(st, jv_int(j->task, "run", 0), &x);
+	if (!r || !x || j->id <= r->job_id || r->state != FLOW_WAITING)
+		return;
+	flow_started(x, r, j->id, j->submit_ms);
+	touch(st, x);
+}
+
+static void load_exec(struct state *st, const json_t *doc, const json_t *runs)
+{
+	struct flows *f = flows_of(st);
+	struct flow_exec *x = flow_exec_load(doc);
+	if (!x || x->id != f->nexecs + 1) {
+		log_error("a workflow record could not be read; its runs are ignored id=%lld",
+		          (long long)jv_int(doc, "id", 0));
+		flow_exec_free(x);
+		return;
+	}
+	size_t i;
+	json_t *row;
+	json_array_foreach (runs, i, row) {
+		if (json_integer_value(json_array_get(row, 0)) != x->id)
+			continue;
+		struct flow_run *r = flow_run_load(json_array_get(row, 1));
+		if (!r)
+			continue;
+		x->runs = xrealloc(x->runs, (size_t)(x->nruns + 1) * sizeof(*x->runs));
+		x->runs[x->nruns++] = r;
+	}
+	if (flow_exec_index(x) != 0) {
+		log_error("a workflow's runs do not match its tasks; it is not loaded id=%lld",
+		          (long long)x->id);
+		flow_exec_free(x);
+		return;
+	}
+	index_exec(f, x);
+	if (x->state == FLOW_RUNNING)
+		add_active(f, x);
+}
+
+int flows_open(struct state *st)
+{
+	struct flows *f = xcalloc(1, sizeof(*f));
+	f->inflight = json_object();
+	st->core->flows = f;
+	st->core->flows_flush = flush;
+	st->core->flows_flushed = flushed;
+	st->core->flows_free = free_all;
+	json_t *loaded = st->core->flow_loaded;
+	size_t i;
+	json_t *doc;
+	json_array_foreach (json_object_get(loaded, "execs"), i, doc)
+		load_exec(st, doc, json_object_get(loaded, "runs"));
+	json_object_clear(loaded);
+	for (int64_t id = 1; id <= st->njobs; id++) {
+		struct job *j = st->jobs[id - 1];
+		if (j && j->task)
+			adopt_job(st, j);
+	}
+	for (int64_t k = 0; k < f->nruns; k++) {
+		const struct flow_run *r = f->runs[k];
+		const struct job *j = r->state == FLOW_RUNNING ? state_job(st, r->job_id) : NULL;
+		if (j && job_state_final(j->state)) { /* it ended while the server was down */
+			XGROW(st->core->flow_done, st->core->nflow_done, st->core->capflow_done);
+			st->core->flow_done[st->core->nflow_done++] = j->id;
+		}
+		if (r->state == FLOW_RUNNING && r->cache_key[0])
+			json_object_set_new(f->inflight, r->cache_key, json_integer(r->id));
+	}
+	f->kick = f->nactive > 0;
+	flows_step(st);
+	log_info("workflows loaded executions=%d running=%d runs=%lld", f->nexecs, f->nactive,
+	         (long long)f->nruns);
+	return 0;
+}

@@ -1,0 +1,320 @@
+"""Workflows through real daemons: `anvil wf run` of a DAG with a sweep,
+task caching across runs, retries with backoff, a failure that skips what
+needs it and `wf recover`, `wf cancel`, a server SIGKILL mid-workflow,
+identical tasks computed once, and the API's validation."""
+import json
+import os
+import re
+import tempfile
+import time
+
+from harness import ApiError, cluster, run_tests, wait_for
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return [x.rstrip("\n") for x in f]
+    except FileNotFoundError:
+        return []
+
+
+def submitted(p):
+    m = re.search(r"workflow (\d+) \(.*\) submitted", p.stdout)
+    assert m, p.stdout + p.stderr
+    return int(m.group(1))
+
+
+def execution(c, xid):
+    return c.api("GET", "/v1/workflows/%d" % xid)["workflow"]
+
+
+def runs(c, xid):
+    return {r["label"]: r for r in execution(c, xid)["run_list"]}
+
+
+def run_state(c, xid, label):
+    try:
+        return runs(c, xid)[label]["state"]
+    except ApiError:  # not submitted yet
+        return None
+
+
+def wait_exec(c, xid, timeout=60):
+    return wait_for(lambda: (lambda x: x if x["state"] != "running" else None)(execution(c, xid)),
+                    timeout=timeout, what="workflow %d to end" % xid)
+
+
+DIAMOND = """
+name: diamond
+inputs: {msg: hi}
+tasks:
+  a:
+    command: echo a {{ inputs.msg }} >> %(log)s; sleep 0.3
+    cache: true
+  b:
+    command: echo b >> %(log)s
+    needs: a
+    cache: true
+  c:
+    command: >-
+      echo "c{{ params.x }} start $(date +%%s%%N)" >> %(log)s; sleep 0.5;
+      echo "c{{ params.x }} end $(date +%%s%%N)" >> %(log)s
+    needs: a
+    map: {grid: {x: [1, 2, 3]}, concurrency: 2}
+    cache: true
+  d:
+    command: echo d >> %(log)s
+    needs: [b, c]
+    cache: true
+"""
+
+
+def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
+    with cluster(agents=1, gpus=4, name="wfdiamond") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        log = os.path.join(d, "order")
+        wf = write(os.path.join(d, "diamond.yaml"), DIAMOND % {"log": log})
+        p = c.cli("wf", "run", "--wait", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "workflow 1 succeeded" in p.stdout, p.stdout
+        got = lines(log)
+        order = [x.split()[0] for x in got]
+        assert order[0] == "a" and order[-1] == "d", got
+        assert sorted(x for x in order if x.startswith("c")) == \
+            ["c1", "c1", "c2", "c2", "c3", "c3"], got
+        # the sweep's concurrency: never more than 2 children at once
+        ev = sorted((int(x.split()[2]), 1 if x.split()[1] == "start" else -1)
+                    for x in got if x.startswith("c"))
+        live = peak = 0
+        for _, step in ev:
+            live += step
+            peak = max(peak, live)
+        assert peak <= 2, got
+        show = c.cli("wf", "show", "1", check=True).stdout
+        assert "workflow 1 (diamond): succeeded, 6/6 ok" in show, show
+        assert re.search(r"c\[2\]\s+succeeded\s+1\s+\d+\s+node-1\s+\S+\s+x=3", show), show
+        # the same again: every task a cache hit, nothing runs
+        os.unlink(log)
+        t0 = time.time()
+        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert lines(log) == [], lines(log)
+        r2 = runs(c, 2)
+        assert all(r["state"] == "cached" for r in r2.values()), r2
+        assert r2["c[1]"]["cached_exec"] == 1, r2
+        assert time.time() - t0 < 10
+        # a changed input: a's command changes; b, c and d do not use it
+        p = c.cli("wf", "run", "--wait", "-i", "msg=bye", wf, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r3 = runs(c, 3)
+        assert r3["a"]["state"] == "succeeded", r3["a"]
+        assert r3["a"]["cache"] == "miss: the command changed", r3["a"]
+        assert all(r3[k]["state"] == "cached" for k in r3 if k != "a"), r3
+        assert lines(log) == ["a bye"], lines(log)
+        # --no-cache: everything runs
+        p = c.cli("wf", "run", "--wait", "--no-cache", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert all(r["state"] == "succeeded" for r in runs(c, 4).values())
+        ls = c.cli("wf", "ls", check=True).stdout
+        assert re.search(r"^\s*4\s+diamond\s+succeeded\s+6/6 ok", ls, re.M), ls
+
+
+RETRY = """
+name: retry
+tasks:
+  flaky:
+    command: >-
+      n=$(cat %(count)s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %(count)s;
+      date +%%s%%N >> %(times)s; test $n -ge 3
+    retries: {count: 3, backoff: 1s}
+"""
+
+
+def test_a_task_that_fails_twice_is_retried_after_its_backoff():
+    with cluster(agents=1, gpus=2, name="wfretry") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        times = os.path.join(d, "times")
+        wf = write(os.path.join(d, "retry.yaml"),
+                   RETRY % {"count": os.path.join(d, "count"), "times": times})
+        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 1)["flaky"]
+        assert r["state"] == "succeeded" and r["tries"] == 3 and len(r["jobs"]) == 3, r
+        ts = [int(x) / 1e9 for x in lines(times)]
+        assert all(b - a >= 0.95 for a, b in zip(ts, ts[1:])), ts
+        assert c.job(r["jobs"][0])["state"] == "failed"
+
+
+FAILING = """
+name: failing
+tasks:
+  ok: {command: echo ok >> %(log)s}
+  bad:
+    command: test -e %(flag)s && echo bad >> %(log)s
+    needs: ok
+  after: {command: echo after >> %(log)s, needs: bad}
+  aside: {command: echo aside >> %(log)s, needs: ok}
+"""
+
+
+def test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there():
+    with cluster(agents=1, gpus=2, name="wffail") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        log, flag = os.path.join(d, "log"), os.path.join(d, "flag")
+        wf = write(os.path.join(d, "failing.yaml"), FAILING % {"log": log, "flag": flag})
+        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "bad failed" in p.stdout and "workflow 1 failed: task bad failed" in p.stdout, \
+            p.stdout
+        r = runs(c, 1)
+        assert r["after"]["state"] == "skipped", r["after"]
+        assert r["after"]["why"] == "needs task 'bad', which did not succeed", r["after"]
+        assert r["aside"]["state"] == "succeeded", r["aside"]
+        ok_job = r["ok"]["job_id"]
+        show = c.cli("wf", "show", "1", check=True).stdout
+        assert "bad: job %d failed" % r["bad"]["job_id"] in show, show
+        # recover: only what did not succeed runs again
+        write(flag, "")
+        p = c.cli("wf", "recover", "--wait", "1", timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 1)
+        assert all(x["state"] == "succeeded" for x in r.values()), r
+        assert r["ok"]["job_id"] == ok_job and r["ok"]["tries"] == 1, r["ok"]
+        assert sorted(lines(log)) == ["after", "aside", "bad", "ok"], lines(log)
+        p = c.cli("wf", "recover", "1")
+        assert p.returncode == 0, p.stderr  # a succeeded execution: recovers nothing
+
+
+SLOW = """
+name: slow
+tasks:
+  first: {command: sleep 60}
+  second: {command: "true", needs: first}
+"""
+
+
+def test_cancel_stops_the_running_task_and_cancels_the_rest():
+    with cluster(agents=1, gpus=2, name="wfcancel") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        wf = write(os.path.join(d, "slow.yaml"), SLOW)
+        xid = submitted(c.cli("wf", "run", wf, check=True))
+        wait_for(lambda: runs(c, xid)["first"]["state"] == "running", what="first running")
+        job = runs(c, xid)["first"]["job_id"]
+        c.wait_job(job, states=("running",), timeout=30)
+        waiter = c.cli_popen("wf", "run", "--wait", wf)
+        xid2 = xid + 1
+        wait_for(lambda: run_state(c, xid2, "first") == "running", what="second running")
+        c.cli("wf", "cancel", str(xid), check=True)
+        c.cli("wf", "cancel", str(xid2), check=True)
+        x = wait_exec(c, xid, timeout=30)
+        assert x["state"] == "cancelled", x
+        r = runs(c, xid)
+        assert r["first"]["state"] == "cancelled" and r["second"]["state"] == "cancelled", r
+        assert c.job(job)["state"] == "cancelled"
+        out, err = waiter.communicate(timeout=30)
+        assert waiter.returncode == 130, (waiter.returncode, out, err)
+
+
+CHAIN = """
+name: chain
+tasks:
+  one: {command: echo one >> %(log)s}
+  two: {command: "echo two >> %(log)s; sleep 2", needs: one}
+  three: {command: echo three >> %(log)s, needs: two}
+"""
+
+
+def test_a_server_killed_mid_workflow_loses_nothing_and_reruns_nothing():
+    with cluster(agents=1, gpus=2, name="wfkill") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        log = os.path.join(d, "log")
+        wf = write(os.path.join(d, "chain.yaml"), CHAIN % {"log": log})
+        xid = submitted(c.cli("wf", "run", wf, check=True))
+        wait_for(lambda: "two" in lines(log), what="task two running")
+        c.kill_server()
+        c.start_server()
+        x = wait_exec(c, xid, timeout=60)
+        assert x["state"] == "succeeded", x
+        assert lines(log) == ["one", "two", "three"], lines(log)
+        assert all(r["tries"] == 1 for r in runs(c, xid).values()), runs(c, xid)
+
+
+SAME = """
+name: same-%(n)s
+tasks:
+  work: {command: "echo work >> %(log)s; sleep 1", cache: true}
+"""
+
+
+def test_identical_tasks_submitted_together_run_once():
+    with cluster(agents=1, gpus=4, name="wfsame") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        log = os.path.join(d, "log")
+        a = write(os.path.join(d, "a.yaml"), SAME % {"n": "a", "log": log})
+        b = write(os.path.join(d, "b.yaml"), SAME % {"n": "a", "log": log})
+        xa = submitted(c.cli("wf", "run", a, check=True))
+        xb = submitted(c.cli("wf", "run", b, check=True))
+        wait_exec(c, xa)
+        xb_done = wait_exec(c, xb)
+        assert xb_done["state"] == "succeeded", xb_done
+        rb = runs(c, xb)["work"]
+        assert rb["state"] == "cached" and rb["cached_exec"] == xa, rb
+        assert lines(log) == ["work"], lines(log)
+
+
+def test_the_api_refuses_a_bad_workflow_with_every_error():
+    with cluster(agents=1, gpus=1, name="wfbad") as c:
+        bad = {"name": "bad", "tasks": [
+            {"name": "a", "command": ["true"], "needs": ["zz"], "bogus": 1},
+            {"name": "a", "command": []}]}
+        try:
+            c.api("POST", "/v1/workflows", {"workflow": bad})
+            raise AssertionError("accepted")
+        except ApiError as e:
+            assert e.status == 400, e
+            msg = e.body["error"]["message"]
+            assert "workflow.tasks[0].bogus" in msg and "workflow.tasks[0].needs[0]" in msg, msg
+            assert "workflow.tasks[1]" in msg, msg
+        for body, field in (({"workflow": 3}, "workflow"),
+                            ({"workflow": {"tasks": [{"name": "a", "command": ["true"]}]},
+                              "bundle": "x"}, "bundle"),
+                            ({"workflow": {"tasks": [{"name": "a", "command": ["true"]}]},
+                              "extra": 1}, "extra")):
+            try:
+                c.api("POST", "/v1/workflows", body)
+                raise AssertionError("accepted %r" % body)
+            except ApiError as e:
+                assert e.status == 400 and e.body["error"]["message"].startswith(field), e
+        for path in ("/v1/workflows/99", "/v1/workflows/x"):
+            try:
+                c.api("GET", path)
+                raise AssertionError("found")
+            except ApiError as e:
+                assert e.status == 404, e
+        # a run's outputs need its attempt's exec token, not any token
+        try:
+            c.api("POST", "/v1/workflows/runs/1/outputs", {"attempt_id": 1, "outputs": {}},
+                  token="0" * 64)
+            raise AssertionError("accepted")
+        except ApiError as e:
+            assert e.status == 401, e
+        p = c.cli("wf", "show", "7")
+        assert p.returncode == 1 and "no such workflow execution" in p.stderr, p.stderr
+        assert json.loads(c.cli("wf", "ls", "--json", check=True).stdout)["workflows"] == []
+
+
+if __name__ == "__main__":
+    run_tests([test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache,
+               test_a_task_that_fails_twice_is_retried_after_its_backoff,
+               test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there,
+               test_cancel_stops_the_running_task_and_cancels_the_rest,
+               test_a_server_killed_mid_workflow_loses_nothing_and_reruns_nothing,
+               test_identical_tasks_submitted_together_run_once,
+               test_the_api_refuses_a_bad_workflow_with_every_error])
