@@ -519,7 +519,8 @@ static int check_body(const json_t *body, char *err, size_t errlen)
 	const char *k;
 	json_t *v;
 	json_object_foreach ((json_t *)body, k, v)
-		if (strcmp(k, "workflow") && strcmp(k, "bundle") && strcmp(k, "no_cache"))
+		if (strcmp(k, "workflow") != 0 && strcmp(k, "bundle") != 0 &&
+		    strcmp(k, "no_cache") != 0)
 			return snprintf(err, errlen, "%s: unknown key", k), ERR_INVALID;
 	struct schema_errors errs = {0};
 	if (flow_check(wf, &errs) == 0)
