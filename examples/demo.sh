@@ -165,10 +165,17 @@ for _ in $(seq 1 300); do
 done
 anvil jobs --state all --limit 8
 
-say "8. A workflow file, checked before anything runs (running workflows comes next)"
+say "8. A workflow: checked before anything runs, then run, then run again from the cache"
 anvil wf check examples/workflows/train.yaml
 printf 'tasks:\n  a: {command: "echo {{ inputs.lr }}", retires: 3}\n' > "$ANVIL_HOME/broken.yaml"
 anvil wf check "$ANVIL_HOME/broken.yaml" || true
+anvil wf run --wait examples/workflows/demo.yaml
+WF=$(anvil wf ls --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["workflows"][0]["id"])')
+anvil wf show "$WF"
+echo "-- the same again: every task answered from the cache, nothing runs"
+anvil wf run --wait examples/workflows/demo.yaml
+echo "-- another input: prep and what uses its output run again"
+anvil wf run --wait -i n=500 examples/workflows/demo.yaml
 
 say "Summary: what ran where"
 anvil jobs --state all

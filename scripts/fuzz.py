@@ -85,6 +85,8 @@ def fuzz_post(rnd, count):
              b'{"name":"q","idle_timeout_ms":60000,"default_time_limit_ms":1000}',
              b'{"command":["true"],"gpus":1,"nodes":1,"queue":"default","team":"t",'
              b'"time_limit_ms":1000,"selectors":{"a":"b"},"env":{"X":"1"}}',
+             b'{"command":["true"],"gpus":0,"nodes":2,"pool":"p","selectors":{"a":"b"},'
+             b'"gpu_type":"h200","min_gpu_memory_bytes":0}',
              b'{"node_id":1,"ranks":[{"attempt_id":1,"rank":0,"state":"running","pid":5}]}',
              b'{"name":"n","gpus":[{"index":0,"uuid":"u","name":"H","memory_mib":1}]}',
              b'{"node_id":1,"health":{"gpus":[{"index":0,"state":"quarantined","reason":"r"}],'

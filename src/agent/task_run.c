@@ -24,6 +24,7 @@
 #include "base/objects.h"
 #include "base/tarball.h"
 #include "base/util.h"
+#include "store/blob.h"
 
 #define TRIES           4 /* an object call that failed upstream, tried again after 1, 2, 4 s */
 #define POST_TIMEOUT_MS 30000
@@ -41,6 +42,9 @@ struct wrapper {
 	char *bundle_dir;   /* the unpacked bundle, or NULL */
 	struct httpc *http; /* NULL until the first call */
 	struct objects obj;
+	/* ANVIL_SERVER file://DIR: no server (`anvil wf run --local`): objects
+	 * in that store, the outputs written to ANVIL_TASK_REPORT */
+	struct blob_store *local;
 	char ckpt_hash[HASH_HEX_LEN + 1]; /* the stored checkpoint's at start; "": none */
 	int cmd_status;                   /* the command's exit status (128+N: signal N) */
 };
@@ -108,8 +112,14 @@ static int read_env(struct wrapper *w)
 /* The object client, made on first use. */
 static int connect_server(struct wrapper *w)
 {
-	if (w->http)
+	if (w->http || w->local)
 		return 0;
+	if (w->server && strncmp(w->server, "file://", 7) == 0) {
+		char err[512];
+		if (blob_open(w->server, &w->local, err, sizeof(err)) != 0)
+			return fail("the local object store %s: %s", w->server, err);
+		return 0;
+	}
 	if (!w->server || !*w->server)
 		return fail("ANVIL_SERVER is not set (the agent sets it for a task's rank)");
 	if (!w->token || !*w->token)
@@ -129,12 +139,37 @@ static int retryable(int rc)
 
 enum object_op { OP_GET, OP_STAT, OP_PUT, OP_PUT_NAMED };
 
+/* The call on the local store. */
+static int local_call(struct wrapper *w, enum object_op op, const char *key, const char *path,
+                      char out_key[OBJECTS_KEY_MAX], struct objects_info *info)
+{
+	struct blob_info b = {0};
+	int rc = 0;
+	switch (op) {
+	case OP_GET: rc = blob_get_file(w->local, key, path, &b); break;
+	case OP_STAT: rc = blob_stat(w->local, key, &b); break;
+	case OP_PUT: rc = blob_put_file(w->local, path, out_key, &b); break;
+	case OP_PUT_NAMED: rc = blob_put_named_file(w->local, key, path, &b); break;
+	}
+	if (rc == 0 && info) {
+		info->size = b.size;
+		snprintf(info->sha256, sizeof(info->sha256), "%s", b.sha256);
+		info->uploaded = op == OP_PUT || op == OP_PUT_NAMED;
+	}
+	if (rc && rc != ERR_NOTFOUND)
+		snprintf(w->obj.error, sizeof(w->obj.error), "%s %s: %s", blob_uri(w->local),
+		         key ? key : path, err_msg(rc));
+	return rc;
+}
+
 /* One object call, tried again (after 1, 2, 4 s) while the server is
  * away or answers 5xx: a server restart must not fail a task. */
 static int object_call(struct wrapper *w, enum object_op op, const char *key, const char *path,
                        char out_key[OBJECTS_KEY_MAX], struct objects_info *info)
 {
 	int rc = connect_server(w);
+	if (rc == 0 && w->local)
+		return local_call(w, op, key, path, out_key, info);
 	for (int t = 0; rc == 0; t++) {
 		switch (op) {
 		case OP_GET: rc = objects_get(&w->obj, key, path, info); break;
@@ -517,6 +552,15 @@ static int post_outputs(struct wrapper *w, json_t *outputs)
 {
 	if (connect_server(w))
 		return -1;
+	if (w->local) { /* no server: the runner reads them from a file */
+		const char *path = getenv("ANVIL_TASK_REPORT");
+		char *text = jv_dump(outputs);
+		int rc = path ? write_file_atomic(path, text, strlen(text), 0644) : ERR_INVALID;
+		free(text);
+		return rc ? fail("the outputs: cannot write ANVIL_TASK_REPORT (%s): %s",
+		                 path ? path : "not set", err_msg(rc))
+		          : 0;
+	}
 	json_t *body =
 	        json_pack("{s:I,s:O}", "attempt_id", (json_int_t)w->attempt_id, "outputs", outputs);
 	char *text = jv_dump(body);
@@ -594,6 +638,7 @@ static void wrapper_free(struct wrapper *w)
 	free(w->command);
 	task_doc_cleanup(&w->doc);
 	httpc_free(w->http);
+	blob_close(w->local);
 	free(w->attempt_dir);
 	free(w->in_dir);
 	free(w->out_dir);

@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/httpc.h"
 #include "base/mem.h"
 #include "base/tarball.h"
 #include "base/util.h"
@@ -336,6 +337,8 @@ int bundle_pack(const char *dir, const char *out, char *err, size_t errlen)
 int bundle_upload(struct cliconn *c, const char *path, char key[OBJECTS_KEY_MAX],
                   struct objects_info *info, char *err, size_t errlen)
 {
+	if (!c->http) /* the conn makes its connection on its first call */
+		c->http = httpc_new();
 	struct objects o = {.server = c->server, .token = c->token, .http = c->http};
 	int rc = objects_put(&o, path, key, info);
 	if (rc)

@@ -29,7 +29,7 @@
  * and `anvil shell`'s option tables start with them. */
 /* clang-format off */
 #define SUBMIT_JOB_OPTS                                                                          \
-	{"gpus", 0, CLIARGS_INT, "G", "GPUs per node (server default 1)"},                       \
+	{"gpus", 0, CLIARGS_INT, "G", "GPUs per node, 0: CPU-only (server default 1)"},         \
 	{"nodes", 0, CLIARGS_INT, "N", "nodes, one rank each (default 1)"},                      \
 	{"queue", 0, CLIARGS_STR, "Q", "queue (default \"default\")"},                           \
 	{"team", 0, CLIARGS_STR, "TEAM", "team whose quota and fair share it counts against"},   \

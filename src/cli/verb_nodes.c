@@ -179,6 +179,10 @@ static void node_header(const json_t *node, int64_t now_ms, struct buf *out)
 	         (long long)verb_int(node, "gpus_allocated", 0),
 	         (long long)verb_int(node, "gpus_unhealthy", 0));
 	field(out, "gpus", s);
+	int64_t cpus = verb_int(node, "cpus", 0), limit = cpus > 0 ? cpus : 1; /* schedule.c */
+	snprintf(s, sizeof(s), "%lld (at most %lld CPU-only rank%s at once)", (long long)cpus,
+	         (long long)limit, limit == 1 ? "" : "s");
+	field(out, "cpus", s);
 	const char *backend = verb_str(node, "backend");
 	snprintf(s, sizeof(s), "%s%s", backend,
 	         strcmp(backend, "sim") == 0 ? " (simulated GPUs, not hardware)" : "");

@@ -16,9 +16,16 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 	buf_printf(out, "job %lld (%s) is %s", (long long)verb_int(job, "id", -1),
 	           verb_str(job, "name")[0] ? verb_str(job, "name") : "unnamed", state);
 	buf_printf(out, ": %s\n", verb_str(job, "reason"));
-	buf_printf(out, "  asks for  %lld node(s) x %lld GPU(s) in queue %s, team %s\n",
-	           (long long)verb_int(job, "nodes", 0), (long long)verb_int(job, "gpus", 0),
-	           verb_str(job, "queue"), verb_str(job, "team"));
+	int64_t gpus = verb_int(job, "gpus", 0);
+	if (gpus == 0)
+		buf_printf(out,
+		           "  asks for  %lld node(s), CPU-only (0 GPUs), in queue %s, team %s\n",
+		           (long long)verb_int(job, "nodes", 0), verb_str(job, "queue"),
+		           verb_str(job, "team"));
+	else
+		buf_printf(out, "  asks for  %lld node(s) x %lld GPU(s) in queue %s, team %s\n",
+		           (long long)verb_int(job, "nodes", 0), (long long)gpus,
+		           verb_str(job, "queue"), verb_str(job, "team"));
 	int64_t est = verb_int(job, "est_start_time_ms", -1);
 	const char *reason = verb_str(job, "reason");
 	if (strcmp(state, "pending") == 0) {
@@ -30,6 +37,10 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 		} else if (strncmp(reason, "array ", 6) == 0) {
 			buf_adds(out,
 			         "  estimated start: when a running member of its array ends\n");
+		} else if (gpus == 0) {
+			buf_adds(out,
+			         "  estimated start: unknown (a CPU-only job starts when a node "
+			         "has room for its ranks; no estimate is made)\n");
 		} else if (est > 0) {
 			clitable_duration(d, sizeof(d), est > now_ms ? est - now_ms : 0);
 			buf_printf(out,

@@ -93,8 +93,9 @@ static void render_job(const json_t *job, int64_t now_ms, struct buf *out)
 	         (long long)verb_int(job, "priority", 0));
 	field(out, "queue", s);
 	int64_t nodes = verb_int(job, "nodes", 0), gpus = verb_int(job, "gpus", 0);
-	snprintf(s, sizeof(s), "%lld node%s x %lld GPU%s", (long long)nodes, nodes == 1 ? "" : "s",
-	         (long long)gpus, gpus == 1 ? "" : "s");
+	snprintf(s, sizeof(s), "%lld node%s x %lld GPU%s%s", (long long)nodes,
+	         nodes == 1 ? "" : "s", (long long)gpus, gpus == 1 ? "" : "s",
+	         gpus == 0 ? " (CPU-only)" : "");
 	field(out, "size", s);
 	verb_command_line(json_object_get(job, "command"), 0, &tmp);
 	field(out, "command", tmp.len ? tmp.data : "");

@@ -11,6 +11,7 @@
 
 #include "base/mem.h"
 #include "base/util.h"
+#include "cli/bundle.h"
 #include "cli/cli.h"
 #include "cli/verb.h"
 #include "cli/wfshow.h"
@@ -23,6 +24,9 @@ static const struct cliargs_opt opts[] = {
         {"json", 0, CLIARGS_FLAG, NULL, "print JSON: the compiled workflow, or the server's"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "run: follow the execution until it ends"},
         {"no-cache", 0, CLIARGS_FLAG, NULL, "run: read no cached results (still record them)"},
+        {"code", 0, CLIARGS_STR, "DIR", "run: the tree packed as the code bundle (default .)"},
+        {"no-code", 0, CLIARGS_FLAG, NULL,
+         "run: no code bundle: tasks run in the agent's directory"},
         {"limit", 'n', CLIARGS_INT, "N", "ls: at most N executions (default 20)"},
         {"follow", 'f', CLIARGS_FLAG, NULL, "logs: keep printing until the run's job ends"},
         {"tail", 0, CLIARGS_INT, "N", "logs: start with the last N lines of each stream"},
@@ -198,6 +202,20 @@ static int run(struct verb_ctx *v, const char *path)
 	}
 	json_t *body = json_pack("{s:o,s:b}", "workflow", wf, "no_cache",
 	                         cliargs_flag(&v->args, "no-cache"));
+	if (!cliargs_flag(&v->args, "no-code")) {
+		const struct cliargs_value *code = cliargs_get(&v->args, "code");
+		char key[80], err[512];
+		if (bundle_store(&v->conn, code->set ? code->str : ".", key, err, sizeof(err)) !=
+		    0) {
+			fprintf(stderr,
+			        "anvil wf: the code bundle of %s: %s (--no-code runs without "
+			        "one)\n",
+			        code->set ? code->str : ".", err);
+			json_decref(body);
+			return CLI_EXIT_FAILED;
+		}
+		json_object_set_new(body, "bundle", json_string(key));
+	}
 	json_t *resp = NULL;
 	ret = cliconn_call(&v->conn, "POST", "/v1/workflows", body, &resp);
 	json_decref(body);
@@ -383,9 +401,12 @@ const struct verb verb_wf = {
                 "              every error as FILE:LINE:COLUMN: PATH: what is wrong, or that\n"
                 "              it is ok. -i K=V overrides the workflow's input K; --json\n"
                 "              prints the compiled form that POST /v1/workflows takes.\n"
-                "run FILE      compiles and submits it; --wait follows it to its end (exit\n"
-                "              0 succeeded, 1 failed, 130 cancelled); --no-cache reads no\n"
-                "              cached results.\n"
+                "run FILE      packs the working tree (--code DIR, default .: git-tracked\n"
+                "              files, or all but .anvilignore's) into a code bundle that\n"
+                "              the tasks run in, stores it once, compiles FILE and submits\n"
+                "              it; --wait follows it to its end (exit 0 succeeded, 1\n"
+                "              failed, 130 cancelled); --no-cache reads no cached results;\n"
+                "              --no-code sends no bundle.\n"
                 "ls            the newest executions (--limit N).\n"
                 "show EXEC     the execution's runs: state, tries, job, node, time,\n"
                 "              parameters, outputs, cache status, and why any failed.\n"

@@ -128,6 +128,17 @@ json_t *flow_fetch(const struct flow_exec *x, const struct flow_run *r);
 json_t *flow_rendered(const struct flow_exec *x, const struct flow_run *r, char *err,
                       size_t errlen);
 
+/* The body of the run's job (POST /v1/jobs's): name WORKFLOW/LABEL, the
+ * rendered command and environment (with ANVIL_WORKFLOW, ANVIL_EXECUTION,
+ * ANVIL_TASK_NAME, ANVIL_TASK_INDEX, ANVIL_PARAMS, ANVIL_INPUTS), the
+ * task's resources, queue, priority, timeout and checkpointing. */
+json_t *flow_job_body(const struct flow_exec *x, const struct flow_run *r, const json_t *rendered);
+/* The task wrapper's instructions (agent/task.h, ANVIL_TASK): {"exec",
+ * "run", "task", "index", "fetch" (taken), "render_env", "outputs",
+ * "bundle", "checkpoint"}. */
+json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const json_t *rendered,
+                      json_t *fetch);
+
 /* Moves: each marks the run and the execution dirty. */
 void flow_started(struct flow_exec *x, struct flow_run *r, int64_t job_id, int64_t now_ms);
 /* A cache hit: outputs reused from run `from` of execution `exec`. */

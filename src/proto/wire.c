@@ -214,8 +214,9 @@ static const struct wire_field finding_fields[] = {
  * empty, env names, exported names are in env) is said in the meaning. */
 static const struct wire_field submit_fields[] = {
         {"command", JV_STRINGS, 1, 1, 1024, "the program and its arguments; the program not empty"},
-        {"gpus", JV_INT, 0, 1, WIRE_MAX_GPUS,
-         "whole GPUs per node; default 1 (CPU-only jobs are not scheduled yet)"},
+        {"gpus", JV_INT, 0, 0, WIRE_MAX_GPUS,
+         "whole GPUs per node; 0: a CPU-only job, which holds no GPU and may not set "
+         "`gpu_type` or `min_gpu_memory_bytes` (docs/scheduling.md); default 1"},
         {"nodes", JV_INT, 0, 1, 1024, "nodes, one rank on each; default 1"},
         {"queue", JV_STRING, 0, 1, 63, "an existing queue; default `default`"},
         {"team", JV_STRING, 0, 1, 63,

@@ -397,8 +397,8 @@ static int gather_victims(struct sched *s, int job, struct sched_shape *sh, int 
 		int n = first ? s->nrun_first : snap->nrunning;
 		for (int k = 0; k < n; k++) {
 			int r = first ? s->run_first[k] : s->run_order[k];
-			if (!touches(s, slot, r))
-				continue;
+			if (!s->run[r].gpus || !touches(s, slot, r))
+				continue; /* a CPU-only attempt frees no GPU: never a victim */
 			int kind = victim_kind(s, job, r);
 			if (kind == 0 || (passes == 2 && (kind == 1) != (pass == 1)))
 				continue;
@@ -620,8 +620,16 @@ static void est_save(struct sched *s, int restore)
 	}
 }
 
+/* Whether wait k is estimated: not a job that can never run, nor a CPU-only
+ * job (it holds no GPU, and what it waits for, room for CPU-only ranks, the
+ * dry run does not follow: it keeps 0). */
+static int est_counts(const struct sched *s, int k)
+{
+	return s->waits[k].reason != SCHED_WAIT_UNFIT && s->snap->pending[s->wait_job[k]].gpus > 0;
+}
+
 /* The waiting jobs to estimate, in order, into s->est: the first
- * SCHED_EST_JOBS waits that could start at all (not UNFIT), or every one up
+ * SCHED_EST_JOBS waits that could start at all (est_counts()), or every one up
  * to config.est_job_id where that lies further back (within SCHED_EST_MAX:
  * a job further back than that keeps 0). A reserved
  * job keeps its reservation's time (its GPUs stay out of the view, so the
@@ -634,7 +642,7 @@ static int est_pick(struct sched *s)
 	if (want > 0) { /* how far back it waits, counting what can start at all */
 		int ahead = 0;
 		for (int k = 0; k < s->nwaits && ahead < SCHED_EST_MAX; k++) {
-			if (s->waits[k].reason == SCHED_WAIT_UNFIT)
+			if (!est_counts(s, k))
 				continue;
 			ahead++;
 			if (s->waits[k].job_id == want) {
@@ -651,7 +659,7 @@ static int est_pick(struct sched *s)
 	}
 	for (int k = 0; k < s->nwaits && window < limit; k++) {
 		struct sched_wait *w = &s->waits[k];
-		if (w->reason == SCHED_WAIT_UNFIT)
+		if (!est_counts(s, k))
 			continue;
 		window++;
 		if (w->reason == SCHED_WAIT_PREEMPTING)

@@ -158,6 +158,8 @@ void sched_free(struct sched *s)
 		free(arrays[k]);
 	fit_slots_cleanup(s);
 	free(s->keys);
+	free(s->cpu_used);
+	free(s->cpu_heap);
 	struct sched_map *maps[] = {&s->class_map, &s->shape_map, &s->queue_map, &s->team_map,
 	                            &s->qt_map,    &s->job_map,   &s->estb_map};
 	for (size_t k = 0; k < sizeof(maps) / sizeof(maps[0]); k++)
@@ -212,7 +214,8 @@ static int valid_nodes(const struct sched_snapshot *snap, uint64_t *all)
 	for (int i = 0; i < snap->nnodes; i++) {
 		const struct sched_node *n = &snap->nodes[i];
 		if (n->nnvlink < 0 || n->nnvlink > SCHED_MAX_NVLINK || n->nnear < 0 ||
-		    n->nnear > SCHED_MAX_NEAR || n->nlabels < 0 || n->nlabels > SCHED_MAX_LABELS)
+		    n->nnear > SCHED_MAX_NEAR || n->nlabels < 0 || n->nlabels > SCHED_MAX_LABELS ||
+		    n->cpu_ranks_max < 0)
 			return 0;
 		if ((n->gpus_healthy | n->gpus_free) & ~n->gpus_all)
 			return 0;
@@ -252,7 +255,7 @@ static int valid_snapshot(const struct sched_snapshot *snap)
 			return 0;
 	for (int j = 0; j < snap->npending; j++) {
 		const struct sched_job *job = &snap->pending[j];
-		if (job->gpus < 1 || job->gpus > SCHED_MAX_GPUS || job->nodes < 1 ||
+		if (job->gpus < 0 || job->gpus > SCHED_MAX_GPUS || job->nodes < 1 ||
 		    job->nodes > SCHED_MAX_RANKS || job->nselectors < 0 ||
 		    job->nselectors > SCHED_MAX_SELECTORS)
 			return 0;
@@ -276,6 +279,7 @@ static void reserve_space(struct sched *s, const struct sched_snapshot *snap)
 		s->order = xrealloc(s->order, sizeof(int) * (size_t)cap);
 		s->pos = xrealloc(s->pos, sizeof(int) * (size_t)cap);
 		s->ndom = xrealloc(s->ndom, sizeof(int) * 3 * (size_t)cap);
+		s->cpu_used = xrealloc(s->cpu_used, sizeof(int) * (size_t)cap);
 		s->nodecap = cap;
 	}
 	int big = snap->nnodes + snap->npending + snap->nrunning + snap->nqueues + snap->nteams +
@@ -670,7 +674,8 @@ static void sort_items(struct sched *s, int n)
 
 /* Records a placement of s->pick[0..nodes) with GPUs s->pick_gpus[], and
  * takes its GPUs out of the live view (those still in it: a backfill may
- * use GPUs a reservation had taken out already). */
+ * use GPUs a reservation had taken out already). A CPU-only job's ranks
+ * hold no GPU: the view, and so s->gen, stay as they are. */
 void sched_commit(struct sched *s, int job, int nodes, int borrowed)
 {
 	const struct sched_job *j = &s->snap->pending[job];
@@ -681,7 +686,8 @@ void sched_commit(struct sched *s, int job, int nodes, int borrowed)
 		int i = s->pick[k];
 		uint64_t m = s->pick_gpus[k];
 		assert(__builtin_popcountll(m) == j->gpus && (m & ~s->usable[i]) == 0);
-		fit_set_free(s, i, s->free[i] & ~m);
+		if (m)
+			fit_set_free(s, i, s->free[i] & ~m);
 		memset(&s->ranks[s->nranks], 0, sizeof(s->ranks[0]));
 		s->ranks[s->nranks].node = i;
 		s->ranks[s->nranks++].gpus = m;
@@ -695,7 +701,8 @@ void sched_commit(struct sched *s, int job, int nodes, int borrowed)
 	struct sched_qt *qt = &s->qts[s->job_qt[job]];
 	qt->used += (int64_t)j->gpus * j->nodes;
 	s->queues[qt->queue].used_sum += (int64_t)j->gpus * j->nodes;
-	s->gen++;
+	if (j->gpus)
+		s->gen++;
 }
 
 /* Whether the job's team may take its GPUs in its queue now: within its
@@ -744,7 +751,8 @@ static int hold_borrowing(struct sched *s, int job)
 
 /* One job, in order: never fits -> UNFIT; over quota -> QUOTA; fits the
  * live view -> placed; else backfill on reserved GPUs, preemption, and a
- * reservation, in that order. */
+ * reservation, in that order. A CPU-only job takes none of these steps
+ * (cpu.c): it is placed where a node has room for it, or waits. */
 static void decide(struct sched *s, int job)
 {
 	const struct sched_config *cfg = &s->snap->config;
@@ -755,6 +763,11 @@ static void decide(struct sched *s, int job)
 	s->wait_job[s->nwaits] = job;
 	w->job_id = s->snap->pending[job].id;
 	int borrowed = 0;
+	if (sh->gpus == 0) {
+		if (cpu_decide(s, job, sh, w))
+			return;
+		goto wait;
+	}
 	if (fit_unfit(s, sh)) {
 		w->reason = SCHED_WAIT_UNFIT;
 		w->a = sh->unfit_a;
@@ -826,6 +839,8 @@ int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched
 	s->run_rel_n = -1;
 	s->preempt_tries = 0;
 	s->nborrow_holds = 0;
+	s->cycle++;
+	s->cpu_counted = 0;
 	fit_nodes(s); /* clears last cycle's reservations first */
 	s->nresvs = s->nresv_ranks = 0;
 	build_policy(s);

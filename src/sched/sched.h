@@ -98,6 +98,20 @@
  *      lies beyond the window, or that no release in sight lets start gets
  *      0 (unknown). Time limits are upper bounds, so estimates lean late.
  *
+ * CPU-only jobs (gpus 0) take none of the steps above but the order (cpu.c):
+ * the cycle does not model CPUs or memory (a job's cpus and memory are the
+ * agent's cgroup limits), so each node runs at most cpu_ranks_max CPU-only
+ * ranks at once (the caller gives its CPU count), and that is all they
+ * compete for. In its turn a CPU-only job goes to the eligible nodes
+ * (schedulable, matching its pool and selectors; topology and blocks do not
+ * matter) that run the fewest CPU-only ranks (spread; ties to the lowest
+ * topology position), one rank per node, the ranks in topology order; where
+ * too few eligible nodes have room, it waits (SCHED_WAIT_CPU_LIMIT) and the
+ * next job is tried. They take no GPU and no quota (they count as 0 GPUs:
+ * never borrowed), get no reservation and no estimated start (0), never
+ * preempt, and, holding no GPU, are never a victim. So they never delay a
+ * GPU job, and a GPU job never waits for them.
+ *
  * Memory: struct sched owns reusable scratch space sized to the snapshot;
  * a cycle allocates only when the snapshot grows. Results stay valid until
  * the next sched_cycle() or sched_free(). One thread at a time.
@@ -141,7 +155,8 @@ struct sched_node {
 	int nnear;
 	uint32_t labels[SCHED_MAX_LABELS]; /* interned "key=value" */
 	int nlabels;
-	int schedulable; /* ready: not cordoned, draining, lost */
+	int schedulable;   /* ready: not cordoned, draining, lost */
+	int cpu_ranks_max; /* CPU-only ranks it may run at once (>= 0): its CPUs */
 };
 
 struct sched_queue {
@@ -172,7 +187,7 @@ struct sched_job {
 	uint32_t queue, team;
 	int priority;
 	int64_t submit_ms;
-	int gpus;              /* per node */
+	int gpus;              /* per node; 0: a CPU-only job (above) */
 	int nodes;             /* 1..SCHED_MAX_RANKS */
 	int64_t time_limit_ms; /* 0: the queue's default */
 	uint32_t gpu_model;    /* 0: any */
@@ -267,7 +282,12 @@ enum sched_reason {
 	SCHED_WAIT_RESERVED,   /* would delay a reserved higher job; a = that job's id */
 	SCHED_WAIT_PREEMPTING, /* victims are being stopped for it; a = attempts */
 	SCHED_WAIT_UNFIT, /* no schedulable matching node could take it; a = most matching nodes
-	                   * with enough usable GPUs in one block, b = needed */
+	                   * with enough usable GPUs in one block (a CPU-only job: schedulable
+	                   * matching nodes, any block), b = needed */
+	/* a CPU-only job: too few eligible nodes run fewer CPU-only ranks than their
+	 * limit; a = those that do, b = needed, cpu_nodes = eligible nodes, cpu_limit =
+	 * the limit they share (0: they differ) */
+	SCHED_WAIT_CPU_LIMIT,
 };
 
 /* What holds a waiting job's GPUs and could be stopped for it. */
@@ -300,6 +320,8 @@ struct sched_wait {
 	int reserved;          /* GPUs are reserved for it from est_start_ms on */
 	int64_t most_free;     /* RESOURCES, UNFIT: most free (usable) GPUs on one matching node */
 	int64_t idle_quota;    /* QUOTA: idle GPUs of the queue to borrow; -1: no borrowing */
+	int64_t cpu_nodes;     /* CPU_LIMIT: eligible nodes */
+	int64_t cpu_limit;     /* CPU_LIMIT: their limit of CPU-only ranks (0: not one) */
 };
 
 struct sched_placement {
@@ -330,17 +352,22 @@ struct sched *sched_new(void);
 void sched_free(struct sched *s);
 
 /* One scheduling cycle. 0, or ERR_INVALID for a malformed snapshot (an index
- * out of range, a mask beyond a node's GPUs, a job outside the limits that
- * sched_fits_ever() checks). Unknown queue or team ids get defaults:
- * priority 0, weight 1, no quota, no borrowing. */
+ * out of range, a mask beyond a node's GPUs, a negative cpu_ranks_max, a job
+ * outside the limits that sched_fits_ever() checks). Unknown queue or team
+ * ids get defaults: priority 0, weight 1, no quota, no borrowing. A
+ * CPU-only job's GPU model and memory, which sched_fits_ever() refuses,
+ * still narrow its nodes here. */
 int sched_cycle(struct sched *s, const struct sched_snapshot *snap, struct sched_result *out);
 
 /* 0 if job could ever run on these nodes (all GPUs healthy and free, every
- * node schedulable, constraints applied, a gang within one block);
- * ERR_UNFIT with the reason in why ("asks for 16 GPUs per node, but the
- * largest matching node has 8") otherwise, or ERR_INVALID for a job outside
- * the limits above (gpus 1..64, nodes 1..1024, selectors 0..4). Used at
- * submission so a job that can never run is rejected. */
+ * node schedulable, constraints applied, a gang within one block; a
+ * CPU-only job: enough nodes of its pool and selectors with a
+ * cpu_ranks_max of at least 1, any block); ERR_UNFIT with the reason in why
+ * ("asks for 16 GPUs per node, but the largest matching node has 8")
+ * otherwise, or ERR_INVALID for a job outside the limits above (gpus
+ * 0..64, nodes 1..1024, selectors 0..4) or a CPU-only job that asks for a
+ * GPU model or GPU memory. Used at submission so a job that can never run
+ * is rejected. */
 int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
                     char *why, size_t whylen);
 

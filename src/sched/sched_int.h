@@ -1,5 +1,5 @@
 /* sched_int.h - the scheduler's internals, shared by its files (sched.c,
- * fit.c, plan.c, sched_text.c). Nothing outside src/sched includes it.
+ * fit.c, plan.c, cpu.c, sched_text.c). Nothing outside src/sched includes it.
  *
  * The cycle keeps one live view of the cluster: free[i], the GPUs of node i
  * that nobody holds, has reserved or has been given in this cycle. Every
@@ -43,6 +43,11 @@ struct sched_class {
 	 * static fields, so they live as long as the class does. */
 	int unfit_best[SCHED_MAX_GPUS + 1];
 	int unfit_most;
+	/* CPU-only jobs of this class (cpu.c), while cpu_cycle is s->cycle: the
+	 * eligible nodes, the limit they share (0: they differ), and the heap of
+	 * those with room, s->cpu_heap[cpu_off .. cpu_off + cpu_n) */
+	uint64_t cpu_cycle;
+	int cpu_eligible, cpu_limit, cpu_off, cpu_n;
 };
 
 /* The node index of one class: nodes that match it, bucketed by free count,
@@ -248,6 +253,13 @@ struct sched {
 	int64_t young_until;   /* gather_victims(): when its young victims come of age */
 	int nborrow_holds;
 
+	/* CPU-only jobs (cpu.c) */
+	uint64_t cycle;     /* counts cycles: what struct sched_class.cpu_cycle is of */
+	int *cpu_used;      /* per node: CPU-only ranks running or placed in this cycle */
+	int cpu_counted;    /* cpu_used is counted for this cycle */
+	uint64_t *cpu_heap; /* the classes' heaps of (CPU-only ranks, topology position) */
+	int cpu_heap_n, cpu_heapcap;
+
 	/* the undo log of dry runs */
 	struct sched_undo *undo;
 	int nundo, undocap, logging;
@@ -339,6 +351,9 @@ void fit_wait(const struct sched *s, int slot, int gpus, int nodes, struct sched
 int fit_unfit(struct sched *s, struct sched_shape *sh);
 void fit_slots_cleanup(struct sched *s);
 int fit_check_view(const struct sched *s);
+
+/* cpu.c: CPU-only jobs */
+int cpu_decide(struct sched *s, int job, struct sched_shape *sh, struct sched_wait *w);
 
 /* plan.c: reservations, backfill, preemption */
 int plan_backfill(struct sched *s, int job, struct sched_shape *sh, int slot, int borrowed,

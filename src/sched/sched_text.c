@@ -159,6 +159,74 @@ static void quota_text(const struct sched_wait *w, const struct sched_job *job, 
 		    (long long)w->idle_quota, s_(w->idle_quota));
 }
 
+/* An interned id in words: its name, else "#ID". */
+static void add_name(const struct names *nm, uint32_t id, char *out, size_t len, size_t *used)
+{
+	const char *name = nm->fn ? nm->fn(nm->ctx, id) : NULL;
+	if (name)
+		add(out, len, used, "%s", name);
+	else
+		add(out, len, used, "#%u", (unsigned)id);
+}
+
+/* Where a CPU-only job may run: " in pool cpu", " that carry disk=nvme, zone=a". */
+static void add_where(const struct sched_job *job, const struct names *nm, int plural, char *out,
+                      size_t len, size_t *used)
+{
+	if (job && job->pool) {
+		add(out, len, used, " in pool ");
+		add_name(nm, job->pool, out, len, used);
+	}
+	if (!job || job->nselectors <= 0)
+		return;
+	add(out, len, used, " that carr%s ", plural ? "y" : "ies");
+	for (int k = 0; k < job->nselectors && k < SCHED_MAX_SELECTORS; k++) {
+		add(out, len, used, "%s", k ? ", " : "");
+		add_name(nm, job->selectors[k], out, len, used);
+	}
+}
+
+/* A CPU-only job that too few schedulable nodes could take at all. */
+static void cpu_unfit_text(const struct sched_wait *w, const struct sched_job *job,
+                           const struct names *nm, char *out, size_t len, size_t *used)
+{
+	if (w->a == 0) {
+		add(out, len, used, "no schedulable node");
+		add_where(job, nm, 0, out, len, used);
+		return;
+	}
+	add(out, len, used, "needs %lld nodes for its CPU-only ranks; only %lld schedulable node%s",
+	    (long long)w->b, (long long)w->a, s_(w->a));
+	add_where(job, nm, w->a != 1, out, len, used);
+}
+
+/* A CPU-only job that finds too few eligible nodes with room. */
+static void cpu_limit_text(const struct sched_wait *w, const struct sched_job *job,
+                           const struct names *nm, char *out, size_t len, size_t *used)
+{
+	long long limit = (long long)w->cpu_limit;
+	if (w->b <= 1) {
+		if (limit > 0)
+			add(out, len, used,
+			    "every eligible node runs its limit of %lld CPU-only rank%s", limit,
+			    s_(limit));
+		else
+			add(out, len, used, "every eligible node runs its limit of CPU-only ranks");
+		add(out, len, used, " (%lld node%s", (long long)w->cpu_nodes, s_(w->cpu_nodes));
+		add_where(job, nm, w->cpu_nodes != 1, out, len, used);
+		add(out, len, used, ")");
+		return;
+	}
+	add(out, len, used, "needs %lld nodes for its CPU-only ranks; %lld of %lld eligible node%s",
+	    (long long)w->b, (long long)w->a, (long long)w->cpu_nodes, s_(w->cpu_nodes));
+	add_where(job, nm, w->cpu_nodes != 1, out, len, used);
+	add(out, len, used, " %s room, the others run their limit", w->a == 1 ? "has" : "have");
+	if (limit > 0)
+		add(out, len, used, " of %lld CPU-only rank%s", limit, s_(limit));
+	else
+		add(out, len, used, "s of CPU-only ranks");
+}
+
 void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, sched_name_fn name,
                      void *ctx, char *out, size_t outlen)
 {
@@ -187,8 +255,11 @@ void sched_wait_text(const struct sched_wait *w, const struct sched_job *job, sc
 		    (long long)w->a);
 		break;
 	case SCHED_WAIT_PREEMPTING: preempting_text(w, &nm, out, outlen, &used); break;
+	case SCHED_WAIT_CPU_LIMIT: cpu_limit_text(w, job, &nm, out, outlen, &used); break;
 	case SCHED_WAIT_UNFIT:
-		if (w->b <= 1)
+		if (job && job->gpus == 0)
+			cpu_unfit_text(w, job, &nm, out, outlen, &used);
+		else if (w->b <= 1)
 			add(out, outlen, &used,
 			    "no schedulable node matching its constraints has %d "
 			    "usable GPU%s (the most is %lld)",
@@ -265,20 +336,65 @@ static void count_fits(const struct sched_node *nodes, int nnodes, const struct 
 	c->largest = largest_block(blocks, c->big);
 }
 
+/* sched_fits_ever() for a CPU-only job: a GPU model or GPU memory makes no
+ * sense without a GPU; else enough nodes of its pool and labels that may
+ * run CPU-only ranks, in any block. */
+static int cpu_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
+                         char *why, size_t whylen)
+{
+	size_t used = 0;
+	if (job->gpu_model || job->min_gpu_mem_mib) {
+		add(why, whylen, &used,
+		    "asks for 0 GPUs (a CPU-only job) but for a GPU %s; ask for at least 1 GPU, "
+		    "or for no GPU model and no GPU memory",
+		    job->gpu_model ? "model" : "memory");
+		return ERR_INVALID;
+	}
+	int pool = 0, labels = 0, fit = 0;
+	for (int i = 0; i < nnodes; i++) {
+		if (job->pool && nodes[i].pool != job->pool)
+			continue;
+		pool++;
+		if (!has_labels(&nodes[i], job))
+			continue;
+		labels++;
+		fit += nodes[i].cpu_ranks_max > 0;
+	}
+	if (nnodes == 0)
+		add(why, whylen, &used, "the cluster has no nodes");
+	else if (pool == 0)
+		add(why, whylen, &used, "no node is in the requested pool");
+	else if (labels == 0)
+		add(why, whylen, &used, "no node%s carries all of the requested labels",
+		    job->pool ? " in the requested pool" : "");
+	else if (fit == 0)
+		add(why, whylen, &used, "no matching node may run CPU-only ranks");
+	else if (fit < job->nodes)
+		add(why, whylen, &used,
+		    "asks for %d nodes for its CPU-only ranks, but only %d node%s match%s its "
+		    "pool and labels",
+		    job->nodes, fit, s_(fit), fit == 1 ? "es" : "");
+	else
+		return 0;
+	return ERR_UNFIT;
+}
+
 int sched_fits_ever(const struct sched_node *nodes, int nnodes, const struct sched_job *job,
                     char *why, size_t whylen)
 {
 	size_t used = 0;
-	if (job->gpus < 1 || job->gpus > SCHED_MAX_GPUS || job->nodes < 1 ||
+	if (job->gpus < 0 || job->gpus > SCHED_MAX_GPUS || job->nodes < 1 ||
 	    job->nodes > SCHED_MAX_RANKS || job->nselectors < 0 ||
 	    job->nselectors > SCHED_MAX_SELECTORS) {
 		add(why, whylen, &used,
 		    "asks for %d node%s × %d GPU%s and %d label selectors; a job "
-		    "asks for 1 to %d nodes × 1 to %d GPUs and at most %d selectors",
+		    "asks for 1 to %d nodes × 0 to %d GPUs and at most %d selectors",
 		    job->nodes, s_(job->nodes), job->gpus, s_(job->gpus), job->nselectors,
 		    SCHED_MAX_RANKS, SCHED_MAX_GPUS, SCHED_MAX_SELECTORS);
 		return ERR_INVALID;
 	}
+	if (job->gpus == 0)
+		return cpu_fits_ever(nodes, nnodes, job, why, whylen);
 	struct fit_counts c = {0};
 	uint32_t *blocks = xmalloc(sizeof(uint32_t) * (size_t)(nnodes + 1));
 	count_fits(nodes, nnodes, job, &c, blocks);

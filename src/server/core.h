@@ -54,6 +54,7 @@ struct state_core {
 	int npending, cappending;
 	struct attempt **active; /* attempts not final */
 	int nactive, capactive;
+	int npending_cpu; /* pending jobs that are CPU-only (gpus 0) */
 	struct names names;
 	struct job **dirty_jobs;
 	int ndirty_jobs, capdirty_jobs;

@@ -100,6 +100,27 @@ static int check_mpi(const json_t *body, char *err, size_t errlen)
 	return ERR_INVALID;
 }
 
+/* A CPU-only job (gpus 0, docs/scheduling.md): the GPU constraints make no
+ * sense without a GPU, so they are refused rather than ignored. */
+static int check_cpu_only(const json_t *body, char *err, size_t errlen)
+{
+	if (jv_int(body, "gpus", 1) != 0)
+		return 0;
+	const char *model = jv_str(body, "gpu_type", NULL);
+	json_int_t mem = jv_int(body, "min_gpu_memory_bytes", 0);
+	if (model)
+		snprintf(err, errlen,
+		         "field 'gpu_type': '%.95s' asks for a GPU model, but field 'gpus' is 0 (a "
+		         "CPU-only job): ask for 1 GPU or more, or for no model",
+		         model);
+	else if (mem > 0)
+		snprintf(err, errlen,
+		         "field 'min_gpu_memory_bytes': %lld asks for GPU memory, but field 'gpus' "
+		         "is 0 (a CPU-only job): ask for 1 GPU or more, or for no GPU memory",
+		         (long long)mem);
+	return model || mem > 0 ? ERR_INVALID : 0;
+}
+
 #define ARRAY_MAX       10000
 #define ARRAY_INDEX_MAX 999999
 
@@ -223,6 +244,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		rc = check_head(body, err, errlen);
 	if (rc == 0)
 		rc = check_mpi(body, err, errlen);
+	if (rc == 0)
+		rc = check_cpu_only(body, err, errlen);
 	if (rc == 0)
 		rc = check_after(st, body, err, errlen);
 	return rc ? rc : check_array(body, err, errlen);

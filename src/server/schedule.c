@@ -233,6 +233,8 @@ static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 	s->nlabels = c->nlabels;
 	memcpy(s->labels, c->labels, sizeof(s->labels));
 	s->schedulable = n->state == NODE_READY && n->admin == NODE_READY;
+	/* CPU-only ranks at once: one per CPU it reported (docs/scheduling.md) */
+	s->cpu_ranks_max = n->cpus > 0 ? n->cpus : 1;
 }
 
 static void fill_job(struct state *st, struct job *j, struct sched_job *s)
@@ -533,19 +535,22 @@ static void apply_wait(struct state *st, const struct sched_wait *w, int full)
 	}
 }
 
-/* A cycle can place nothing while every schedulable GPU is taken (every
- * job asks for at least one); in a burst that is most submissions and most
- * reports. Such cycles are skipped, except once a second
- * (state_schedule_tick), which keeps preemption and the reasons current. */
+/* A cycle can place nothing while every schedulable GPU is taken and no
+ * CPU-only job waits (every other job asks for a GPU); in a burst that is
+ * most submissions and most reports. Such cycles are skipped, except once a
+ * second (state_schedule_tick), which keeps preemption and the reasons
+ * current. */
 static int nothing_placeable(struct state *st)
 {
+	if (st->core->npending_cpu > 0)
+		return 0; /* it needs no GPU: room for it is the scheduler's to find */
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct node *n = st->nodes[i];
 		if (n->state == NODE_READY && n->admin == NODE_READY &&
 		    __builtin_popcountll(n->gpus_used | n->gpus_unhealthy) < n->ngpus)
 			return 0;
 	}
-	return 1; /* every job asks for at least one GPU */
+	return 1;
 }
 
 void glue_age(struct state *st)

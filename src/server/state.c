@@ -485,6 +485,7 @@ void state_pending_add(struct state *st, struct job *j)
 	}
 	c->pending[pos] = j;
 	c->npending++;
+	c->npending_cpu += j->gpus == 0;
 }
 
 void state_pending_remove(struct state *st, struct job *j)
@@ -495,6 +496,7 @@ void state_pending_remove(struct state *st, struct job *j)
 			memmove(&c->pending[i], &c->pending[i + 1],
 			        sizeof(*c->pending) * (size_t)(c->npending - i - 1));
 			c->npending--;
+			c->npending_cpu -= j->gpus == 0;
 			return;
 		}
 }

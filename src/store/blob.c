@@ -213,7 +213,17 @@ int blob_stat(struct blob_store *s, const char *key, struct blob_info *info)
 	info->size = jv_int(o, "size", -1);
 	snprintf(info->sha256, sizeof(info->sha256), "%s", jv_str(o, "sha256", ""));
 	json_decref(o);
-	return info->size < 0 || strlen(info->sha256) != 64 ? ERR_UPSTREAM : 0;
+	if (info->size < 0 || strlen(info->sha256) != 64)
+		return ERR_UPSTREAM;
+	/* the record without its data (removed by hand, or by a cleanup that
+	 * stopped half way) is no object: a reader must not count on it */
+	char *data = file_of(s, key, "");
+	struct stat sb;
+	int rc = stat(data, &sb) != 0       ? (errno == ENOENT ? ERR_NOTFOUND : -errno)
+	         : sb.st_size != info->size ? ERR_UPSTREAM
+	                                    : 0;
+	free(data);
+	return rc;
 }
 
 int blob_put_file(struct blob_store *s, const char *path, char key[80], struct blob_info *info)

@@ -65,7 +65,9 @@ int blob_read_fd(struct blob_store *s, const char *key, int *fd, struct blob_inf
 /* Copies the object to path (atomically, as a put does), checking its size
  * and hash on the way; ERR_NOTFOUND when there is none. */
 int blob_get_file(struct blob_store *s, const char *key, const char *path, struct blob_info *info);
-/* Its size and hash, from its record; ERR_NOTFOUND when there is none. */
+/* Its size and hash, from its record; ERR_NOTFOUND when there is none or
+ * its data is missing, ERR_UPSTREAM when the data is not the size the
+ * record says (the hash is checked by reads, not here). */
 int blob_stat(struct blob_store *s, const char *key, struct blob_info *info);
 /* Removes it; 0 also when it was not there. */
 int blob_delete(struct blob_store *s, const char *key);

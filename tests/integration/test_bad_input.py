@@ -42,8 +42,11 @@ def test_job_bodies_rejected_with_field_and_reason():
             (400, "empty", None, b''),
             (400, "field 'gpu': unknown field", {"command": ["true"], "gpu": 1}, None),
             (400, "field 'gpus': \"2\" is not an integer", {"command": ["true"], "gpus": "2"}, None),
-            (400, "field 'gpus': -1 is below the minimum 1", {"command": ["true"], "gpus": -1}, None),
-            (400, "field 'gpus': 0 is below the minimum 1", {"command": ["true"], "gpus": 0}, None),
+            (400, "field 'gpus': -1 is below the minimum 0", {"command": ["true"], "gpus": -1}, None),
+            (400, "field 'gpu_type': 'h200' asks for a GPU model, but field 'gpus' is 0",
+             {"command": ["true"], "gpus": 0, "gpu_type": "h200"}, None),
+            (400, "field 'min_gpu_memory_bytes': 1024 asks for GPU memory, but field 'gpus' is 0",
+             {"command": ["true"], "gpus": 0, "min_gpu_memory_bytes": 1024}, None),
             (400, "field 'gpus': 1000000 is above the maximum 64", {"command": ["true"], "gpus": 1000000}, None),
             (400, "field 'nodes': 0 is below the minimum 1", {"command": ["true"], "nodes": 0}, None),
             (400, "field 'nodes': 99999 is above the maximum 1024", {"command": ["true"], "nodes": 99999}, None),
@@ -361,7 +364,7 @@ def test_cli_prints_the_reason_and_fails():
     with cluster(agents=1, gpus=2, name="badcli") as c:
         p = c.cli("run", "--gpus", "-1", "--", "true")
         assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-        assert "field 'gpus': -1 is below the minimum 1" in p.stderr, p.stderr
+        assert "field 'gpus': -1 is below the minimum 0" in p.stderr, p.stderr
         p = c.cli("run", "--gpus", "abc", "--", "true")
         assert p.returncode == 2, (p.returncode, p.stderr)
         assert "--gpus" in p.stderr and "abc" in p.stderr

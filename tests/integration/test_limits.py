@@ -3,8 +3,9 @@ submitted with `anvil run --cpus --memory` runs in cgroups that carry those
 limits (read from inside the rank), bad values are refused with the field,
 a job without limits runs in none, and with device isolation on (the
 agent's ANVIL_DEVICE_ISOLATION=1; fake /dev/nvidiaN nodes) a rank can open
-its own GPU's node and not another's. Needs root and the v1 cpu, memory and
-devices hierarchies, as on the build machines."""
+its own GPU's node and not another's, and a CPU-only rank (`--gpus 0`)
+none. Needs root and the v1 cpu, memory and devices hierarchies, as on the
+build machines."""
 import json
 import os
 
@@ -137,6 +138,12 @@ def test_device_isolation_lets_a_rank_open_only_its_gpus():
             assert "nv255: No such device or address" in log, log  # nvidiactl stays open
             both = run_and_log(c, "--gpus", "2", "--", "sh", "-c", script)
             assert "Operation not permitted" not in both, both
+            # a CPU-only rank (no GPU of its own) may open no GPU at all
+            none = run_and_log(c, "--gpus", "0", "--", "sh", "-c", script)
+            assert value(none, "gpu") == "", none
+            assert "nv0: Operation not permitted" in none, none
+            assert "nv1: Operation not permitted" in none, none
+            assert "nv255: No such device or address" in none, none
     finally:
         del os.environ["ANVIL_DEVICE_ISOLATION"]
 
@@ -177,6 +184,10 @@ def test_cgroup_v2_ranks_limits_and_isolation():
             assert "nv255: No such device or address" in log, log
             if v1_hierarchy("memory"):
                 assert value(log, "memory.limit_in_bytes") == str(64 << 20), log
+            none = run_and_log(c, "--gpus", "0", "--", "sh", "-c", script)  # CPU-only
+            assert "nv0: Operation not permitted" in none, none
+            assert "nv1: Operation not permitted" in none, none
+            assert "nv255: No such device or address" in none, none
             wait_for(lambda: not os.path.exists(mnt + path), timeout=5,
                      what="the rank's v2 cgroup removed")
     finally:

@@ -17,6 +17,13 @@ def write(path, text):
     return path
 
 
+def code_dir(c):
+    """A working tree for the code bundle, apart from the files the tasks write."""
+    code = tempfile.mkdtemp(dir=c.dir, prefix="code-")
+    write(os.path.join(code, "README"), "the tasks' code\n")
+    return code
+
+
 def lines(path):
     try:
         with open(path) as f:
@@ -79,9 +86,10 @@ tasks:
 def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
     with cluster(agents=1, gpus=4, name="wfdiamond") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         log = os.path.join(d, "order")
         wf = write(os.path.join(d, "diamond.yaml"), DIAMOND % {"log": log})
-        p = c.cli("wf", "run", "--wait", wf, timeout=90)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
         assert p.returncode == 0, p.stdout + p.stderr
         assert "workflow 1 succeeded" in p.stdout, p.stdout
         got = lines(log)
@@ -103,7 +111,7 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         # the same again: every task a cache hit, nothing runs
         os.unlink(log)
         t0 = time.time()
-        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         assert lines(log) == [], lines(log)
         r2 = runs(c, 2)
@@ -111,7 +119,7 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert r2["c[1]"]["cached_exec"] == 1, r2
         assert time.time() - t0 < 10
         # a changed input: a's command changes; b, c and d do not use it
-        p = c.cli("wf", "run", "--wait", "-i", "msg=bye", wf, timeout=60)
+        p = c.cli("wf", "run", "--code", code, "--wait", "-i", "msg=bye", wf, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         r3 = runs(c, 3)
         assert r3["a"]["state"] == "succeeded", r3["a"]
@@ -119,7 +127,7 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert all(r3[k]["state"] == "cached" for k in r3 if k != "a"), r3
         assert lines(log) == ["a bye"], lines(log)
         # --no-cache: everything runs
-        p = c.cli("wf", "run", "--wait", "--no-cache", wf, timeout=90)
+        p = c.cli("wf", "run", "--code", code, "--wait", "--no-cache", wf, timeout=90)
         assert p.returncode == 0, p.stdout + p.stderr
         assert all(r["state"] == "succeeded" for r in runs(c, 4).values())
         ls = c.cli("wf", "ls", check=True).stdout
@@ -140,10 +148,11 @@ tasks:
 def test_a_task_that_fails_twice_is_retried_after_its_backoff():
     with cluster(agents=1, gpus=2, name="wfretry") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         times = os.path.join(d, "times")
         wf = write(os.path.join(d, "retry.yaml"),
                    RETRY % {"count": os.path.join(d, "count"), "times": times})
-        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         r = runs(c, 1)["flaky"]
         assert r["state"] == "succeeded" and r["tries"] == 3 and len(r["jobs"]) == 3, r
@@ -167,9 +176,10 @@ tasks:
 def test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there():
     with cluster(agents=1, gpus=2, name="wffail") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         log, flag = os.path.join(d, "log"), os.path.join(d, "flag")
         wf = write(os.path.join(d, "failing.yaml"), FAILING % {"log": log, "flag": flag})
-        p = c.cli("wf", "run", "--wait", wf, timeout=60)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=60)
         assert p.returncode == 1, p.stdout + p.stderr
         assert "bad failed" in p.stdout and "workflow 1 failed: task bad failed" in p.stdout, \
             p.stdout
@@ -203,12 +213,13 @@ tasks:
 def test_cancel_stops_the_running_task_and_cancels_the_rest():
     with cluster(agents=1, gpus=2, name="wfcancel") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         wf = write(os.path.join(d, "slow.yaml"), SLOW)
-        xid = submitted(c.cli("wf", "run", wf, check=True))
+        xid = submitted(c.cli("wf", "run", "--code", code, wf, check=True))
         wait_for(lambda: runs(c, xid)["first"]["state"] == "running", what="first running")
         job = runs(c, xid)["first"]["job_id"]
         c.wait_job(job, states=("running",), timeout=30)
-        waiter = c.cli_popen("wf", "run", "--wait", wf)
+        waiter = c.cli_popen("wf", "run", "--code", code, "--wait", wf)
         xid2 = xid + 1
         wait_for(lambda: run_state(c, xid2, "first") == "running", what="second running")
         c.cli("wf", "cancel", str(xid), check=True)
@@ -234,9 +245,10 @@ tasks:
 def test_a_server_killed_mid_workflow_loses_nothing_and_reruns_nothing():
     with cluster(agents=1, gpus=2, name="wfkill") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         log = os.path.join(d, "log")
         wf = write(os.path.join(d, "chain.yaml"), CHAIN % {"log": log})
-        xid = submitted(c.cli("wf", "run", wf, check=True))
+        xid = submitted(c.cli("wf", "run", "--code", code, wf, check=True))
         wait_for(lambda: "two" in lines(log), what="task two running")
         c.kill_server()
         c.start_server()
@@ -256,17 +268,152 @@ tasks:
 def test_identical_tasks_submitted_together_run_once():
     with cluster(agents=1, gpus=4, name="wfsame") as c:
         d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
         log = os.path.join(d, "log")
         a = write(os.path.join(d, "a.yaml"), SAME % {"n": "a", "log": log})
         b = write(os.path.join(d, "b.yaml"), SAME % {"n": "a", "log": log})
-        xa = submitted(c.cli("wf", "run", a, check=True))
-        xb = submitted(c.cli("wf", "run", b, check=True))
+        xa = submitted(c.cli("wf", "run", "--code", code, a, check=True))
+        xb = submitted(c.cli("wf", "run", "--code", code, b, check=True))
         wait_exec(c, xa)
         xb_done = wait_exec(c, xb)
         assert xb_done["state"] == "succeeded", xb_done
         rb = runs(c, xb)["work"]
         assert rb["state"] == "cached" and rb["cached_exec"] == xa, rb
         assert lines(log) == ["work"], lines(log)
+
+
+FLOW = """
+name: flow
+inputs: {x: 1}
+tasks:
+  gen: {command: "echo {{ inputs.x }} > $ANVIL_OUTPUT_DIR/v", outputs: {v: value}, cache: true}
+  fixed: {command: "echo fixed > $ANVIL_OUTPUT_DIR/v", outputs: {v: value}, cache: true}
+  use:
+    command: echo "got {{ tasks.gen.outputs.v }} and $(cat tool.txt)" > $ANVIL_OUTPUT_DIR/v
+    outputs: {v: value}
+    cache: true
+  files:
+    command: mkdir $ANVIL_OUTPUT_DIR/d && echo one > $ANVIL_OUTPUT_DIR/d/a && echo two > $ANVIL_OUTPUT_DIR/d/b
+    outputs: {d: dir}
+    cache: true
+  count:
+    command: ls {{ tasks.files.outputs.d }} | wc -l > $ANVIL_OUTPUT_DIR/n
+    outputs: {n: value}
+    cache: true
+"""
+
+
+def outputs(c, xid):
+    return {k: {o: v.get("value", v.get("key")) for o, v in (r.get("outputs") or {}).items()}
+            for k, r in runs(c, xid).items()}
+
+
+def test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches():
+    with cluster(agents=2, gpus=2, name="wfoutputs") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        write(os.path.join(code, "tool.txt"), "tool v1\n")
+        wf = write(os.path.join(d, "flow.yaml"), FLOW)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        out = outputs(c, 1)
+        assert out["use"]["v"] == "got 1 and tool v1", out
+        assert out["count"]["n"] == "2", out
+        assert out["files"]["d"].startswith("sha256/"), out
+        # the object is in the store, with its size and hash
+        stat = c.api("GET", "/v1/objects/%s?stat=1" % out["files"]["d"])
+        assert stat["sha256"] == out["files"]["d"][7:], stat
+        # another input: what renders it reruns, the rest is cached
+        p = c.cli("wf", "run", "--code", code, "--wait", "-i", "x=2", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 2)
+        assert {k for k, v in r.items() if v["state"] == "succeeded"} == {"gen", "use"}, r
+        assert r["gen"]["cache"] == "miss: the command changed", r["gen"]
+        assert {k for k, v in r.items() if v["state"] == "cached"} == {"fixed", "files", "count"}
+        assert outputs(c, 2)["use"]["v"] == "got 2 and tool v1"
+        # changed code: every cached task misses, saying why
+        write(os.path.join(code, "tool.txt"), "tool v2\n")
+        p = c.cli("wf", "run", "--code", code, "--wait", "-i", "x=2", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 3)
+        assert all(v["state"] == "succeeded" for v in r.values()), r
+        assert all(v["cache"] == "miss: the code bundle changed" for v in r.values()), r
+        assert outputs(c, 3)["use"]["v"] == "got 2 and tool v2"
+        # a cached result whose object vanished is a miss that runs, not a failure
+        key = out["files"]["d"]
+        obj = os.path.join(c.state_dir, "objects", "sha256", key[7:9], key[9:])
+        assert os.path.exists(obj), obj
+        os.unlink(obj)
+        p = c.cli("wf", "run", "--code", code, "--wait", "-i", "x=1", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 4)
+        assert r["files"]["state"] == "succeeded", r["files"]
+        assert "are gone from the object store" in r["files"]["cache"], r["files"]
+
+
+CKPT = """
+name: ckpt
+tasks:
+  train:
+    command: >-
+      n=$(cat $ANVIL_CHECKPOINT_DIR/step 2>/dev/null || echo 0); n=$((n+1));
+      echo $n > $ANVIL_CHECKPOINT_DIR/step; echo $n > $ANVIL_OUTPUT_DIR/steps;
+      test $n -ge 3
+    checkpoint: true
+    retries: {count: 3, backoff: 0s}
+    outputs: {steps: value}
+"""
+
+
+def test_a_task_that_fails_twice_resumes_from_its_checkpoint():
+    with cluster(agents=2, gpus=1, name="wfckpt") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        wf = write(os.path.join(d, "ckpt.yaml"), CKPT)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 1)["train"]
+        # three jobs, each starting from the step the one before saved
+        assert r["tries"] == 3 and r["outputs"]["steps"]["value"] == "3", r
+        c.api("GET", "/v1/objects/ckpt/1/train/0?stat=1")
+
+
+PREEMPTED = """
+name: long
+tasks:
+  train:
+    command: >-
+      i=$(cat $ANVIL_CHECKPOINT_DIR/i 2>/dev/null || echo 0);
+      echo "attempt $ANVIL_ATTEMPT from $i" >> $ANVIL_CHECKPOINT_DIR/log;
+      while [ $i -lt 20 ]; do i=$((i+1)); echo $i > $ANVIL_CHECKPOINT_DIR/i; sleep 0.2; done;
+      cp $ANVIL_CHECKPOINT_DIR/log $ANVIL_OUTPUT_DIR/log
+    resources: {gpus: 2}
+    checkpoint: true
+    outputs: {log: value}
+"""
+
+
+def test_a_preempted_checkpointing_task_resumes():
+    with cluster(agents=1, gpus=2, name="wfpreempt",
+                 server_args=["--preempt-min-runtime", "1s"]) as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        wf = write(os.path.join(d, "long.yaml"), PREEMPTED)
+        xid = submitted(c.cli("wf", "run", "--code", code, wf, check=True))
+        wait_for(lambda: run_state(c, xid, "train") == "running", what="train running")
+        job = runs(c, xid)["train"]["job_id"]
+        c.wait_job(job, states=("running",), timeout=30)
+        time.sleep(1.6)
+        hi = c.submit(["sleep", "1"], gpus=2, priority=50)["id"]
+        c.wait_job(hi, timeout=60)
+        x = wait_exec(c, xid, timeout=90)
+        assert x["state"] == "succeeded", x
+        r = runs(c, xid)["train"]
+        log = r["outputs"]["log"]["value"].splitlines()
+        assert r["tries"] == 1 and len(c.job(job)["attempts"]) == 2, (r, c.job(job))
+        assert log[0] == "attempt 1 from 0", log
+        # the second attempt started where the first had got to, not from 0
+        assert log[1].startswith("attempt 2 from ") and int(log[1].split()[-1]) >= 3, log
 
 
 def test_the_api_refuses_a_bad_workflow_with_every_error():
@@ -312,6 +459,9 @@ def test_the_api_refuses_a_bad_workflow_with_every_error():
 
 if __name__ == "__main__":
     run_tests([test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache,
+               test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches,
+               test_a_task_that_fails_twice_resumes_from_its_checkpoint,
+               test_a_preempted_checkpointing_task_resumes,
                test_a_task_that_fails_twice_is_retried_after_its_backoff,
                test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there,
                test_cancel_stops_the_running_task_and_cancels_the_rest,

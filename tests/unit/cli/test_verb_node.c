@@ -107,6 +107,7 @@ TEST(node_show_gpus_topology_and_rdma)
 	          "  fault       -\n"
 	          "  faults      warning 2, job 1, gpu 1, node 0\n"
 	          "  gpus        4 total, 2 allocated, 1 unhealthy\n"
+	          "  cpus        224 (at most 224 CPU-only ranks at once)\n"
 	          "  backend     sim (simulated GPUs, not hardware)\n"
 	          "  driver      sim-550.54.15\n"
 	          "  cuda        12.4\n"

@@ -200,11 +200,34 @@ static inline int fx_preempted(const struct sched_result *res, int64_t attempt)
 	return 0;
 }
 
+/* CPU-only ranks: no node that was given one runs more than its limit. */
+static inline void fx_check_cpu(const struct sched_snapshot *snap, const struct sched_result *res)
+{
+	int *ranks = xcalloc((size_t)snap->nnodes + 1, sizeof(int));
+	uint8_t *placed = xcalloc((size_t)snap->nnodes + 1, 1);
+	for (int r = 0; r < snap->nrunning; r++)
+		for (int k = 0; k < snap->running[r].nranks; k++)
+			ranks[snap->running[r].ranks[k].node] += !snap->running[r].ranks[k].gpus;
+	for (int p = 0; p < res->nplacements; p++)
+		for (int k = 0; k < res->placements[p].nranks; k++)
+			if (!res->placements[p].ranks[k].gpus) {
+				ranks[res->placements[p].ranks[k].node]++;
+				placed[res->placements[p].ranks[k].node] = 1;
+			}
+	for (int i = 0; i < snap->nnodes; i++)
+		if (placed[i])
+			CHECK(ranks[i] <= snap->nodes[i].cpu_ranks_max);
+	free(ranks);
+	free(placed);
+}
+
 /* What any result must satisfy: every pending job placed or waiting, once;
  * gangs whole, on distinct nodes, with the asked GPUs; no GPU given twice,
- * none held by a running attempt, unhealthy or on an unschedulable node. */
+ * none held by a running attempt, unhealthy or on an unschedulable node;
+ * CPU-only ranks within their nodes' limits. */
 static inline void fx_check(const struct sched_snapshot *snap, const struct sched_result *res)
 {
+	fx_check_cpu(snap, res);
 	uint64_t *given = xcalloc((size_t)snap->nnodes + 1, sizeof(uint64_t));
 	CHECK_INT(res->nplacements + res->nwaits, snap->npending);
 	for (int r = 0; r < snap->nrunning; r++)

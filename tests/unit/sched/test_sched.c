@@ -1209,7 +1209,7 @@ TEST(fits_ever_explains)
 	CHECK_INT(sched_fits_ever(f->nodes, f->nnodes, &j, why, sizeof(why)), ERR_UNFIT);
 	CHECK_CONTAINS(why, "carries all of the requested labels");
 	j.nselectors = 0;
-	j.gpus = 0;
+	j.gpus = -1;
 	CHECK_INT(sched_fits_ever(f->nodes, f->nnodes, &j, why, sizeof(why)), ERR_INVALID);
 	/* state does not matter: a drained, busy node still counts */
 	j.gpus = 4;
@@ -1232,7 +1232,7 @@ TEST(malformed_snapshot_is_invalid)
 	f->runs[0].holds[0].node = 3;
 	CHECK_INT(sched_cycle(s, fx_snap(f), &res), ERR_INVALID);
 	f->runs[0].holds[0].node = 0;
-	fx_job(f, 1, 0, 0, 0, 1);
+	fx_job(f, 1, 0, 0, -1, 1);
 	CHECK_INT(sched_cycle(s, fx_snap(f), &res), ERR_INVALID);
 	f->jobs[0].gpus = 1;
 	CHECK_INT(sched_cycle(s, fx_snap(f), &res), 0);

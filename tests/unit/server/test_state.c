@@ -79,8 +79,16 @@ TEST(submit_refusals_name_the_field_and_change_nothing)
 	struct sfx *f = sfx_open(1, 2);
 	int64_t gen = sfx_node(f, 0)->generation;
 	refused(f, "{\"gpus\": 1}", ERR_INVALID, "field 'command'", "required");
-	refused(f, "{\"command\": [\"x\"], \"gpus\": 0}", ERR_INVALID, "field 'gpus'",
-	        "below the minimum");
+	refused(f, "{\"command\": [\"x\"], \"gpus\": -1}", ERR_INVALID, "field 'gpus'",
+	        "below the minimum 0");
+	refused(f, "{\"command\": [\"x\"], \"gpus\": 0, \"gpu_type\": \"h200\"}", ERR_INVALID,
+	        "field 'gpu_type': 'h200'", "field 'gpus' is 0 (a CPU-only job)");
+	refused(f, "{\"command\": [\"x\"], \"gpus\": 0, \"min_gpu_memory_bytes\": 1073741824}",
+	        ERR_INVALID, "field 'min_gpu_memory_bytes': 1073741824", "a CPU-only job");
+	refused(f, "{\"command\": [\"x\"], \"gpus\": 0, \"pool\": \"cpu\"}", ERR_UNFIT,
+	        "no node is in the requested pool", "{\"pool\":\"cpu\"}");
+	refused(f, "{\"command\": [\"x\"], \"gpus\": 0, \"nodes\": 2}", ERR_UNFIT,
+	        "asks for 2 nodes for its CPU-only ranks", "only 1 node matches");
 	refused(f, "{\"command\": [\"x\"], \"priority\": \"high\"}", ERR_INVALID,
 	        "field 'priority'", "\"high\"");
 	refused(f, "{\"command\": [\"x\"], \"queue\": \"nope\"}", ERR_INVALID, "field 'queue'",
@@ -111,6 +119,41 @@ TEST(submit_refusals_name_the_field_and_change_nothing)
 }
 
 /* ---- placement and reports ---- */
+
+/* A CPU-only job (gpus 0) holds no GPU: it starts while its node's GPUs are
+ * all taken, its rank sees none, and a node runs at most as many CPU-only
+ * ranks as it has CPUs (the fixture's facts give none: 1). */
+TEST(a_cpu_only_job_runs_beside_busy_gpus_and_within_the_nodes_limit)
+{
+	struct sfx *f = sfx_open(1, 2);
+	struct job *g = sfx_submit_running(f, "{\"command\": [\"train\"], \"gpus\": 2}");
+	struct job *c = sfx_submit(f, "{\"command\": [\"prep\"], \"gpus\": 0}");
+	CHECK_INT(c->state, JOB_SCHEDULED);
+	struct attempt *a = sfx_attempt(c);
+	CHECK_INT(a->ranks[0].gpus, 0);
+	CHECK_INT(used(f, 0), 0x3); /* still the GPU job's alone */
+	json_t *d = sfx_entry(f, a, 0);
+	const json_t *env = json_object_get(d, "env");
+	CHECK_INT(json_array_size(json_object_get(d, "gpus")), 0);
+	CHECK_STR(jv_str(env, "CUDA_VISIBLE_DEVICES", "?"), "");
+	CHECK_STR(jv_str(env, "NVIDIA_VISIBLE_DEVICES", "?"), "void");
+	CHECK_STR(jv_str(env, "NPROC_PER_NODE", "?"), "1");
+	CHECK_STR(jv_str(env, "WORLD_SIZE", "?"), "1");
+	json_decref(d);
+	/* the node's one CPU-only rank is taken: the next one waits, and says so */
+	struct job *c2 = sfx_submit(f, "{\"command\": [\"eval\"], \"gpus\": 0}");
+	CHECK_INT(c2->state, JOB_PENDING);
+	sfx_tick(f);
+	CHECK_STR(c2->reason, "every eligible node runs its limit of 1 CPU-only rank (1 node)");
+	sfx_start_all(f);
+	sfx_exit(f, 0, a->id, 0, 0);
+	sfx_sync(f, 0);
+	CHECK_INT(c->state, JOB_SUCCEEDED);
+	CHECK_INT(c2->state, JOB_SCHEDULED);
+	CHECK_INT(g->state, JOB_RUNNING);
+	CHECK_INT(used(f, 0), 0x3);
+	sfx_close(f);
+}
 
 TEST(a_gang_gets_one_rank_on_each_of_two_nodes)
 {
