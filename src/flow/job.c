@@ -62,7 +62,7 @@ json_t *flow_job_body(const struct flow_exec *x, const struct flow_run *r, const
 }
 
 json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const json_t *t,
-                        json_t *fetch)
+                      json_t *fetch)
 {
 	json_t *render_env = json_array();
 	const char *k;
@@ -85,4 +85,3 @@ json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const
 	}
 	return doc;
 }
-
