@@ -14,6 +14,7 @@ packages=(
   python3              # Debian's python3 runs the integration tests
   procps               # ps/pgrep, used by tests
   prometheus           # promtool: tests validate the /metrics exposition
+  graphviz             # dot: the lineage test reads `anvil lineage --dot` back as a graph
   python3-distributed  # Dask: the head/worker integration test runs a real Dask cluster
   openmpi-bin          # Open MPI's mpirun and orted: the MPI integration test (anvil run --mpi)
   python3-mpi4py       # its MPI program, an allreduce across two nodes

@@ -86,5 +86,12 @@ void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
  * 1 when it was that route. */
 void api_flows(struct server *s, struct httpd_req *req, const char *rest);
 int api_flows_by_exec_token(struct server *s, struct httpd_req *req);
+/* GET /v1/lineage (api_lineage.c). api_lineage_query answers the query
+ * {"exec", "task", "index", "object", "uri", "direction", "depth"} (the
+ * URL's values, as strings) with the state lock held: 0 with the graph in
+ * *out (the caller decrefs it), or an error code and the field, value
+ * and reason in err. */
+void api_lineage(struct server *s, struct httpd_req *req);
+int api_lineage_query(struct state *st, const json_t *q, json_t **out, char *err, size_t errlen);
 
 #endif

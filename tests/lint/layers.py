@@ -29,6 +29,7 @@ LAYERS = {
     "api_nodes.c": 8,
     "api_stream.c": 8,
     "api_flows.c": 8,
+    "api_lineage.c": 8,
     "api_objects.c": 8,
     "api.c": 9,
     "server.c": 10,
