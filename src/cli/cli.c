@@ -19,7 +19,7 @@
 static const struct verb *const verbs[] = {
         &verb_run,  &verb_shell,  &verb_attach, &verb_exec,    &verb_jobs,  &verb_show,
         &verb_logs, &verb_cancel, &verb_nodes,  &verb_why,     &verb_queue, &verb_team,
-        &verb_node, &verb_events, &verb_wf,     &verb_lineage,
+        &verb_node, &verb_events, &verb_wf,     &verb_lineage, &verb_fleet,
 };
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -355,7 +355,7 @@ static int check_body(const json_t *body, char *err, size_t errlen)
 		if (strcmp(k, "workflow") != 0 && strcmp(k, "bundle") != 0 &&
 		    strcmp(k, "no_cache") != 0)
 			return snprintf(err, errlen, "%s: unknown key", k), ERR_INVALID;
-	struct flow_errors errs = {0};
+	struct schema_errors errs = {0};
 	if (flow_check(wf, &errs) == 0)
 		return 0;
 	size_t used = 0;
