@@ -107,16 +107,13 @@ static void params_cell(const json_t *r, struct buf *out)
 }
 
 /* What the run's task needs, "a,b" ("-": nothing), from the compiled
- * workflow; on a sweep's first child only. */
+ * workflow. */
 static void needs_cell(const json_t *x, const json_t *r, struct buf *out)
 {
-	const json_t *task = json_array_get(json_object_get(json_object_get(x, "workflow"), "tasks"),
-	                                    (size_t)verb_int(r, "task_index", 0));
+	const json_t *task =
+	        json_array_get(json_object_get(json_object_get(x, "workflow"), "tasks"),
+	                       (size_t)verb_int(r, "task_index", 0));
 	const json_t *needs = json_object_get(task, "needs");
-	if (verb_int(r, "index", 0) != 0) {
-		buf_adds(out, "");
-		return;
-	}
 	size_t i;
 	const json_t *n;
 	json_array_foreach (needs, i, n)

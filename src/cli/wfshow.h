@@ -13,7 +13,7 @@
 void wfshow_list(const json_t *list, int64_t now_ms, struct buf *out);
 /* One execution (GET /v1/workflows/ID): a header, then a line per run
  * (sweep children with their parameters and value outputs) with the tasks
- * it needs (the DAG, on a task's first line), its state,
+ * it needs (the DAG), its state,
  * tries, job, node, time and cache status, then why each run that did not
  * succeed did not. */
 void wfshow_exec(const json_t *x, int64_t now_ms, struct buf *out);

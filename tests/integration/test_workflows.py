@@ -107,7 +107,7 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert peak <= 2, got
         show = c.cli("wf", "show", "1", check=True).stdout
         assert "workflow 1 (diamond): succeeded, 6/6 ok" in show, show
-        assert re.search(r"c\[2\]\s+succeeded\s+1\s+\d+\s+node-1\s+\S+\s+x=3", show), show
+        assert re.search(r"c\[2\]\s+a\s+succeeded\s+1\s+\d+\s+node-1\s+\S+\s+x=3", show), show
         # the same again: every task a cache hit, nothing runs
         os.unlink(log)
         t0 = time.time()

@@ -44,9 +44,9 @@ TEST(show_draws_the_runs_with_their_needs_params_outputs_and_cache)
 	CHECK_CONTAINS(out.data, "TASK      NEEDS  STATE      TRIES  JOB  NODE    TIME");
 	CHECK_CONTAINS(out.data, "prep      -      cached         0  -    -");
 	CHECK_CONTAINS(out.data, "hit (exec 1, run 1)");
-	CHECK_CONTAINS(out.data, "train[0]  prep   succeeded      1  7    node-1  2.0s  scale=1  "
+	CHECK_CONTAINS(out.data, "train[0]  prep   succeeded      1  7    node-1  2s    scale=1  "
 	                         "score=5050");
-	CHECK_CONTAINS(out.data, "train[1]         succeeded      2  8    node-2  3.0s  scale=2");
+	CHECK_CONTAINS(out.data, "train[1]  prep   succeeded      2  8    node-2  3s    scale=2");
 	CHECK_CONTAINS(out.data, "report    train  failed");
 	/* why, for what did not succeed only (train[1]'s retry is not repeated) */
 	CHECK_CONTAINS(out.data, "\nreport: job 9 failed: exit 1\n");
@@ -57,18 +57,19 @@ TEST(show_draws_the_runs_with_their_needs_params_outputs_and_cache)
 
 TEST(ls_lists_executions_with_their_progress)
 {
-	json_t *list = test_json("[{\"id\": 2, \"name\": \"demo\", \"state\": \"running\","
-	                         " \"submit_ms\": 1000, \"runs\": 5, \"counts\": {\"succeeded\": 2,"
-	                         " \"running\": 3}}]");
+	json_t *body = test_json("{\"workflows\": [{\"id\": 2, \"name\": \"demo\", \"state\":"
+	                         " \"running\", \"submit_ms\": 1000, \"runs\": 5, \"counts\":"
+	                         " {\"succeeded\": 2, \"running\": 3}}]}");
+	json_t *list = json_object_get(body, "workflows");
 	struct buf out;
 	buf_init(&out);
 	wfshow_list(list, 11000, &out);
 	CHECK_CONTAINS(out.data, "ID  NAME  STATE    RUNS    SUBMITTED");
 	CHECK_CONTAINS(out.data, " 2  demo  running  2/5 ok");
-	CHECK_CONTAINS(out.data, "10.0s");
+	CHECK_CONTAINS(out.data, "10s");
 	buf_cleanup(&out);
-	json_decref(list);
-	list = test_json("[]");
+	json_decref(body);
+	list = json_array();
 	buf_init(&out);
 	wfshow_list(list, 0, &out);
 	CHECK_STR(out.data, "no workflow executions\n");
