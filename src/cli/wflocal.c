@@ -42,7 +42,7 @@ static int64_t next_id(struct store *db, const char *name, int64_t n)
 		parse_i64(v, 1, INT64_MAX, &id);
 	free(v);
 	char next[32];
-	snprintf(next, sizeof(next), "%lld", (long long)(id + n));
+	snprintf(next, sizeof(next), "%lld", (long long)id + (long long)n);
 	store_meta_set(db, name, next);
 	return id;
 }
