@@ -160,6 +160,23 @@ static void node_state_field(const json_t *node, struct buf *out)
 	field(out, "state", s);
 }
 
+/* "h200 (1a2b3c4d5e6f): converged, checked" or "-" without a profile. */
+static void profile_field(const json_t *node, struct buf *out)
+{
+	const json_t *p = json_object_get(node, "profile");
+	const json_t *st = json_object_get(node, "profile_status");
+	char s[200] = "";
+	if (json_is_object(p)) {
+		const char *hash = verb_str(p, "hash");
+		int current = strcmp(verb_str(st, "hash"), hash) == 0;
+		int checked = strcmp(verb_str(node, "profile_checked"), hash) == 0;
+		snprintf(s, sizeof(s), "%s (%.12s): %s%s", verb_str(p, "name"), hash,
+		         current ? verb_str(st, "state") : "no report yet",
+		         checked ? ", checked" : "");
+	}
+	field(out, "profile", s);
+}
+
 static void node_header(const json_t *node, int64_t now_ms, struct buf *out)
 {
 	(void)now_ms;
@@ -193,6 +210,7 @@ static void node_header(const json_t *node, int64_t now_ms, struct buf *out)
 	labels_text(json_object_get(node, "labels"), &tmp);
 	field(out, "labels", tmp.len ? tmp.data : "");
 	field(out, "pool", verb_str(node, "pool"));
+	profile_field(node, out);
 	field(out, "hostname", verb_str(node, "hostname"));
 	field(out, "address", verb_str(node, "address"));
 	/* Where to scrape the node's GPU metrics: the agent serves them. */
@@ -381,6 +399,21 @@ static void rdma_table(const json_t *ports, struct buf *out)
 	clitable_free(t);
 }
 
+/* The agent's converging steps (profile_status.steps), in order. */
+static void steps_table(const json_t *steps, struct buf *out)
+{
+	struct clitable *t = clitable_new(3, "STEP", "STATUS", "DETAIL");
+	size_t i;
+	const json_t *s;
+	json_array_foreach (steps, i, s) {
+		clitable_add(t, "%s", verb_str(s, "name"));
+		clitable_add(t, "%s", verb_str(s, "status"));
+		clitable_add(t, "%s", verb_str(s, "detail"));
+	}
+	clitable_render(t, out);
+	clitable_free(t);
+}
+
 void verb_node_show_render(const json_t *node, int64_t now_ms, struct buf *out)
 {
 	node_header(node, now_ms, out);
@@ -399,6 +432,11 @@ void verb_node_show_render(const json_t *node, int64_t now_ms, struct buf *out)
 	if (json_array_size(rdma) > 0) {
 		buf_adds(out, "\nRDMA ports:\n");
 		rdma_table(rdma, out);
+	}
+	const json_t *steps = json_object_get(json_object_get(node, "profile_status"), "steps");
+	if (json_array_size(steps) > 0) {
+		buf_adds(out, "\nprofile steps:\n");
+		steps_table(steps, out);
 	}
 }
 
@@ -444,14 +482,16 @@ const struct verb verb_nodes = {
         .max_pos = 2,
         .usage = "[--json]\n   or: anvil nodes show [--json] NODE",
         .summary = "list the cluster's nodes and their GPUs' health; show one",
-        .help = "Lists nodes: id, name, state (ready, cordoned, draining, drained, lost),\n"
+        .help = "Lists nodes: id, name, state (ready, cordoned, draining, drained, lost;\n"
+                "converging or held while a fleet profile keeps it from work),\n"
                 "GPUS (\"8\" when all are healthy, \"7/8 ok\" when one is quarantined or lost),\n"
                 "ALLOC (GPUs allocated/total), GPU model, address, how long ago the node last\n"
                 "synced, and REASON: the operator's reason, the fault its agent reports now,\n"
                 "or its first unhealthy GPU.\n\n"
                 "`anvil nodes show NODE` (also `anvil node show NODE`) shows one node: state,\n"
                 "reason, fault, fault counts by scope, backend, driver and CUDA versions,\n"
-                "labels; every GPU with its memory, job, NUMA node, NVLinks, PCI bus id and\n"
-                "health; the topology matrix as `nvidia-smi topo -m` prints it; and the RDMA\n"
-                "ports with the GPUs near each. See docs/gpu.md.\n",
+                "labels, its fleet profile and how its agent stands against it; every GPU\n"
+                "with its memory, job, NUMA node, NVLinks, PCI bus id and health; the\n"
+                "topology matrix as `nvidia-smi topo -m` prints it; the RDMA ports with the\n"
+                "GPUs near each; and the profile's steps. See docs/gpu.md, docs/fleet.md.\n",
 };

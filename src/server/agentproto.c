@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "fleet/plan.h"
 #include "proto/wire.h"
 #include "server/server.h"
 
@@ -52,6 +53,43 @@ static int check_health(const json_t *h, char *err, size_t errlen)
 	}
 	if (rc)
 		snprintf(err, errlen, "health: %s", inner);
+	return rc;
+}
+
+/* The profile status (wire_profile_status, its steps), and what its tables
+ * cannot say: that its state and each step's status are words the server
+ * knows. */
+static int check_profile_status(const json_t *ps, char *err, size_t errlen)
+{
+	static const char *const statuses[] = {"ok", "changed", "failed", "skipped"};
+	char inner[220];
+	int rc = wire_check(ps, &wire_profile_status, inner, sizeof(inner));
+	if (rc == 0)
+		rc = wire_check_each(ps, "steps", &wire_profile_step, inner, sizeof(inner));
+	if (rc == 0 && !fleet_status_state_ok(jv_str(ps, "state", ""))) {
+		snprintf(inner, sizeof(inner),
+		         "field 'state': '%.16s' is not converging, converged, failed or drifted",
+		         jv_str(ps, "state", ""));
+		rc = ERR_INVALID;
+	}
+	size_t i;
+	json_t *step;
+	json_array_foreach (json_object_get(ps, "steps"), i, step) {
+		const char *st = jv_str(step, "status", "");
+		int known = 0;
+		for (size_t k = 0; k < sizeof(statuses) / sizeof(statuses[0]); k++)
+			known |= strcmp(st, statuses[k]) == 0;
+		if (rc == 0 && !known) {
+			snprintf(
+			        inner, sizeof(inner),
+			        "steps[%zu]: field 'status': '%.16s' is not ok, changed, failed or "
+			        "skipped",
+			        i, st);
+			rc = ERR_INVALID;
+		}
+	}
+	if (rc)
+		snprintf(err, errlen, "profile_status: %s", inner);
 	return rc;
 }
 
@@ -141,6 +179,9 @@ static int validate_sync(const json_t *body, char *err, size_t errlen)
 	const json_t *health = json_object_get(body, "health");
 	if (rc == 0 && health)
 		rc = check_health(health, err, errlen);
+	const json_t *ps = json_object_get(body, "profile_status");
+	if (rc == 0 && ps)
+		rc = check_profile_status(ps, err, errlen);
 	return rc ? rc : wire_check_each(body, "ranks", &wire_report, err, errlen);
 }
 
@@ -161,6 +202,11 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 	const json_t *health = json_object_get(body, "health");
 	if (health) {
 		state_node_health(st, n, health);
+		state_settle(st);
+	}
+	const json_t *ps = json_object_get(body, "profile_status");
+	if (ps) {
+		state_node_profile_status(st, n, ps);
 		state_settle(st);
 	}
 	int rc = state_flush(st);

@@ -1,6 +1,7 @@
 /* api.c - the HTTP front door of the server: routing, auth, and the job,
  * queue, team, event and log handlers. Agent routes go to agentproto.c,
- * node routes to api_nodes.c, workflow routes to api_flows.c, objects to
+ * node routes to api_nodes.c, workflow routes to api_flows.c, fleet routes
+ * to api_fleet.c, objects to
  * api_objects.c, lineage to api_lineage.c, /metrics to metrics.c; api_util.c has
  * what they share. */
 #include <errno.h>
@@ -447,6 +448,8 @@ int server_handle(struct httpd_req *req, void *ctx)
 		api_nodes(s, req, p + 9);
 	else if (strncmp(p, "/v1/workflows", 13) == 0 && (p[13] == '\0' || p[13] == '/'))
 		api_flows(s, req, p + 13);
+	else if (strncmp(p, "/v1/fleet/", 10) == 0)
+		api_fleet(s, req, p + 9);
 	else if (get && strcmp(p, "/v1/lineage") == 0)
 		api_lineage(s, req);
 	else if ((get || post) && strcmp(p, "/v1/queues") == 0)

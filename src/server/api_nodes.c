@@ -128,22 +128,8 @@ static int node_update(struct state *st, struct node *n, const json_t *body, cha
 		rc = check_labels(n, labels, err, errlen);
 	if (rc)
 		return rc; /* nothing applied */
-	const char *k;
-	json_t *v;
-	if (!n->labels)
-		n->labels = json_object();
-	json_object_foreach ((json_t *)labels, k, v) {
-		if (json_is_null(v))
-			json_object_del(n->labels, k);
-		else
-			json_object_set(n->labels, k, v);
-	}
-	if (json_object_get(body, "pool")) {
-		free(n->pool);
-		const char *pool = jv_str(body, "pool", NULL);
-		n->pool = pool && *pool ? xstrdup(pool) : NULL;
-	}
-	state_node_changed(st, n);
+	state_node_relabel(st, n, labels, jv_str(body, "pool", NULL),
+	                   json_object_get(body, "pool") != NULL);
 	if (labels || json_object_get(body, "pool")) {
 		char *text = jv_dump(body);
 		state_event(st, "node.changed", 0, n->id, "node %s: %s", n->name, text);
@@ -186,11 +172,19 @@ static const struct jv_field check_fields[] = {
         {NULL, 0, 0, 0, 0},
 };
 
-/* What the node is expected to have: the body's values, else what the
- * server recorded of it (its GPU count and model). */
+/* What the node is expected to have: the body's values, else its fleet
+ * profile's, else what the server recorded of it (its GPU count and
+ * model). */
 static json_t *expectations(const struct node *n, const json_t *body)
 {
 	json_t *e = json_deep_copy(body);
+	json_t *profile = state_node_expectations(n);
+	const char *k;
+	json_t *v;
+	json_object_foreach (profile, k, v)
+		if (!json_object_get(e, k))
+			json_object_set(e, k, v);
+	json_decref(profile);
 	if (!json_object_get(e, "gpus"))
 		json_object_set_new(e, "gpus", json_integer(n->ngpus));
 	if (!json_object_get(e, "gpu_model") && n->ngpus && n->gpus[0].model[0])
@@ -198,16 +192,16 @@ static json_t *expectations(const struct node *n, const json_t *body)
 	return e;
 }
 
-/* Sends payload (taken) to the node's agent at path and returns its JSON
- * object answer, or NULL after answering the request with the error
- * itself. Outside the state lock: the agent may take minutes. */
-static json_t *agent_call(struct server *s, struct httpd_req *req, const char *name,
-                          const char *path, json_t *payload, int64_t timeout_ms)
+/* Sends payload (taken) to node node_id's agent at path and collects the
+ * answer: 0 with its status and body; ERR_NOTFOUND or ERR_UPSTREAM with
+ * why in err. Outside the state lock: the agent may take minutes. */
+static int agent_post(struct server *s, int64_t node_id, const char *path, json_t *payload,
+                      int64_t timeout_ms, int *status, struct buf *out, char *err, size_t errlen)
 {
 	struct state *st = &s->state;
 	char url[512] = "", secret[65] = "";
 	state_lock(st);
-	struct node *n = find_node(st, name);
+	struct node *n = state_node(st, node_id);
 	if (n) {
 		snprintf(url, sizeof(url), "%s%s", n->agent_url, path);
 		snprintf(secret, sizeof(secret), "%s", n->secret);
@@ -215,32 +209,54 @@ static json_t *agent_call(struct server *s, struct httpd_req *req, const char *n
 	int unreachable = n && (n->state == NODE_LOST || !n->agent_url[0]);
 	state_unlock(st);
 	if (!n || unreachable) {
-		if (!n)
-			no_node(req, name);
-		else
-			httpd_error(req, ERR_UPSTREAM, "the node's agent is not reachable (lost)");
+		snprintf(err, errlen, "%s",
+		         !n ? "no such node" : "the node's agent is not reachable (lost)");
 		json_decref(payload);
-		return NULL;
+		return !n ? ERR_NOTFOUND : ERR_UPSTREAM;
 	}
 	char *text = jv_dump(payload);
 	json_decref(payload);
 	struct httpc *c = httpc_new();
-	int status = 0;
-	struct buf out;
-	buf_init(&out);
 	int rc;
 	/* 503: the agent is still registering (it has no secret yet) */
 	for (int tries = 0;; tries++) {
-		out.len = 0;
-		rc = httpc_do(c, "POST", url, secret, text, strlen(text), timeout_ms, &status,
-		              &out);
-		if (rc || status != 503 || tries == AGENT_BUSY_TRIES)
+		out->len = 0;
+		rc = httpc_do(c, "POST", url, secret, text, strlen(text), timeout_ms, status, out);
+		if (rc || *status != 503 || tries == AGENT_BUSY_TRIES)
 			break;
 		sleep_ms(100);
 	}
+	if (rc)
+		snprintf(err, errlen, "the node's agent did not answer: %s", httpc_error(c));
 	free(text);
+	httpc_free(c);
+	return rc ? ERR_UPSTREAM : 0;
+}
+
+/* Sends payload (taken) to the node's agent at path and returns its JSON
+ * object answer, or NULL after answering the request with the error
+ * itself. */
+static json_t *agent_call(struct server *s, struct httpd_req *req, const char *name,
+                          const char *path, json_t *payload, int64_t timeout_ms)
+{
+	state_lock(&s->state);
+	struct node *n = find_node(&s->state, name);
+	int64_t id = n ? n->id : 0;
+	state_unlock(&s->state);
+	if (!id) {
+		json_decref(payload);
+		no_node(req, name);
+		return NULL;
+	}
+	int status = 0;
+	char err[300];
+	struct buf out;
+	buf_init(&out);
+	int rc = agent_post(s, id, path, payload, timeout_ms, &status, &out, err, sizeof(err));
 	json_t *result = rc == 0 ? json_loadb(out.data, out.len, 0, NULL) : NULL;
-	if (rc == 0 && status != 200 && json_is_object(result)) {
+	if (rc) {
+		httpd_error(req, rc, err);
+	} else if (status != 200 && json_is_object(result)) {
 		/* the agent's own error (e.g. a bad fault object): pass it on */
 		req->status = status;
 		req->content_type = "application/json";
@@ -248,16 +264,50 @@ static json_t *agent_call(struct server *s, struct httpd_req *req, const char *n
 		json_decref(result);
 		result = NULL;
 	} else if (!json_is_object(result)) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "the node's agent did not answer: %s",
-		         rc ? httpc_error(c) : "not a JSON object");
-		httpd_error(req, ERR_UPSTREAM, msg);
+		httpd_error(req, ERR_UPSTREAM,
+		            "the node's agent did not answer: not a JSON object");
 		json_decref(result);
 		result = NULL;
 	}
 	buf_cleanup(&out);
-	httpc_free(c);
 	return result;
+}
+
+int api_nodes_check(struct server *s, int64_t node_id, json_t *expect, json_t **result, char *err,
+                    size_t errlen)
+{
+	int status = 0;
+	struct buf out;
+	buf_init(&out);
+	int rc = agent_post(s, node_id, "/v1/check", expect, CHECK_TIMEOUT_MS, &status, &out, err,
+	                    errlen);
+	json_t *r = rc == 0 ? json_loadb(out.data, out.len, 0, NULL) : NULL;
+	if (rc == 0 && (status != 200 || !json_is_object(r))) {
+		snprintf(err, errlen, "the node's agent answered the check with HTTP %d%s", status,
+		         json_is_object(r) ? "" : " and no JSON object");
+		rc = ERR_UPSTREAM;
+	}
+	buf_cleanup(&out);
+	if (rc)
+		json_decref(r);
+	else
+		*result = r;
+	return rc;
+}
+
+void api_nodes_check_text(const json_t *result, char *out, size_t len)
+{
+	size_t used = 0, i;
+	json_t *c;
+	out[0] = '\0';
+	json_array_foreach (json_object_get(result, "checks"), i, c) {
+		if (jv_bool(c, "ok", 1) || used + 1 >= len)
+			continue;
+		used += (size_t)text_printf(out + used, len - used, "%s%s: %s", used ? "; " : "",
+		                            jv_str(c, "name", "?"), jv_str(c, "detail", ""));
+	}
+	if (!out[0])
+		text_printf(out, len, "%s", jv_str(result, "summary", ""));
 }
 
 static void record(struct server *s, const char *name, const char *kind, const char *what)
@@ -273,7 +323,8 @@ static void record(struct server *s, const char *name, const char *kind, const c
 }
 
 /* POST /v1/nodes/NAME/check: the agent runs the checks (agent/gpuwatch.h);
- * the verdict is recorded as an event. */
+ * the verdict is recorded as an event. A check of a node's fleet profile
+ * (no expectations of its own given) is also the profile's validation. */
 static void node_check(struct server *s, struct httpd_req *req, const char *name)
 {
 	req->route = "nodes_check";
@@ -283,6 +334,10 @@ static void node_check(struct server *s, struct httpd_req *req, const char *name
 	state_lock(&s->state);
 	struct node *n = find_node(&s->state, name);
 	json_t *expect = n ? expectations(n, body) : json_incref(body);
+	char hash[72] = "";
+	int64_t id = n ? n->id : 0;
+	if (n && n->profile && json_object_size(body) == 0)
+		snprintf(hash, sizeof(hash), "%s", jv_str(n->profile, "hash", ""));
 	state_unlock(&s->state);
 	json_decref(body);
 	json_t *result = agent_call(s, req, name, "/v1/check", expect, CHECK_TIMEOUT_MS);
@@ -292,6 +347,14 @@ static void node_check(struct server *s, struct httpd_req *req, const char *name
 	snprintf(what, sizeof(what), "check %s: %s", jv_bool(result, "ok", 0) ? "passed" : "failed",
 	         jv_str(result, "summary", ""));
 	record(s, name, "node.check", what);
+	if (hash[0]) {
+		char text[200];
+		api_nodes_check_text(result, text, sizeof(text));
+		state_lock(&s->state);
+		state_node_checked(&s->state, id, hash, jv_bool(result, "ok", 0), text, 0);
+		state_flush(&s->state);
+		state_unlock(&s->state);
+	}
 	api_send_json(req, 200, result);
 }
 

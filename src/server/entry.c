@@ -1,8 +1,9 @@
 /* entry.c - state.h's entry points that compose the layers below: opening
  * (load, then restore every index), submission (build, the can-it-ever-fit
- * check, admit, a cycle), agent reports and housekeeping (apply, then
- * settle, then the workflow engine's step). Layer 6 of the state files
- * (core.h). */
+ * check, admit, a cycle), registration (the node, then what the fleet's
+ * spec gives it), agent reports and housekeeping (apply, then settle, then
+ * the workflow engine's step and the fleet's rollout). Layer 6 of the
+ * state files (core.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "server/fleet.h"
 #include "server/flows.h"
 #include "server/glue.h"
 
@@ -62,6 +64,8 @@ int state_open(struct state *st, const char *db_path, int full_sync, int64_t nod
 	         st->core->npending);
 	rc = flows_open(st);
 	if (rc == 0)
+		rc = fleet_open(st);
+	if (rc == 0)
 		rc = state_flush(st);
 	if (rc)
 		state_close(st);
@@ -110,4 +114,13 @@ void state_check_nodes(struct state *st, int64_t now)
 	nodes_check_silent(st, now);
 	state_settle(st);
 	flows_step(st);
+	fleet_step(st, wall_ms(), 0);
+	state_settle(st); /* what the rollout changed (a node back in service) */
+}
+
+struct node *state_register(struct state *st, const json_t *facts, const char *name)
+{
+	struct node *n = nodes_register(st, facts, name);
+	fleet_node_joined(st, n);
+	return n;
 }

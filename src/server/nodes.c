@@ -16,7 +16,10 @@
  * triggered (an unhealthy GPU that still holds an attempt requeues it on
  * every report until it is free).
  *
- * Also a node's liveness (registration, silence, return). Layer 3 of the
+ * Also a node's liveness (registration, silence, return), and how it stands
+ * against its fleet profile (server/fleet.c sends it): what its agent
+ * reports of converging, the node checks that validate it, and the hold
+ * that keeps it from new work until both say it is ready. Layer 3 of the
  * state files (core.h); every function runs with the state lock held. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "fleet/plan.h"
 #include "server/records.h"
 
 /* ---- facts ---- */
@@ -168,8 +172,8 @@ void state_nodes_settle(struct state *st)
 		int busy = 0;
 		for (int k = 0; k < st->core->nactive && !busy; k++)
 			busy = uses(st->core->active[k], n, 0);
-		if (!busy)
-			node_admin_to(st, n, NODE_DRAINED, NULL, 0, NULL);
+		if (!busy && node_admin_to(st, n, NODE_DRAINED, NULL, 0, NULL) == 0)
+			st->core->fleet_kick = 1; /* a rollout may wait for it */
 	}
 }
 
@@ -302,11 +306,11 @@ void state_node_health(struct state *st, struct node *n, const json_t *h)
 	n->health = keep;
 }
 
-/* After loading: the masks from the last health report. */
+/* After loading: the masks from the last health report, the profile's hold. */
 void state_node_restore(struct state *st, struct node *n)
 {
-	(void)st;
 	n->gpus_unhealthy = unhealthy_of(json_object_get(n->health, "gpus"));
+	nodes_profile_hold(st, n);
 }
 
 /* The fault the agent reports for the node now, or NULL. */
@@ -357,7 +361,7 @@ void nodes_back(struct state *st, struct node *n, const json_t *ranks)
 
 /* ---- registration ---- */
 
-struct node *state_register(struct state *st, const json_t *facts, const char *name)
+struct node *nodes_register(struct state *st, const json_t *facts, const char *name)
 {
 	struct node *n = state_node_by_name(st, name);
 	if (!n) {
@@ -384,6 +388,191 @@ struct node *state_register(struct state *st, const json_t *facts, const char *n
 	n->last_seen_ms = now_ms();
 	state_want_schedule(st);
 	return n;
+}
+
+/* ---- labels and pool ---- */
+
+void state_node_relabel(struct state *st, struct node *n, const json_t *labels, const char *pool,
+                        int set_pool)
+{
+	const char *k;
+	json_t *v;
+	if (!n->labels)
+		n->labels = json_object();
+	json_object_foreach ((json_t *)labels, k, v) {
+		if (json_is_null(v))
+			json_object_del(n->labels, k);
+		else
+			json_object_set(n->labels, k, v);
+	}
+	if (set_pool) {
+		free(n->pool);
+		n->pool = pool && *pool ? xstrdup(pool) : NULL;
+	}
+	state_node_changed(st, n);
+}
+
+/* ---- the fleet profile ---- */
+
+static const char *profile_name(const struct node *n)
+{
+	return jv_str(n->profile, "name", "?");
+}
+
+static const char *profile_hash(const struct node *n)
+{
+	return jv_str(n->profile, "hash", "");
+}
+
+void nodes_profile_hold(struct state *st, struct node *n)
+{
+	char why[sizeof(n->hold)] = "";
+	int stuck = 0;
+	if (n->profile) {
+		const char *name = profile_name(n), *hash = profile_hash(n);
+		enum fleet_hold h =
+		        fleet_hold_reason(name, hash, n->profile_status, why, sizeof(why));
+		stuck = h == FLEET_HOLD_STUCK;
+		if (h == FLEET_HOLD_NONE && strcmp(n->profile_checked, hash) != 0) {
+			stuck = n->check_failed[0] != 0;
+			if (stuck)
+				text_printf(why, sizeof(why), "profile %s: node check failed: %s",
+				            name, n->check_failed);
+			else
+				text_printf(why, sizeof(why),
+				            "profile %s converged; waiting for the node check",
+				            name);
+		}
+	}
+	if (strcmp(why, n->hold) == 0 && stuck == n->hold_stuck)
+		return;
+	int was_held = n->hold[0] != 0;
+	text_printf(n->hold, sizeof(n->hold), "%s", why);
+	n->hold_stuck = stuck;
+	state_mark_node(st, n);
+	st->core->fleet_kick = 1;
+	if (was_held && !why[0]) {
+		state_event(st, "node.profile", 0, n->id,
+		            "node %s: profile %s converged and checked: in service", n->name,
+		            profile_name(n));
+		state_want_schedule(st);
+	}
+}
+
+void nodes_set_profile(struct state *st, struct node *n, const json_t *profile)
+{
+	if (json_equal(n->profile, (json_t *)profile) || (!n->profile && !profile))
+		return;
+	json_decref(n->profile);
+	n->profile = profile ? json_deep_copy(profile) : NULL;
+	n->profile_checked[0] = '\0'; /* a new profile is checked anew, even one seen before */
+	n->check_failed[0] = '\0';
+	n->check_after_ms = 0;
+	if (profile)
+		state_event(st, "node.profile", 0, n->id, "node %s: profile %s (%.12s) sent",
+		            n->name, profile_name(n), profile_hash(n));
+	else
+		state_event(st, "node.profile", 0, n->id, "node %s: profile removed", n->name);
+	state_bump(st, n); /* the sync answer carries it: wake the long poll */
+	nodes_profile_hold(st, n);
+}
+
+/* An event when what the agent says changed in kind: another hash or state. */
+static void status_event(struct state *st, struct node *n, const json_t *was, const json_t *now)
+{
+	const char *state = jv_str(now, "state", "");
+	if (was && strcmp(jv_str(was, "state", ""), state) == 0 &&
+	    strcmp(jv_str(was, "hash", ""), jv_str(now, "hash", "")) == 0)
+		return;
+	char why[sizeof(n->hold)];
+	if (n->profile && fleet_hold_reason(profile_name(n), profile_hash(n), now, why,
+	                                    sizeof(why)) == FLEET_HOLD_STUCK)
+		state_event(st, "node.profile", 0, n->id, "node %s: %s", n->name, why);
+	else
+		state_event(st, "node.profile", 0, n->id, "node %s: profile %.12s %s (%zu steps)",
+		            n->name, jv_str(now, "hash", ""), state,
+		            json_array_size(json_object_get(now, "steps")));
+}
+
+void state_node_profile_status(struct state *st, struct node *n, const json_t *status)
+{
+	if (json_equal(n->profile_status, (json_t *)status))
+		return;
+	status_event(st, n, n->profile_status, status);
+	json_decref(n->profile_status);
+	n->profile_status = json_deep_copy(status);
+	state_mark_node(st, n);
+	st->core->fleet_kick = 1;
+	nodes_profile_hold(st, n);
+}
+
+/* What a check of n's profile expects: its GPUs, their model, the driver. */
+static json_t *profile_expectations(const struct node *n)
+{
+	const json_t *spec = json_object_get(n->profile, "spec");
+	const json_t *gpu = json_object_get(spec, "gpu");
+	json_t *e = json_pack("{s:I}", "gpus", (json_int_t)jv_int(gpu, "count", 0));
+	if (jv_str(gpu, "model", NULL) && jv_int(gpu, "count", 0) > 0)
+		json_object_set_new(e, "gpu_model", json_string(jv_str(gpu, "model", "")));
+	if (jv_str(spec, "driver", NULL))
+		json_object_set_new(e, "driver_version", json_string(jv_str(spec, "driver", "")));
+	return e;
+}
+
+json_t *state_node_expectations(const struct node *n)
+{
+	return n->profile ? profile_expectations(n) : NULL;
+}
+
+/* Whether n waits for a check of its profile now: converged for it, not
+ * passed yet, its agent answers, and no check runs or waits to retry. */
+static int wants_check(const struct node *n, int64_t now)
+{
+	const char *hash = profile_hash(n);
+	return n->profile && !n->checking && n->state == NODE_READY && now >= n->check_after_ms &&
+	       strcmp(n->profile_checked, hash) != 0 &&
+	       strcmp(jv_str(n->profile_status, "hash", ""), hash) == 0 &&
+	       strcmp(jv_str(n->profile_status, "state", ""), "converged") == 0;
+}
+
+int state_node_next_check(struct state *st, int64_t now, int64_t *node_id, char *hash,
+                          size_t hashlen, json_t **expect)
+{
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (!wants_check(n, now))
+			continue;
+		n->checking = 1;
+		*node_id = n->id;
+		snprintf(hash, hashlen, "%s", profile_hash(n));
+		*expect = profile_expectations(n);
+		return 0;
+	}
+	return ERR_NOTFOUND;
+}
+
+void state_node_checked(struct state *st, int64_t node_id, const char *hash, int ok,
+                        const char *summary, int ran)
+{
+	struct node *n = state_node(st, node_id);
+	if (!n)
+		return;
+	if (ran)
+		n->checking = 0;
+	if (!n->profile || strcmp(hash, profile_hash(n)) != 0)
+		return; /* its profile changed while the check ran */
+	if (ok) {
+		text_printf(n->profile_checked, sizeof(n->profile_checked), "%s", hash);
+		n->check_failed[0] = '\0';
+		state_mark_node(st, n);
+	} else {
+		text_printf(n->check_failed, sizeof(n->check_failed), "%s", summary);
+		n->check_after_ms = wall_ms() + NODES_CHECK_RETRY_MS;
+	}
+	state_event(st, "node.check", 0, n->id, "node %s check %s for profile %s: %s", n->name,
+	            ok ? "passed" : "failed", profile_name(n), summary);
+	st->core->fleet_kick = 1;
+	nodes_profile_hold(st, n);
 }
 
 /* ---- JSON ---- */
@@ -436,6 +625,30 @@ static json_t *gpu_json(struct state *st, const struct node *n, const struct gpu
 	return o;
 }
 
+/* The profile's part of a node: its name and hash, how its agent stands
+ * against it (with every step when detail), and what holds it. */
+static void profile_json(const struct node *n, json_t *o, int detail)
+{
+	if (n->admin == NODE_READY && n->hold[0]) /* what keeps it from work */
+		json_object_set_new(o, "reason", json_string(n->hold));
+	json_object_set_new(o, "held", n->hold[0] ? json_string(n->hold) : json_null());
+	json_object_set_new(o, "profile",
+	                    n->profile ? json_pack("{s:s,s:s}", "name", profile_name(n), "hash",
+	                                           profile_hash(n))
+	                               : json_null());
+	json_t *status = json_null();
+	if (n->profile_status && detail)
+		status = json_deep_copy(n->profile_status);
+	else if (n->profile_status)
+		status = json_pack("{s:s,s:s}", "hash", jv_str(n->profile_status, "hash", ""),
+		                   "state", jv_str(n->profile_status, "state", ""));
+	json_object_set_new(o, "profile_status", status);
+	json_object_set_new(o, "profile_checked",
+	                    n->profile_checked[0] ? json_string(n->profile_checked) : json_null());
+	json_object_set_new(o, "fleet_removed",
+	                    n->fleet_removed ? json_integer(n->fleet_removed) : json_null());
+}
+
 json_t *state_node_json(struct state *st, const struct node *n, int detail)
 {
 	json_t *gpus = json_array();
@@ -459,6 +672,7 @@ json_t *state_node_json(struct state *st, const struct node *n, int detail)
 	json_object_set_new(o, "faults", faults);
 	json_object_set_new(o, "labels", n->labels ? json_incref(n->labels) : json_object());
 	json_object_set_new(o, "pool", n->pool ? json_string(n->pool) : json_null());
+	profile_json(n, o, detail);
 	if (detail) {
 		static const char *const keys[] = {"driver_version", "cuda_version", "rdma",
 		                                   "gpu_groups", "gpu_near_groups"};

@@ -426,6 +426,8 @@ json_t *state_desired(struct state *st, struct node *n)
 	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
 	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->config.node_timeout_ms));
 	wire_set(o, &wire_sync_answer, "ranks", ranks);
+	if (n->profile) /* a fleet member: what it must converge to (docs/fleet.md) */
+		wire_set(o, &wire_sync_answer, "profile", json_incref(n->profile));
 	return o;
 }
 

@@ -59,8 +59,21 @@ int deps_ready(struct state *st, struct job **out);
 void nodes_check_silent(struct state *st, int64_t now);
 /* A lost node whose agent syncs again running nothing unwanted is ready. */
 void nodes_back(struct state *st, struct node *n, const json_t *ranks);
-/* After loading: the masks from the last health report. */
+/* After loading: the masks from the last health report, the profile's hold. */
 void state_node_restore(struct state *st, struct node *n);
+/* Registration (state_register composes it with the fleet's part): the
+ * node named name, made or found, with a new secret and these facts. */
+struct node *nodes_register(struct state *st, const json_t *facts, const char *name);
+/* How long a node whose check of its profile failed waits for the next. */
+#define NODES_CHECK_RETRY_MS 10000
+/* Recomputes what holds n from new work (node->hold): its profile not
+ * converged for the current hash, or its node check not passed for it.
+ * When the hold lifts, a cycle may place work on n. */
+void nodes_profile_hold(struct state *st, struct node *n);
+/* Sets the profile n's agent is to converge to ({"hash", "name", "spec"},
+ * copied; NULL: none): the node's long poll is woken and it is held until
+ * converged and checked for it. Nothing when it is the same. */
+void nodes_set_profile(struct state *st, struct node *n, const json_t *profile);
 /* Draining nodes whose last attempt has ended become drained. */
 void state_nodes_settle(struct state *st);
 

@@ -232,7 +232,7 @@ static void fill_node(struct state *st, struct node *n, struct sched_node *s)
 	memcpy(s->near, n->near, sizeof(s->near[0]) * (size_t)s->nnear);
 	s->nlabels = c->nlabels;
 	memcpy(s->labels, c->labels, sizeof(s->labels));
-	s->schedulable = n->state == NODE_READY && n->admin == NODE_READY;
+	s->schedulable = node_takes_work(n); /* not lost, cordoned, draining or held */
 	/* CPU-only ranks at once: one per CPU it reported (docs/scheduling.md) */
 	s->cpu_ranks_max = n->cpus > 0 ? n->cpus : 1;
 }
@@ -455,8 +455,7 @@ static int placement_ok(struct state *st, const struct job *j, const struct sche
 			return 0;
 		const struct node *n = st->nodes[idx];
 		if (((n->gpus_used | n->gpus_unhealthy) & p->ranks[r].gpus) ||
-		    __builtin_popcountll(p->ranks[r].gpus) != j->gpus || n->state != NODE_READY ||
-		    n->admin != NODE_READY)
+		    __builtin_popcountll(p->ranks[r].gpus) != j->gpus || !node_takes_work(n))
 			return 0;
 	}
 	return 1;
@@ -546,7 +545,7 @@ static int nothing_placeable(struct state *st)
 		return 0; /* it needs no GPU: room for it is the scheduler's to find */
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct node *n = st->nodes[i];
-		if (n->state == NODE_READY && n->admin == NODE_READY &&
+		if (node_takes_work(n) &&
 		    __builtin_popcountll(n->gpus_used | n->gpus_unhealthy) < n->ngpus)
 			return 0;
 	}

@@ -2,7 +2,8 @@
  * loop (long-poll deadlines, silent nodes) and orderly shutdown.
  *
  * Threads: MHD's pool runs the handlers; one housekeeping thread ticks every
- * 50 ms; main waits for a signal. All cluster state is behind state.mu.
+ * 50 ms; the fleet's checker threads run node checks; main waits for a
+ * signal. All cluster state is behind state.mu.
  */
 #include "server/server.h"
 
@@ -357,6 +358,40 @@ static int write_client_file(const struct server_config *c, const struct server 
 	return rc;
 }
 
+/* The fleet's node checks (server/fleet.h): a node converged to its
+ * profile is validated by the same check as POST /v1/nodes/NAME/check,
+ * outside the state lock, by CHECKERS threads, one check each at a time.
+ * Shutdown waits for a check in flight (at most its timeout). */
+#define CHECKERS 2
+
+static void *checker(void *arg)
+{
+	struct server *s = arg;
+	while (!s->stopping) {
+		int64_t id = 0;
+		char hash[72], text[300] = "";
+		json_t *expect = NULL, *result = NULL;
+		state_lock(&s->state);
+		int rc = state_node_next_check(&s->state, wall_ms(), &id, hash, sizeof(hash),
+		                               &expect);
+		state_unlock(&s->state);
+		if (rc) {
+			sleep_ms(100);
+			continue;
+		}
+		rc = api_nodes_check(s, id, expect, &result, text, sizeof(text));
+		if (rc == 0)
+			api_nodes_check_text(result, text, sizeof(text));
+		state_lock(&s->state);
+		state_node_checked(&s->state, id, hash, rc == 0 && jv_bool(result, "ok", 0), text,
+		                   1);
+		state_flush(&s->state);
+		state_unlock(&s->state);
+		json_decref(result);
+	}
+	return NULL;
+}
+
 static void *housekeeping(void *arg)
 {
 	struct server *s = arg;
@@ -479,13 +514,17 @@ int server_main(int argc, char **argv)
 		return 1;
 	}
 	log_info("listening url=%s state_dir=%s config=%s", s->url, c.state_dir, config_file);
-	pthread_t hk;
+	pthread_t hk, checks[CHECKERS];
 	pthread_create(&hk, NULL, housekeeping, s);
+	for (int i = 0; i < CHECKERS; i++)
+		pthread_create(&checks[i], NULL, checker, s);
 	while (!stop_signal())
 		pause();
 	log_info("stopping signal=%d", stop_signal());
 	agentproto_release_all(s);
 	pthread_join(hk, NULL);
+	for (int i = 0; i < CHECKERS; i++)
+		pthread_join(checks[i], NULL);
 	httpd_stop(s->http);
 	state_close(&s->state);
 	blob_close(s->state.objects);

@@ -81,6 +81,18 @@ int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id,
 int64_t api_objects_spool(struct httpd_req *req, void *ctx);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
+/* The node check of node node_id with the expectations expect (taken), as
+ * POST /v1/nodes/NAME/check runs it, for the fleet's checker thread
+ * (server.c): 0 with the agent's result in *result (the caller's), or an
+ * error and why in err (the node is lost, its agent did not answer).
+ * Without the state lock: the agent may take minutes. */
+int api_nodes_check(struct server *s, int64_t node_id, json_t *expect, json_t **result, char *err,
+                    size_t errlen);
+/* "gpu_count: 7 GPUs (expected 8); driver_version: ..." of a check
+ * result's failed checks, or its summary when none failed. */
+void api_nodes_check_text(const json_t *result, char *out, size_t len);
+/* Routes under /v1/fleet (api_fleet.c); rest is what follows "/v1/fleet". */
+void api_fleet(struct server *s, struct httpd_req *req, const char *rest);
 /* /v1/workflows... (api_flows.c); the _by_exec_token variant handles the
  * one route a task wrapper calls with its attempt's exec token and returns
  * 1 when it was that route. */

@@ -210,7 +210,7 @@ void state_mark_job(struct state *st, struct job *j)
 int state_flush(struct state *st)
 {
 	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents &&
-	    !st->core->flows_dirty)
+	    !st->core->flows_dirty && !st->core->fleet_dirty)
 		return 0;
 	int rc = store_begin(st->core->store);
 	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
@@ -224,6 +224,8 @@ int state_flush(struct state *st)
 	}
 	if (rc == 0 && st->core->flows_dirty && st->core->flows_flush)
 		rc = st->core->flows_flush(st, st->core->store);
+	if (rc == 0 && st->core->fleet_dirty && st->core->fleet_flush)
+		rc = st->core->fleet_flush(st, st->core->store);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
 	else
@@ -254,6 +256,9 @@ int state_flush(struct state *st)
 	if (st->core->flows_dirty && st->core->flows_flushed)
 		st->core->flows_flushed(st);
 	st->core->flows_dirty = 0;
+	if (st->core->fleet_dirty && st->core->fleet_flushed)
+		st->core->fleet_flushed(st);
+	st->core->fleet_dirty = 0;
 	for (int i = 0; st->core->nodes_dirty && i < st->nnodes; i++)
 		st->nodes[i]->dirty = 0;
 	st->core->nodes_dirty = 0;
@@ -348,6 +353,12 @@ static void load_flow_run(void *ctx, int64_t exec_id, const json_t *doc)
 	                      json_pack("[I,O]", (json_int_t)exec_id, doc));
 }
 
+static void load_fleet_revision(void *ctx, int64_t id, const json_t *doc)
+{
+	struct state *st = ctx;
+	json_array_append_new(st->core->fleet_loaded, json_pack("[I,O]", (json_int_t)id, doc));
+}
+
 int state_core_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms)
 {
 	memset(st, 0, sizeof(*st));
@@ -368,13 +379,15 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 	}
 	pthread_mutex_init(&st->mu, NULL);
 	st->core->flow_loaded = json_pack("{s:[],s:[]}", "execs", "runs");
+	st->core->fleet_loaded = json_array();
 	struct store_loader l = {.ctx = st,
 	                         .queue = load_queue,
 	                         .team = load_team,
 	                         .node = load_node,
 	                         .job = load_job,
 	                         .flow_exec = load_flow_exec,
-	                         .flow_run = load_flow_run};
+	                         .flow_run = load_flow_run,
+	                         .fleet_revision = load_fleet_revision};
 	rc = store_load(st->core->store, &l);
 	if (rc == 0 && !state_queue(st, "default")) {
 		char err[128];
@@ -392,7 +405,10 @@ void state_core_free(struct state *st)
 	struct state_core *c = st->core;
 	if (c->flows_free)
 		c->flows_free(st);
+	if (c->fleet_free)
+		c->fleet_free(st);
 	json_decref(c->flow_loaded);
+	json_decref(c->fleet_loaded);
 	free(c->flow_done);
 	for (int i = 0; i < c->nevents; i++) /* not flushed: the disk refused them */
 		free(c->events[i].message);

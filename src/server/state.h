@@ -187,6 +187,30 @@ int state_node_set_admin(struct state *st, struct node *n, enum node_state admin
 /* After an operator changed a node's pool or labels: it is written and the
  * scheduler re-reads it. */
 void state_node_changed(struct state *st, struct node *n);
+/* Changes n's labels ({key: value}, null removes one; validated by the
+ * caller) and, when set_pool, its pool (NULL or "": none). */
+void state_node_relabel(struct state *st, struct node *n, const json_t *labels, const char *pool,
+                        int set_pool);
+/* A sync's profile_status (proto/wire.h, validated): kept, and the node's
+ * hold recomputed (server/nodes.c). */
+void state_node_profile_status(struct state *st, struct node *n, const json_t *status);
+/* What a node check of n's profile expects ({"gpus", "gpu_model",
+ * "driver_version"}, for POST /v1/check), or NULL when n has no profile. */
+json_t *state_node_expectations(const struct node *n);
+/* The next node check its profile waits for (converged, not yet checked
+ * for that hash, its agent answering, no check running or waiting to
+ * retry): 0 with the node, the hash and the check's expectations (the
+ * caller's), and the check is in flight until state_node_checked; else
+ * ERR_NOTFOUND. now: wall ms. */
+int state_node_next_check(struct state *st, int64_t now, int64_t *node_id, char *hash,
+                          size_t hashlen, json_t **expect);
+/* A node check's verdict for profile hash (ok, the agent's summary): a
+ * pass lets the node take work once converged; a failure holds it and is
+ * retried after NODES_CHECK_RETRY_MS. ran: it was one state_node_next_check
+ * gave (0: an operator's `anvil node check`). Ignored when the node's
+ * profile changed since. */
+void state_node_checked(struct state *st, int64_t node_id, const char *hash, int ok,
+                        const char *summary, int ran);
 /* Applies a sync's health report: findings, GPU states, node fault. */
 void state_node_health(struct state *st, struct node *n, const json_t *health);
 /* The node fault its agent reports now, or NULL. */

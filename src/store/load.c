@@ -52,6 +52,18 @@ static int load_queues(sqlite3 *db, const struct store_loader *l)
 	return 0;
 }
 
+/* The node's fleet fields (schema v5), absent from older rows. */
+static void node_fleet_row(struct node *n, const json_t *extra)
+{
+	json_t *profile = json_object_get(extra, "profile");
+	json_t *status = json_object_get(extra, "profile_status");
+	n->profile = json_is_object(profile) ? json_incref(profile) : NULL;
+	n->profile_status = json_is_object(status) ? json_incref(status) : NULL;
+	snprintf(n->profile_checked, sizeof(n->profile_checked), "%s",
+	         jv_str(extra, "profile_checked", ""));
+	n->fleet_removed = jv_int(extra, "fleet_removed", 0);
+}
+
 static int load_nodes(sqlite3 *db, const struct store_loader *l)
 {
 	sqlite3_stmt *s;
@@ -88,6 +100,7 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 		n->labels = json_is_object(labels) ? json_incref(labels) : json_object();
 		const char *pool = jv_str(extra, "pool", NULL);
 		n->pool = pool ? xstrdup(pool) : NULL;
+		node_fleet_row(n, extra);
 		json_decref(extra);
 		l->node(l->ctx, n);
 	}
@@ -250,7 +263,7 @@ static int load_docs(sqlite3 *db, const char *sql, void *ctx,
 		if (doc)
 			cb(ctx, sqlite3_column_int64(s, 0), doc);
 		else
-			log_error("a workflow record that is not JSON was skipped id=%lld",
+			log_error("a record that is not JSON was skipped id=%lld",
 			          (long long)sqlite3_column_int64(s, 0));
 		json_decref(doc);
 	}
@@ -275,6 +288,20 @@ static void run_row(void *ctx, int64_t exec_id, const json_t *doc)
 	l->flow_run(l->ctx, exec_id, doc);
 }
 
+static void revision_row(void *ctx, int64_t id, const json_t *doc)
+{
+	const struct store_loader *l = ((struct exec_cb *)ctx)->l;
+	l->fleet_revision(l->ctx, id, doc);
+}
+
+static int load_fleet(sqlite3 *db, const struct store_loader *l)
+{
+	if (!l->fleet_revision)
+		return 0;
+	struct exec_cb c = {l};
+	return load_docs(db, "SELECT id, doc FROM fleet_revisions ORDER BY id", &c, revision_row);
+}
+
 static int load_flows(sqlite3 *db, const struct store_loader *l)
 {
 	if (!l->flow_exec || !l->flow_run)
@@ -296,6 +323,8 @@ int store_load(struct store *st, const struct store_loader *l)
 		rc = load_jobs(db, l);
 	if (rc == 0)
 		rc = load_flows(db, l);
+	if (rc == 0)
+		rc = load_fleet(db, l);
 	if (rc)
 		log_error("loading state failed: %s", sqlite3_errmsg(db));
 	return rc;

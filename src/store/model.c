@@ -76,7 +76,14 @@ int node_state_parse(const char *s, enum node_state *out)
 
 const char *node_shown_state(const struct node *n)
 {
+	if (n->state != NODE_LOST && n->admin == NODE_READY && n->hold[0])
+		return n->hold_stuck ? "held" : "converging";
 	return node_state_name(n->state == NODE_LOST ? NODE_LOST : n->admin);
+}
+
+int node_takes_work(const struct node *n)
+{
+	return n->state == NODE_READY && n->admin == NODE_READY && !n->hold[0];
 }
 
 const char *node_fault_scope_name(enum node_fault_scope s)
@@ -139,6 +146,8 @@ void node_free(struct node *n)
 	json_decref(n->labels);
 	json_decref(n->facts);
 	json_decref(n->health);
+	json_decref(n->profile);
+	json_decref(n->profile_status);
 	free(n->gpus);
 	free(n);
 }

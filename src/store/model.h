@@ -56,7 +56,10 @@ enum rank_state {
  *                      ready <--uncordon (no fault reported)-- drained
  *
  * and "lost" over all of them while the agent is silent. Cordoned,
- * draining and drained nodes take no new work (server/nodes.c). */
+ * draining and drained nodes take no new work (server/nodes.c). Nor does a
+ * ready node that its fleet profile holds (node->hold: converging, or its
+ * node check not passed yet): it is shown "converging", or "held" when its
+ * profile failed or drifted. */
 enum node_state { NODE_READY, NODE_LOST, NODE_CORDONED, NODE_DRAINING, NODE_DRAINED, NODE_NSTATES };
 
 /* Fault findings by scope, as the agent's GPU health reports them. */
@@ -228,6 +231,25 @@ struct node {
 	int64_t finding_seq;                /* newest fault finding applied */
 	int64_t faults[NODE_FAULT_NSCOPES]; /* findings applied, by scope */
 	int64_t generation;                 /* bumped when the desired set changes */
+	/* The fleet (server/fleet.c, docs/fleet.md): the profile its agent is
+	 * to converge to, as the sync answer carries it ({"hash", "name",
+	 * "spec"}; NULL: none), what the agent last said of it (its
+	 * profile_status; NULL: nothing yet), the profile hash its node check
+	 * last passed for ("": none), and the revision that took it out of
+	 * service as not in its spec (0: none did). */
+	json_t *profile;
+	json_t *profile_status;
+	char profile_checked[65];
+	int64_t fleet_removed;
+	/* In memory: why its profile keeps it from new work ("": it does not;
+	 * server/nodes.c), and whether that is a failure (stuck) rather than a
+	 * wait; the last failed node check of its current profile ("": none),
+	 * a check in flight, and when the next one may start (wall ms). */
+	char hold[256];
+	int hold_stuck;
+	char check_failed[200];
+	int checking;
+	int64_t check_after_ms;
 	int64_t changes;      /* in memory: bumped when its facts, pool or labels change */
 	int64_t last_seen_ms; /* monotonic */
 	int dirty;
@@ -243,8 +265,12 @@ const char *rank_state_name(enum rank_state s);
 int rank_state_parse(const char *s, enum rank_state *out);
 int rank_state_final(enum rank_state s);
 const char *node_state_name(enum node_state s);
-/* "lost" while the agent is silent, else the admin state's name. */
+/* "lost" while the agent is silent, else the admin state's name, except a
+ * ready node that its profile holds: "converging" or "held". */
 const char *node_shown_state(const struct node *n);
+/* Whether the scheduler may place work on n: its agent answers, no
+ * operator or fault took it out, and its profile does not hold it. */
+int node_takes_work(const struct node *n);
 const char *node_fault_scope_name(enum node_fault_scope s);
 int node_fault_scope_parse(const char *s, enum node_fault_scope *out);
 int node_state_parse(const char *s, enum node_state *out);

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 enum {
 	ST_BEGIN,
@@ -29,6 +29,7 @@ enum {
 	ST_FLOW_RUN_PUT,
 	ST_CACHE_PUT,
 	ST_CACHE_GET,
+	ST_FLEET_REV_PUT,
 	ST_N
 };
 
@@ -61,6 +62,7 @@ static const char *sql_text[ST_N] = {
                 "INSERT OR REPLACE INTO flow_runs(id, exec_id, doc) VALUES (?1, ?2, ?3)",
         [ST_CACHE_PUT] = "INSERT OR REPLACE INTO flow_cache(key, doc) VALUES (?1, ?2)",
         [ST_CACHE_GET] = "SELECT doc FROM flow_cache WHERE key = ?1",
+        [ST_FLEET_REV_PUT] = "INSERT OR REPLACE INTO fleet_revisions(id, doc) VALUES (?1, ?2)",
 };
 
 static const char schema[] =
@@ -90,7 +92,9 @@ static const char schema[] =
  * JSON in an `extra` column per table. Version 3: why each attempt ended
  * (or is being stopped to be requeued); older attempts read as "".
  * Version 4: workflow executions, their runs and the task cache, each row
- * a JSON document (flow/engine.h, server/flows.c). */
+ * a JSON document (flow/engine.h, server/flows.c). Version 5: the fleet's
+ * revisions, each with its spec and its rollout, a JSON document
+ * (server/fleet.c); a node's profile and profile status are in its extra. */
 static const char *const migrations[] = {
         [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
@@ -103,6 +107,8 @@ static const char *const migrations[] = {
               " exec_id INTEGER NOT NULL, doc TEXT NOT NULL);"
               "CREATE INDEX IF NOT EXISTS flow_runs_exec ON flow_runs(exec_id, id);"
               "CREATE TABLE IF NOT EXISTS flow_cache(key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+        [5] = "CREATE TABLE IF NOT EXISTS fleet_revisions(id INTEGER PRIMARY KEY,"
+              " doc TEXT NOT NULL);",
 };
 
 struct store {
@@ -322,6 +328,14 @@ int store_put_node(struct store *st, const struct node *n)
 	                  n->pool, "admin", node_state_name(n->admin), "admin_reason",
 	                  n->admin_reason, "admin_by_fault", n->admin_by_fault, "finding_seq",
 	                  (json_int_t)n->finding_seq, "faults", faults, "health", n->health);
+	if (n->profile) /* fleet members only: the rest keep their rows as they were */
+		json_object_set(extra, "profile", n->profile);
+	if (n->profile_status)
+		json_object_set(extra, "profile_status", n->profile_status);
+	if (n->profile_checked[0])
+		json_object_set_new(extra, "profile_checked", json_string(n->profile_checked));
+	if (n->fleet_removed)
+		json_object_set_new(extra, "fleet_removed", json_integer(n->fleet_removed));
 	bind_json(s, 7, extra);
 	json_decref(extra);
 	return step_done(st, s, "node put");
@@ -487,6 +501,14 @@ int store_put_cache(struct store *st, const char *key, const json_t *doc)
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
 	bind_json(s, 2, doc);
 	return step_done(st, s, "cache put");
+}
+
+int store_put_fleet_revision(struct store *st, int64_t id, const json_t *doc)
+{
+	sqlite3_stmt *s = st->st[ST_FLEET_REV_PUT];
+	sqlite3_bind_int64(s, 1, id);
+	bind_json(s, 2, doc);
+	return step_done(st, s, "fleet revision put");
 }
 
 json_t *store_get_cache(struct store *st, const char *key)

@@ -46,6 +46,8 @@ int store_put_flow_run(struct store *st, int64_t id, int64_t exec_id, const json
 int store_put_cache(struct store *st, const char *key, const json_t *doc);
 /* The cache entry under key, or NULL (none, or a database error). */
 json_t *store_get_cache(struct store *st, const char *key);
+/* The fleet (server/fleet.c): a revision's document, by its id. */
+int store_put_fleet_revision(struct store *st, int64_t id, const json_t *doc);
 
 /* The newest events first, at most limit: [{id, time_ms, kind, job_id,
  * node_id, message}]. NULL on a database error. */
@@ -60,6 +62,8 @@ struct store_loader {
 	/* every workflow execution, then its runs in id order; may be NULL */
 	void (*flow_exec)(void *ctx, const json_t *doc);
 	void (*flow_run)(void *ctx, int64_t exec_id, const json_t *doc);
+	/* every fleet revision in id order; may be NULL */
+	void (*fleet_revision)(void *ctx, int64_t id, const json_t *doc);
 };
 
 int store_load(struct store *st, const struct store_loader *l);

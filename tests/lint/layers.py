@@ -22,6 +22,7 @@ LAYERS = {
     "nodes.c": 3,
     "schedule.c": 4,
     "flows.c": 5,
+    "fleet.c": 5,
     "entry.c": 6,
     "api_util.c": 7,
     "agentproto.c": 8,
@@ -31,6 +32,7 @@ LAYERS = {
     "api_flows.c": 8,
     "api_lineage.c": 8,
     "api_objects.c": 8,
+    "api_fleet.c": 8,
     "api.c": 9,
     "server.c": 10,
 }

@@ -113,6 +113,7 @@ TEST(node_show_gpus_topology_and_rdma)
 	          "  cuda        12.4\n"
 	          "  labels      rack=r1 switch=s1\n"
 	          "  pool        -\n"
+	          "  profile     -\n"
 	          "  hostname    gpu-7.dc1\n"
 	          "  address     10.0.0.7\n"
 	          "  metrics     http://10.0.0.7:7071/metrics\n"
@@ -250,6 +251,32 @@ TEST(fault_body_errors_name_the_word)
 	CHECK_INT(verb_node_fault_body(0, "xid=79", NULL, 0, &body, err, sizeof(err)), ERR_INVALID);
 	CHECK_CONTAINS(err, "KIND: \"xid=79\" is not a fault kind");
 	CHECK(body == (json_t *)1);
+}
+
+TEST(node_show_profile_and_its_steps)
+{
+	json_t *node = load(
+	        "{\"id\": 1, \"name\": \"h-1\", \"state\": \"held\", \"reason\": \"profile h200 "
+	        "failed "
+	        "at step 'mount /mnt/nvme': wrong fs type\", \"gpus\": [],"
+	        " \"profile\": {\"name\": \"h200\", \"hash\": \"0123456789abcdef\"},"
+	        " \"profile_checked\": null,"
+	        " \"profile_status\": {\"hash\": \"0123456789abcdef\", \"state\": \"failed\","
+	        " \"time_ms\": 1, \"steps\": [{\"name\": \"sysctl vm.swappiness\", \"status\": "
+	        "\"ok\"},"
+	        " {\"name\": \"mount /mnt/nvme\", \"status\": \"failed\", \"detail\": \"wrong fs "
+	        "type\"}]}}");
+	struct buf out;
+	buf_init(&out);
+	verb_node_show_render(node, 0, &out);
+	CHECK_CONTAINS(out.data, "  state       held\n");
+	CHECK_CONTAINS(out.data, "  profile     h200 (0123456789ab): failed\n");
+	CHECK_CONTAINS(out.data, "profile steps:\n"
+	                         "STEP                  STATUS  DETAIL\n"
+	                         "sysctl vm.swappiness  ok      -\n"
+	                         "mount /mnt/nvme       failed  wrong fs type\n");
+	buf_cleanup(&out);
+	json_decref(node);
 }
 
 TEST_MAIN()

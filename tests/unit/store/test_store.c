@@ -157,7 +157,7 @@ TEST(version_2_database_migrates)
 	CHECK_STR(l.job->attempts[0]->end_reason, "");
 	char *v = NULL;
 	CHECK_INT(store_meta_get(st, "schema_version", &v), 0);
-	CHECK_STR(v, "4");
+	CHECK_STR(v, "5");
 	free(v);
 	snprintf(l.job->attempts[0]->end_reason, sizeof(l.job->attempts[0]->end_reason),
 	         "node node-2 draining: new NIC");

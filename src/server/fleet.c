@@ -1,0 +1,1083 @@
+/* fleet.c - plans, applies, revisions and the rolling upgrade's controller
+ * (fleet.h). Layer 5 of the state files (core.h). */
+#include "server/fleet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/jv.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/schema.h"
+#include "base/util.h"
+#include "fleet/plan.h"
+#include "fleet/rollout.h"
+#include "fleet/spec.h"
+#include "server/glue.h"
+
+#define STEP_EVERY_MS 500
+/* The reason a node taken out as not in its spec carries; a later spec
+ * that names it again brings it back only while it still says so. */
+#define REMOVED_REASON "not in the fleet spec"
+
+struct fleet {
+	json_t **revs; /* revs[id - 1]: each revision's document */
+	char *dirty;   /* dirty[id - 1]: to be written */
+	int nrevs, caprevs;
+	json_t *spec;     /* the newest revision's compiled spec; NULL: none */
+	json_t *members;  /* {node name: its entry in spec's nodes} */
+	json_t *profiles; /* {profile name: the wire profile {"hash", "name", "spec"}} */
+	int64_t active;   /* the revision whose rollout runs; 0: none */
+	int64_t last_step;
+	json_t *node_ids; /* {node name: id}, for the nodes indexed so far */
+	int indexed;
+	int *start, *work; /* fleet_rollout_next's arrays */
+	int capunits;
+};
+
+static struct fleet *fleet_of(struct state *st)
+{
+	return st->core->fleet;
+}
+
+static json_t *rev(struct fleet *f, int64_t id)
+{
+	return id >= 1 && id <= f->nrevs ? f->revs[id - 1] : NULL;
+}
+
+static void touch(struct state *st, int64_t id)
+{
+	struct fleet *f = fleet_of(st);
+	if (id < 1 || id > f->nrevs)
+		return;
+	f->dirty[id - 1] = 1;
+	st->core->fleet_dirty = 1;
+}
+
+static struct node *node_named(struct state *st, const char *name)
+{
+	struct fleet *f = fleet_of(st);
+	for (; f->indexed < st->nnodes; f->indexed++) /* names never change */
+		json_object_set_new(f->node_ids, st->nodes[f->indexed]->name,
+		                    json_integer(st->nodes[f->indexed]->id));
+	return state_node(st, json_integer_value(json_object_get(f->node_ids, name)));
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+	return jv_str(o, key, "");
+}
+
+/* ---- records ---- */
+
+static int flush(struct state *st, struct store *store)
+{
+	struct fleet *f = fleet_of(st);
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < f->nrevs; i++)
+		if (f->dirty[i] && f->revs[i])
+			rc = store_put_fleet_revision(store, i + 1, f->revs[i]);
+	return rc;
+}
+
+static void flushed(struct state *st)
+{
+	struct fleet *f = fleet_of(st);
+	memset(f->dirty, 0, (size_t)f->nrevs);
+}
+
+static void set_spec(struct fleet *f, json_t *spec)
+{
+	json_decref(f->spec);
+	json_object_clear(f->members);
+	json_object_clear(f->profiles);
+	f->spec = spec;
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(spec, "nodes"), i, e)
+		json_object_set(f->members, str(e, "name"), e);
+	json_array_foreach (json_object_get(spec, "profiles"), i, e) {
+		char hex[FLEET_HASH_LEN + 1];
+		fleet_profile_hash(e, hex);
+		json_object_set_new(
+		        f->profiles, str(e, "name"),
+		        json_pack("{s:s,s:s,s:O}", "hash", hex, "name", str(e, "name"), "spec", e));
+	}
+}
+
+static void free_all(struct state *st)
+{
+	struct fleet *f = fleet_of(st);
+	if (!f)
+		return;
+	for (int i = 0; i < f->nrevs; i++)
+		json_decref(f->revs[i]);
+	free(f->revs);
+	free(f->dirty);
+	json_decref(f->spec);
+	json_decref(f->members);
+	json_decref(f->profiles);
+	json_decref(f->node_ids);
+	free(f->start);
+	free(f->work);
+	free(f);
+	st->core->fleet = NULL;
+}
+
+/* Appends doc as revision nrevs + 1 (taken). */
+static int64_t add_rev(struct fleet *f, json_t *doc)
+{
+	XGROW(f->revs, f->nrevs, f->caprevs);
+	f->dirty = xrealloc(f->dirty, (size_t)f->caprevs);
+	f->revs[f->nrevs] = doc;
+	f->dirty[f->nrevs] = 0;
+	return ++f->nrevs;
+}
+
+/* The spec as the YAML reads, compiled; NULL with every error, joined, in
+ * err ("field 'spec': 2 errors: groups.b.pool: there is no pool ...; ..."). */
+static json_t *compile(const json_t *src, char *err, size_t errlen)
+{
+	if (!json_is_object(src)) {
+		snprintf(err, errlen, "field 'spec': must be the cluster spec as an object");
+		return NULL;
+	}
+	struct schema_errors *e = xcalloc(1, sizeof(*e));
+	json_t *spec = fleet_compile(src, e);
+	if (!spec) {
+		size_t used =
+		        (size_t)snprintf(err, errlen, "field 'spec': %d error%s: ", schema_count(e),
+		                         schema_count(e) == 1 ? "" : "s");
+		for (int i = 0; i < e->n && used < errlen; i++)
+			used += (size_t)snprintf(err + used, errlen - used, "%s%s%s%s",
+			                         i ? "; " : "", e->v[i].path,
+			                         *e->v[i].path ? ": " : "", e->v[i].msg);
+	}
+	free(e);
+	return spec;
+}
+
+static const json_t *rollout_of(struct fleet *f, int64_t id)
+{
+	const json_t *ro = json_object_get(rev(f, id), "rollout");
+	return json_is_object(ro) ? ro : NULL;
+}
+
+int fleet_open(struct state *st)
+{
+	struct fleet *f = xcalloc(1, sizeof(*f));
+	f->members = json_object();
+	f->profiles = json_object();
+	f->node_ids = json_object();
+	st->core->fleet = f;
+	st->core->fleet_flush = flush;
+	st->core->fleet_flushed = flushed;
+	st->core->fleet_free = free_all;
+	size_t i;
+	json_t *row;
+	json_array_foreach (st->core->fleet_loaded, i, row) {
+		int64_t id = json_integer_value(json_array_get(row, 0));
+		while (f->nrevs + 1 < id) /* a hole would break dense ids: never expected */
+			add_rev(f, json_null());
+		if (id == f->nrevs + 1)
+			add_rev(f, json_incref(json_array_get(row, 1)));
+	}
+	json_array_clear(st->core->fleet_loaded);
+	char err[1024];
+	json_t *last = rev(f, f->nrevs);
+	json_t *spec = last ? compile(json_object_get(last, "spec"), err, sizeof(err)) : NULL;
+	if (last && !spec)
+		log_error("fleet revision %d no longer compiles, so nodes that join get nothing "
+		          "from it: %s",
+		          f->nrevs, err);
+	if (spec)
+		set_spec(f, spec);
+	for (int64_t id = f->nrevs; id >= 1 && !f->active; id--)
+		if (strcmp(str(rollout_of(f, id), "state"), "running") == 0)
+			f->active = id;
+	if (f->nrevs)
+		log_info("fleet loaded revisions=%d rollout=%lld", f->nrevs, (long long)f->active);
+	return 0;
+}
+
+/* ---- the observed state ---- */
+
+/* {node name: the wire profile a running rollout will send it} for the
+ * nodes it has not sent theirs to yet. */
+static json_t *pending_targets(struct fleet *f)
+{
+	json_t *m = json_object();
+	const json_t *ro = rollout_of(f, f->active);
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(ro, "nodes"), i, e) {
+		const char *phase = str(e, "phase");
+		if (strcmp(phase, "queued") == 0 || strcmp(phase, "draining") == 0)
+			json_object_set(m, str(e, "name"),
+			                json_object_get(json_object_get(ro, "profiles"),
+			                                str(e, "profile")));
+	}
+	return m;
+}
+
+static json_t *facts_of(const struct node *n)
+{
+	return json_pack("{s:s,s:s,s:i,s:s,s:s}", "driver_version",
+	                 jv_str(n->facts, "driver_version", ""), "cuda_version",
+	                 jv_str(n->facts, "cuda_version", ""), "gpu_count", n->ngpus, "gpu_model",
+	                 n->ngpus ? n->gpus[0].model : "", "address", n->address);
+}
+
+static json_t *node_observed(const struct node *n, const json_t *target)
+{
+	const json_t *profile = target ? target : n->profile;
+	json_t *o = json_pack("{s:s,s:o,s:o,s:O,s:b,s:O,s:o}", "name", n->name, "pool",
+	                      n->pool ? json_string(n->pool) : json_null(), "labels",
+	                      n->labels ? json_deep_copy(n->labels) : json_object(), "profile",
+	                      profile ? profile : json_null(), "removed", n->fleet_removed > 0,
+	                      "status", n->profile_status ? n->profile_status : json_null(),
+	                      "facts", facts_of(n));
+	return o;
+}
+
+static json_t *queue_observed(const struct queue *q)
+{
+	json_t *quotas = json_object();
+	for (int k = 0; k < q->nquotas; k++)
+		json_object_set_new(quotas, q->quotas[k].team,
+		                    json_integer(q->quotas[k].nominal_gpus));
+	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:o}", "name", q->name, "priority", q->priority,
+	                 "weight", q->weight, "borrowing", q->borrowing, "default_time_limit_ms",
+	                 (json_int_t)q->default_time_limit_ms, "idle_timeout_ms",
+	                 (json_int_t)q->idle_timeout_ms, "quotas", quotas);
+}
+
+json_t *fleet_observed(struct state *st)
+{
+	struct fleet *f = fleet_of(st);
+	json_t *targets = pending_targets(f);
+	json_t *nodes = json_array(), *queues = json_array(), *teams = json_array();
+	for (int i = 0; i < st->nnodes; i++)
+		json_array_append_new(
+		        nodes,
+		        node_observed(st->nodes[i], json_object_get(targets, st->nodes[i]->name)));
+	for (int i = 0; i < st->nqueues; i++)
+		json_array_append_new(queues, queue_observed(&st->queues[i]));
+	for (int i = 0; i < st->nteams; i++) /* a team only seen on jobs is not set */
+		if (st->teams[i].configured)
+			json_array_append_new(teams,
+			                      json_pack("{s:s,s:i}", "name", st->teams[i].name,
+			                                "weight", st->teams[i].weight));
+	json_decref(targets);
+	char hex[FLEET_HASH_LEN + 1] = "";
+	if (f->spec)
+		fleet_spec_hash(f->spec, hex);
+	return json_pack("{s:I,s:o,s:o,s:o,s:o}", "revision", (json_int_t)f->nrevs, "spec",
+	                 f->spec ? json_string(hex) : json_null(), "nodes", nodes, "queues", queues,
+	                 "teams", teams);
+}
+
+/* ---- plan ---- */
+
+/* The plan of the compiled spec against the cluster now: {"plan",
+ * "fingerprint", "digest", "revision"}. */
+static json_t *plan_now(struct state *st, const json_t *spec)
+{
+	json_t *obs = fleet_observed(st);
+	json_t *plan = fleet_plan(spec, obs), *digest = fleet_observed_digest(obs);
+	char fp[FLEET_HASH_LEN + 1];
+	fleet_fingerprint(digest, fp);
+	json_t *out = json_pack("{s:o,s:s,s:o,s:O}", "plan", plan, "fingerprint", fp, "digest",
+	                        digest, "revision", json_object_get(obs, "revision"));
+	json_decref(obs);
+	return out;
+}
+
+int fleet_plan_spec(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen)
+{
+	json_t *spec = compile(json_object_get(body, "spec"), err, errlen);
+	if (!spec)
+		return ERR_INVALID;
+	*out = plan_now(st, spec);
+	json_decref(spec);
+	return 0;
+}
+
+/* ---- apply: what refuses it ---- */
+
+static void join_texts(const json_t *texts, char *out, size_t len)
+{
+	size_t used = strlen(out), i;
+	json_t *t;
+	json_array_foreach (texts, i, t) {
+		if (used + 1 >= len)
+			break;
+		used += (size_t)snprintf(out + used, len - used, "%s%s", i ? "; " : "",
+		                         json_string_value(t));
+	}
+}
+
+/* A saved plan applies only to the cluster it was made against. */
+static int saved_plan_ok(const json_t *saved, const json_t *now, char *err, size_t errlen)
+{
+	const char *want = str(saved, "fingerprint");
+	const json_t *digest = json_object_get(saved, "digest");
+	if (strcmp(want, str(now, "fingerprint")) == 0)
+		return 0;
+	char check[FLEET_HASH_LEN + 1];
+	fleet_fingerprint(digest, check);
+	if (!json_is_object(digest) || strcmp(check, want) != 0) {
+		snprintf(err, errlen,
+		         "field 'plan': its fingerprint is not that of the cluster it says it was "
+		         "made against: the plan file was changed; make a new plan");
+		return ERR_INVALID;
+	}
+	json_t *why = fleet_digest_changes(digest, json_object_get(now, "digest"));
+	snprintf(err, errlen, "field 'plan': the cluster changed since the plan was made: ");
+	join_texts(why, err, errlen);
+	size_t used = strlen(err);
+	snprintf(err + used, errlen - used, "; make a new plan and review it");
+	json_decref(why);
+	return ERR_CONFLICT;
+}
+
+/* While a rollout runs, no other may start, and no node of it may be
+ * removed or sent another profile. */
+static int rollout_conflict(struct fleet *f, const json_t *plan, char *err, size_t errlen)
+{
+	if (!f->active)
+		return 0;
+	json_t *names = json_array();
+	size_t i;
+	json_t *c;
+	const json_t *nodes = json_object_get(plan, "nodes");
+	json_array_foreach (json_object_get(nodes, "change"), i, c)
+		if (json_object_get(c, "profile"))
+			json_array_append_new(names, json_string(str(c, "name")));
+	json_array_foreach (json_object_get(nodes, "remove"), i, c)
+		json_array_append_new(names, json_string(str(c, "name")));
+	int rc = 0;
+	if (json_array_size(names)) {
+		const json_t *ro = rollout_of(f, f->active);
+		int n = snprintf(
+		        err, errlen,
+		        "field 'spec': the rollout of revision %lld is running (%lld of %lld "
+		        "nodes done), and this spec changes the profile of, or removes, "
+		        "%zu node(s): ",
+		        (long long)f->active, (long long)jv_int(ro, "done", 0),
+		        (long long)jv_int(ro, "total", 0), json_array_size(names));
+		if (n > 0 && (size_t)n < errlen)
+			join_texts(names, err, errlen - 120);
+		size_t used = strlen(err);
+		snprintf(err + used, errlen - used,
+		         ". Wait for the rollout to end, or stop it (anvil fleet stop), then apply "
+		         "again");
+		rc = ERR_CONFLICT;
+	}
+	json_decref(names);
+	return rc;
+}
+
+/* ---- apply: carrying it out ---- */
+
+static void apply_teams(struct state *st, const json_t *teams, json_t *failed)
+{
+	static const char *const kinds[] = {"add", "change"};
+	for (size_t k = 0; k < 2; k++) {
+		size_t i;
+		json_t *t;
+		json_array_foreach (json_object_get(teams, kinds[k]), i, t) {
+			const json_t *body =
+			        json_object_get(t, "body") ? json_object_get(t, "body") : t;
+			if (state_put_team(st, str(body, "name"), (int)jv_int(body, "weight", 1)))
+				json_array_append_new(failed,
+				                      json_sprintf("team %s: cannot persist it",
+				                                   str(body, "name")));
+		}
+	}
+}
+
+static void apply_queues(struct state *st, const json_t *queues, json_t *failed)
+{
+	static const char *const kinds[] = {"add", "change"};
+	char err[256];
+	for (size_t k = 0; k < 2; k++) {
+		size_t i;
+		json_t *q;
+		json_array_foreach (json_object_get(queues, kinds[k]), i, q) {
+			const json_t *body =
+			        json_object_get(q, "body") ? json_object_get(q, "body") : q;
+			err[0] = '\0';
+			if (state_put_queue(st, body, err, sizeof(err)))
+				json_array_append_new(
+				        failed, json_sprintf("queue %s: %s", str(body, "name"),
+				                             err[0] ? err : "cannot persist it"));
+		}
+	}
+}
+
+/* A node's labels and pool as a change of the plan says. */
+static void relabel(struct state *st, struct node *n, const json_t *c, int64_t id)
+{
+	const json_t *labels = json_object_get(c, "labels"), *pool = json_object_get(c, "pool");
+	if (!labels && !pool)
+		return;
+	json_t *patch = json_deep_copy(json_object_get(labels, "set"));
+	if (!patch)
+		patch = json_object();
+	size_t i;
+	json_t *k;
+	json_array_foreach (json_object_get(labels, "remove"), i, k)
+		json_object_set_new(patch, json_string_value(k), json_null());
+	state_node_relabel(st, n, patch, json_string_value(json_object_get(pool, "to")),
+	                   pool != NULL);
+	char *text = jv_dump(patch);
+	state_event(st, "node.changed", 0, n->id, "node %s: fleet revision %lld: labels %s%s%s",
+	            n->name, (long long)id, text, pool ? ", pool " : "",
+	            pool ? jv_str(pool, "to", "none") : "");
+	free(text);
+	json_decref(patch);
+}
+
+static int removed_by_fleet(const struct node *n)
+{
+	return n->admin != NODE_READY &&
+	       strncmp(n->admin_reason, REMOVED_REASON, strlen(REMOVED_REASON)) == 0;
+}
+
+static void apply_node(struct state *st, const json_t *c, int64_t id)
+{
+	struct fleet *f = fleet_of(st);
+	struct node *n = node_named(st, str(c, "name"));
+	if (!n)
+		return;
+	relabel(st, n, c, id);
+	const json_t *profile = json_object_get(c, "profile");
+	int drain = json_is_true(json_object_get(profile, "drain"));
+	if (json_is_true(json_object_get(c, "restore"))) {
+		n->fleet_removed = 0;
+		state_mark_node(st, n);
+		if (!drain && removed_by_fleet(n)) /* else its turn in the rollout does it */
+			state_node_set_admin(st, n, NODE_READY, "", 0);
+	}
+	if (profile && !drain)
+		nodes_set_profile(st, n, json_object_get(f->profiles, str(profile, "to")));
+}
+
+static void remove_node(struct state *st, const char *name, int64_t id)
+{
+	struct node *n = node_named(st, name);
+	if (!n)
+		return;
+	char why[96];
+	snprintf(why, sizeof(why), REMOVED_REASON " (revision %lld)", (long long)id);
+	n->fleet_removed = id;
+	state_mark_node(st, n);
+	nodes_set_profile(st, n, NULL);
+	state_node_set_admin(st, n, NODE_DRAINING, why, 0);
+}
+
+static void apply_nodes(struct state *st, const json_t *plan, int64_t id)
+{
+	const json_t *nodes = json_object_get(plan, "nodes");
+	size_t i;
+	json_t *c;
+	json_array_foreach (json_object_get(nodes, "change"), i, c)
+		apply_node(st, c, id);
+	json_array_foreach (json_object_get(nodes, "remove"), i, c)
+		remove_node(st, str(c, "name"), id);
+}
+
+/* The rollout of a plan's drains: every node queued, in the spec's order. */
+static json_t *rollout_new(struct fleet *f, const json_t *plan, int64_t now)
+{
+	json_t *entries = json_array(), *profiles = json_object();
+	size_t i;
+	json_t *c;
+	json_array_foreach (json_object_get(json_object_get(plan, "nodes"), "change"), i, c) {
+		const json_t *p = json_object_get(c, "profile");
+		if (!json_is_true(json_object_get(p, "drain")))
+			continue;
+		const char *name = str(c, "name"), *to = str(p, "to");
+		const json_t *member = json_object_get(f->members, name);
+		const char *block = jv_str(json_object_get(member, "labels"), "block", NULL);
+		json_object_set(profiles, to, json_object_get(f->profiles, to));
+		json_array_append_new(
+		        entries,
+		        json_pack("{s:s,s:o,s:s,s:s,s:s,s:b,s:n,s:s,s:I,s:I,s:s}", "name", name,
+		                  "block", block ? json_string(block) : json_null(), "profile", to,
+		                  "hash", str(p, "to_hash"), "phase", "queued", "was_out", 0,
+		                  "before", "reason", "", "since_ms", (json_int_t)0, "deadline_ms",
+		                  (json_int_t)0, "detail", ""));
+	}
+	const json_t *up = json_object_get(f->spec, "upgrade");
+	return json_pack("{s:s,s:{s:I,s:I,s:I},s:o,s:o,s:I,s:i,s:s,s:I,s:n}", "state", "running",
+	                 "policy", "max_unavailable", (json_int_t)jv_int(up, "max_unavailable", 1),
+	                 "max_unavailable_per_block",
+	                 (json_int_t)jv_int(up, "max_unavailable_per_block", 1),
+	                 "validation_timeout_ms",
+	                 (json_int_t)jv_int(up, "validation_timeout_ms", 600000), "profiles",
+	                 profiles, "nodes", entries, "total", (json_int_t)json_array_size(entries),
+	                 "done", 0, "reason", "", "started_ms", (json_int_t)now, "ended_ms");
+}
+
+/* "2 queues, 1 team, 3 nodes changed (3 to roll out), 1 node removed, 4
+ * nodes waiting to join"; "the spec only" when nothing else. */
+static void summary_of(const json_t *plan, char *out, size_t len)
+{
+	static const struct {
+		const char *section, *part, *one, *many;
+	} parts[] = {
+	        {"queues", NULL, "queue", "queues"},
+	        {"teams", NULL, "team", "teams"},
+	        {"nodes", "change", "node changed", "nodes changed"},
+	        {"nodes", "remove", "node removed", "nodes removed"},
+	        {"nodes", "add", "node waiting to join", "nodes waiting to join"},
+	};
+	size_t used = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		const json_t *s = json_object_get(plan, parts[i].section);
+		size_t n = parts[i].part ? json_array_size(json_object_get(s, parts[i].part))
+		                         : json_array_size(json_object_get(s, "add")) +
+		                                   json_array_size(json_object_get(s, "change"));
+		if (n && used < len)
+			used += (size_t)snprintf(out + used, len - used, "%s%zu %s",
+			                         used ? ", " : "", n,
+			                         n == 1 ? parts[i].one : parts[i].many);
+	}
+	size_t drain = json_array_size(json_object_get(plan, "drain"));
+	if (drain && used < len)
+		used += (size_t)snprintf(out + used, len - used, " (%zu to roll out)", drain);
+	if (!used)
+		snprintf(out, len, "the spec only");
+}
+
+/* Records revision `id`'s document. */
+static void record(struct state *st, const json_t *body, const json_t *src, const json_t *plan,
+                   json_t *rollout, int64_t rollback_of)
+{
+	struct fleet *f = fleet_of(st);
+	char summary[256];
+	summary_of(plan, summary, sizeof(summary));
+	const char *who = jv_str(body, "who", "");
+	json_t *doc = json_pack(
+	        "{s:I,s:I,s:s,s:s,s:s,s:O,s:o,s:o,s:o,s:O,s:s,s:s,s:o}", "id",
+	        (json_int_t)(f->nrevs + 1), "time_ms", (json_int_t)wall_ms(), "who",
+	        *who ? who : "admin", "identity", "admin", "fleet", str(plan, "fleet"), "spec", src,
+	        "text",
+	        jv_str(body, "text", NULL) ? json_string(jv_str(body, "text", "")) : json_null(),
+	        "file",
+	        jv_str(body, "file", NULL) ? json_string(jv_str(body, "file", "")) : json_null(),
+	        "rollback_of", rollback_of ? json_integer(rollback_of) : json_null(), "plan", plan,
+	        "summary", summary, "result", rollout ? "rolling out" : "applied", "rollout",
+	        rollout ? rollout : json_null());
+	int64_t id = add_rev(f, doc);
+	touch(st, id);
+	if (rollout)
+		f->active = id;
+	state_event(st, "fleet.applied", 0, 0, "fleet %s revision %lld by %s: %s%s",
+	            str(plan, "fleet"), (long long)id, str(doc, "who"), summary,
+	            rollback_of ? " (a rollback)" : "");
+	log_info("fleet applied revision=%lld who=%s summary=\"%s\"", (long long)id,
+	         str(doc, "who"), summary);
+}
+
+/* Applies the spec src (the request's, or a revision's); rollback_of: the
+ * revision it came from, or 0. */
+static int apply_src(struct state *st, const json_t *body, const json_t *src, int64_t rollback_of,
+                     json_t **out, char *err, size_t errlen)
+{
+	struct fleet *f = fleet_of(st);
+	json_t *spec = compile(src, err, errlen);
+	if (!spec)
+		return ERR_INVALID;
+	json_t *now = plan_now(st, spec), *plan = json_object_get(now, "plan");
+	const json_t *saved = json_object_get(body, "plan");
+	int rc = saved ? saved_plan_ok(saved, now, err, errlen) : 0;
+	int nothing = !json_integer_value(json_object_get(plan, "changes")) &&
+	              !json_is_true(json_object_get(plan, "spec_changed"));
+	if (rc == 0 && !nothing)
+		rc = rollout_conflict(f, plan, err, errlen);
+	if (rc || nothing) {
+		if (rc == 0)
+			*out = json_pack("{s:n,s:i,s:s,s:O,s:n}", "revision", "changes", 0,
+			                 "message",
+			                 "no changes: the cluster already matches this spec",
+			                 "plan", plan, "rollout");
+		json_decref(now);
+		json_decref(spec);
+		return rc;
+	}
+	set_spec(f, spec); /* the new revision's: its profiles are what is sent */
+	json_t *failed = json_array();
+	apply_teams(st, json_object_get(plan, "teams"), failed);
+	apply_queues(st, json_object_get(plan, "queues"), failed);
+	json_t *rollout = json_array_size(json_object_get(plan, "drain"))
+	                          ? rollout_new(f, plan, wall_ms())
+	                          : NULL;
+	apply_nodes(st, plan, f->nrevs + 1);
+	record(st, body, src, plan, rollout, rollback_of);
+	json_t *doc = rev(f, f->nrevs);
+	char message[512];
+	snprintf(message, sizeof(message), "revision %d applied: %s%s", f->nrevs,
+	         str(doc, "summary"), rollout ? "; the rolling upgrade has started" : "");
+	*out = json_pack("{s:I,s:O,s:s,s:O,s:O,s:o}", "revision", (json_int_t)f->nrevs, "changes",
+	                 json_object_get(plan, "changes"), "message", message, "plan", plan,
+	                 "rollout", rollout ? rollout : json_null(), "failed", failed);
+	json_decref(now);
+	st->core->fleet_kick = 1;
+	state_want_schedule(st);
+	return 0;
+}
+
+int fleet_apply(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen)
+{
+	const json_t *saved = json_object_get(body, "plan");
+	const json_t *src = saved ? json_object_get(saved, "spec") : json_object_get(body, "spec");
+	if ((saved != NULL) == (json_object_get(body, "spec") != NULL)) {
+		snprintf(err, errlen,
+		         "fields 'spec' and 'plan': give one of them: a spec to plan "
+		         "and apply, or a saved plan");
+		return ERR_INVALID;
+	}
+	return apply_src(st, body, src, 0, out, err, errlen);
+}
+
+int fleet_rollback(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen)
+{
+	struct fleet *f = fleet_of(st);
+	int64_t id = jv_int(body, "revision", 0);
+	const json_t *doc = rev(f, id);
+	if (!json_is_object(doc)) {
+		snprintf(err, errlen,
+		         "field 'revision': there is no revision %lld (revisions: 1 to %d)",
+		         (long long)id, f->nrevs);
+		return ERR_NOTFOUND;
+	}
+	return apply_src(st, body, json_object_get(doc, "spec"), id, out, err, errlen);
+}
+
+/* ---- the rollout: one node ---- */
+
+static json_t *before_json(const struct node *n)
+{
+	return json_pack("{s:s,s:s,s:b}", "admin", node_state_name(n->admin), "reason",
+	                 n->admin_reason, "by_fault", n->admin_by_fault);
+}
+
+/* How n was before any rollout took it out: as it is, unless an earlier
+ * rollout left it out (stopped or failed while it had it) and it still
+ * carries that rollout's reason, or it was removed by a spec and is back. */
+static json_t *before_of(struct fleet *f, const struct node *n, int64_t below)
+{
+	if (n->admin == NODE_READY || (!n->fleet_removed && removed_by_fleet(n)))
+		return json_pack("{s:s,s:s,s:b}", "admin", "ready", "reason", "", "by_fault", 0);
+	for (int64_t id = below - 1; id >= 1; id--) {
+		size_t i;
+		json_t *e;
+		json_array_foreach (json_object_get(rollout_of(f, id), "nodes"), i, e) {
+			if (strcmp(str(e, "name"), n->name) != 0)
+				continue;
+			enum fleet_phase p = FLEET_QUEUED;
+			fleet_phase_parse(str(e, "phase"), &p);
+			if (p != FLEET_QUEUED && p != FLEET_DONE &&
+			    strcmp(str(e, "reason"), n->admin_reason) == 0 &&
+			    json_is_object(json_object_get(e, "before")))
+				return json_deep_copy(json_object_get(e, "before"));
+			return before_json(n);
+		}
+	}
+	return before_json(n);
+}
+
+static void set_phase(json_t *e, enum fleet_phase p, int64_t now)
+{
+	json_object_set_new(e, "phase", json_string(fleet_phase_name(p)));
+	json_object_set_new(e, "since_ms", json_integer(now));
+}
+
+static enum fleet_phase phase_of(const json_t *e)
+{
+	enum fleet_phase p = FLEET_QUEUED;
+	fleet_phase_parse(str(e, "phase"), &p);
+	return p;
+}
+
+/* The node stays out with why; the rollout stops at it. cordon: make it
+ * cordoned with the reason (0 when an operator put it back meanwhile). */
+static void node_failed(struct state *st, int64_t id, json_t *e, struct node *n, const char *why,
+                        int cordon, int64_t now)
+{
+	set_phase(e, FLEET_FAILED, now);
+	json_object_set_new(e, "detail", json_string(why));
+	if (n && cordon) {
+		char reason[256];
+		text_printf(reason, sizeof(reason), "rollout of revision %lld stopped here: %s",
+		            (long long)id, why);
+		state_node_set_admin(st, n, NODE_CORDONED, reason, 0);
+		json_object_set_new(e, "reason", json_string(n->admin_reason));
+	}
+	state_event(st, "fleet.rollout", 0, n ? n->id : 0, "revision %lld: node %s failed: %s",
+	            (long long)id, str(e, "name"), why);
+}
+
+/* Back as it was before its turn, unless someone changed its state since
+ * the rollout did (its reason is no longer the rollout's). */
+static void restore(struct state *st, const json_t *e, struct node *n)
+{
+	const json_t *b = json_object_get(e, "before");
+	enum node_state to = NODE_READY;
+	if (strcmp(n->admin_reason, str(e, "reason")) != 0 ||
+	    node_state_parse(str(b, "admin"), &to) || to == NODE_LOST)
+		return;
+	if (to == NODE_DRAINED)
+		to = NODE_DRAINING; /* it settles to drained at once */
+	const char *reason = to == NODE_READY ? "" : str(b, "reason");
+	if (n->admin == to || (to == NODE_DRAINING && n->admin == NODE_DRAINED)) {
+		if (strcmp(n->admin_reason, reason) == 0)
+			return;
+	}
+	state_node_set_admin(st, n, to, reason, jv_bool(b, "by_fault", 0));
+}
+
+static void node_done(struct state *st, int64_t id, json_t *ro, json_t *e, struct node *n,
+                      int64_t now)
+{
+	restore(st, e, n);
+	set_phase(e, FLEET_DONE, now);
+	json_object_set_new(ro, "done", json_integer(jv_int(ro, "done", 0) + 1));
+	state_event(st, "fleet.rollout", 0, n->id,
+	            "revision %lld: node %s upgraded to profile %s (%lld of %lld)", (long long)id,
+	            n->name, str(e, "profile"), (long long)jv_int(ro, "done", 0),
+	            (long long)jv_int(ro, "total", 0));
+}
+
+static void node_start(struct state *st, struct fleet *f, int64_t id, json_t *e, struct node *n,
+                       int64_t now)
+{
+	json_t *before = before_of(f, n, id);
+	json_object_set_new(e, "was_out", json_boolean(strcmp(str(before, "admin"), "ready") != 0));
+	json_object_set_new(e, "before", before);
+	if (n->admin != NODE_DRAINED) {
+		char reason[200];
+		text_printf(reason, sizeof(reason),
+		            "rollout of revision %lld: upgrading to profile %s", (long long)id,
+		            str(e, "profile"));
+		state_node_set_admin(st, n, NODE_DRAINING, reason, 0);
+	}
+	json_object_set_new(e, "reason", json_string(n->admin_reason));
+	set_phase(e, FLEET_DRAINING, now);
+	state_event(st, "fleet.rollout", 0, n->id, "revision %lld: node %s out for profile %s",
+	            (long long)id, n->name, str(e, "profile"));
+}
+
+/* A validating node whose check did not pass in time. */
+static void timed_out(struct state *st, int64_t id, const json_t *ro, json_t *e, struct node *n,
+                      int64_t now)
+{
+	char t[32], why[256];
+	schema_duration_text(jv_int(json_object_get(ro, "policy"), "validation_timeout_ms", 0), t,
+	                     sizeof(t));
+	text_printf(why, sizeof(why), "no node check passed within %s%s%s", t,
+	            n->check_failed[0] ? ": " : " (no check could run)", n->check_failed);
+	node_failed(st, id, e, n, why, 1, now);
+}
+
+/* Moves a started node along its phases; 1 when it moved. */
+static int advance(struct state *st, int64_t id, json_t *ro, json_t *e, int64_t now)
+{
+	struct node *n = node_named(st, str(e, "name"));
+	enum fleet_phase p = phase_of(e);
+	if (p == FLEET_QUEUED || p == FLEET_DONE || p == FLEET_FAILED)
+		return 0;
+	if (!n) {
+		node_failed(st, id, e, NULL, "the node is gone", 0, now);
+		return 1;
+	}
+	int moved = 0;
+	if (p == FLEET_DRAINING) {
+		if (n->admin == NODE_READY) {
+			node_failed(st, id, e, n,
+			            "an operator put it back in service while it drained", 0, now);
+			return 1;
+		}
+		if (n->admin != NODE_DRAINED)
+			return 0;
+		nodes_set_profile(
+		        st, n, json_object_get(json_object_get(ro, "profiles"), str(e, "profile")));
+		set_phase(e, FLEET_CONVERGING, now);
+		p = FLEET_CONVERGING;
+		moved = 1;
+	}
+	char why[256];
+	enum fleet_hold h = fleet_hold_reason(str(e, "profile"), str(e, "hash"), n->profile_status,
+	                                      why, sizeof(why));
+	if (h == FLEET_HOLD_STUCK) {
+		node_failed(st, id, e, n, why, 1, now);
+		return 1;
+	}
+	if (p == FLEET_CONVERGING) {
+		if (h != FLEET_HOLD_NONE)
+			return moved;
+		set_phase(e, FLEET_VALIDATING, now);
+		int64_t t = jv_int(json_object_get(ro, "policy"), "validation_timeout_ms", 600000);
+		json_object_set_new(e, "deadline_ms", json_integer(now + t));
+		moved = 1; /* and its check may have passed already */
+	}
+	if (h == FLEET_HOLD_NONE && strcmp(n->profile_checked, str(e, "hash")) == 0) {
+		node_done(st, id, ro, e, n, now);
+		return 1;
+	}
+	if (now < jv_int(e, "deadline_ms", 0))
+		return moved;
+	timed_out(st, id, ro, e, n, now);
+	return 1;
+}
+
+/* ---- the rollout: the whole ---- */
+
+static void rollout_end(struct state *st, struct fleet *f, int64_t id, const char *state,
+                        const char *why, int64_t now)
+{
+	json_t *doc = rev(f, id), *ro = json_object_get(doc, "rollout");
+	json_object_set_new(ro, "state", json_string(state));
+	json_object_set_new(ro, "reason", json_string(why));
+	json_object_set_new(ro, "ended_ms", json_integer(now));
+	char result[512];
+	if (strcmp(state, "done") == 0)
+		snprintf(result, sizeof(result), "rolled out to %lld node(s)",
+		         (long long)jv_int(ro, "total", 0));
+	else
+		snprintf(result, sizeof(result), "rollout stopped: %s", why);
+	json_object_set_new(doc, "result", json_string(result));
+	state_event(st, "fleet.rollout", 0, 0, "revision %lld: %s", (long long)id, result);
+	log_info("fleet rollout ended revision=%lld result=\"%s\"", (long long)id, result);
+	f->active = 0;
+	touch(st, id);
+}
+
+static void ensure_units(struct fleet *f, int n)
+{
+	if (n <= f->capunits)
+		return;
+	f->capunits = n * 2;
+	f->start = xrealloc(f->start, sizeof(*f->start) * (size_t)f->capunits);
+	f->work = xrealloc(f->work, sizeof(*f->work) * (size_t)f->capunits);
+}
+
+/* Whether a queued node is out of service for its own reasons (it costs
+ * the rollout no capacity and stays out after it). */
+static int queued_out(struct fleet *f, const struct node *n, int64_t id)
+{
+	if (n->admin == NODE_READY)
+		return 0;
+	json_t *b = before_of(f, n, id);
+	int out = strcmp(str(b, "admin"), "ready") != 0;
+	json_decref(b);
+	return out;
+}
+
+/* Starts what the policy lets start; 1 when something did. */
+static int start_next(struct state *st, struct fleet *f, int64_t id, json_t *ro, int64_t now)
+{
+	json_t *entries = json_object_get(ro, "nodes");
+	int n = (int)json_array_size(entries);
+	ensure_units(f, n + 1);
+	struct fleet_unit *u = xcalloc((size_t)n + 1, sizeof(*u));
+	for (int i = 0; i < n; i++) {
+		const json_t *e = json_array_get(entries, (size_t)i);
+		struct node *x = node_named(st, str(e, "name"));
+		u[i].block = jv_str(e, "block", NULL);
+		u[i].phase = phase_of(e);
+		u[i].lost = !x || x->state == NODE_LOST;
+		u[i].was_out = u[i].phase == FLEET_QUEUED ? x && queued_out(f, x, id)
+		                                          : jv_bool(e, "was_out", 0);
+	}
+	const json_t *pol = json_object_get(ro, "policy");
+	struct fleet_policy p = {(int)jv_int(pol, "max_unavailable", 1),
+	                         (int)jv_int(pol, "max_unavailable_per_block", 1)};
+	struct fleet_next r;
+	fleet_rollout_next(&p, u, n, f->start, f->work, &r);
+	free(u);
+	for (int i = 0; i < r.nstart; i++) {
+		json_t *e = json_array_get(entries, (size_t)f->start[i]);
+		node_start(st, f, id, e, node_named(st, str(e, "name")), now);
+		advance(st, id, ro, e, now); /* an idle node is drained at once */
+	}
+	if (r.stop || r.done) {
+		char why[300] = "";
+		size_t i;
+		json_t *e;
+		json_array_foreach (entries, i, e)
+			if (!why[0] && phase_of(e) == FLEET_FAILED)
+				text_printf(why, sizeof(why), "node %s: %s", str(e, "name"),
+				            str(e, "detail"));
+		rollout_end(st, f, id, r.done ? "done" : "stopped", why, now);
+	}
+	return r.nstart > 0 || r.stop || r.done;
+}
+
+void fleet_step(struct state *st, int64_t now, int force)
+{
+	struct fleet *f = fleet_of(st);
+	if (!f || !f->active)
+		return;
+	if (!force && !st->core->fleet_kick && now - f->last_step < STEP_EVERY_MS)
+		return;
+	st->core->fleet_kick = 0;
+	f->last_step = now;
+	int64_t id = f->active;
+	json_t *ro = json_object_get(rev(f, id), "rollout");
+	int moved = 0;
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(ro, "nodes"), i, e)
+		moved |= advance(st, id, ro, e, now);
+	moved |= start_next(st, f, id, ro, now);
+	if (moved)
+		touch(st, id);
+}
+
+int fleet_stop(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen)
+{
+	struct fleet *f = fleet_of(st);
+	if (!f->active) {
+		snprintf(err, errlen, "no rollout is running");
+		return ERR_NOTFOUND;
+	}
+	int64_t id = f->active, now = wall_ms();
+	json_t *ro = json_object_get(rev(f, id), "rollout");
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(ro, "nodes"), i, e) {
+		struct node *n = node_named(st, str(e, "name"));
+		if (phase_of(e) != FLEET_DRAINING || !n)
+			continue;
+		/* nothing was sent to it yet: back as it was */
+		restore(st, e, n);
+		set_phase(e, FLEET_QUEUED, now);
+	}
+	char why[128];
+	const char *who = jv_str(body, "who", "");
+	snprintf(why, sizeof(why), "stopped by %s", *who ? who : "admin");
+	rollout_end(st, f, id, "stopped", why, now);
+	*out = json_pack("{s:I,s:O}", "revision", (json_int_t)id, "rollout", ro);
+	return 0;
+}
+
+/* ---- joining ---- */
+
+/* Whether the running rollout has n still to upgrade. */
+static int in_rollout(struct fleet *f, const char *name)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(rollout_of(f, f->active), "nodes"), i, e)
+		if (strcmp(str(e, "name"), name) == 0)
+			return phase_of(e) != FLEET_DONE;
+	return 0;
+}
+
+void fleet_node_joined(struct state *st, struct node *n)
+{
+	struct fleet *f = fleet_of(st);
+	const json_t *member = f ? json_object_get(f->members, n->name) : NULL;
+	if (!member || n->profile || n->fleet_removed || in_rollout(f, n->name))
+		return;
+	json_t *patch = json_deep_copy(json_object_get(member, "labels"));
+	const char *k;
+	json_t *v;
+	json_object_foreach (n->labels, k, v)
+		if (!json_object_get(patch, k))
+			json_object_set_new(patch, k, json_null());
+	state_node_relabel(st, n, patch, str(member, "pool"), 1);
+	json_decref(patch);
+	state_event(st, "fleet.node", 0, n->id,
+	            "node %s joined: fleet revision %d gives it pool %s, its labels and profile %s",
+	            n->name, f->nrevs, str(member, "pool"), str(member, "profile"));
+	nodes_set_profile(st, n, json_object_get(f->profiles, str(member, "profile")));
+}
+
+/* ---- views ---- */
+
+static json_t *revision_brief(const json_t *doc)
+{
+	json_t *o = json_pack(
+	        "{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "id", json_object_get(doc, "id"), "time_ms",
+	        json_object_get(doc, "time_ms"), "who", json_object_get(doc, "who"), "fleet",
+	        json_object_get(doc, "fleet"), "summary", json_object_get(doc, "summary"), "result",
+	        json_object_get(doc, "result"), "rollback_of", json_object_get(doc, "rollback_of"),
+	        "file", json_object_get(doc, "file") ? json_object_get(doc, "file") : json_null());
+	const json_t *ro = json_object_get(doc, "rollout");
+	json_object_set_new(o, "rollout",
+	                    json_is_object(ro) ? json_pack("{s:O,s:O,s:O}", "state",
+	                                                   json_object_get(ro, "state"), "done",
+	                                                   json_object_get(ro, "done"), "total",
+	                                                   json_object_get(ro, "total"))
+	                                       : json_null());
+	return o;
+}
+
+json_t *fleet_revisions(struct state *st, int limit)
+{
+	struct fleet *f = fleet_of(st);
+	json_t *arr = json_array();
+	for (int64_t id = f->nrevs; id >= 1 && (int)json_array_size(arr) < limit; id--)
+		if (json_is_object(rev(f, id)))
+			json_array_append_new(arr, revision_brief(rev(f, id)));
+	return arr;
+}
+
+json_t *fleet_revision(struct state *st, int64_t id)
+{
+	const json_t *doc = rev(fleet_of(st), id);
+	return json_is_object(doc) ? json_deep_copy(doc) : NULL;
+}
+
+static json_t *member_status(struct state *st, const json_t *member)
+{
+	struct node *n = node_named(st, str(member, "name"));
+	if (!n)
+		return json_pack("{s:s,s:b,s:s,s:s,s:s}", "name", str(member, "name"), "joined", 0,
+		                 "profile", str(member, "profile"), "state", "not joined", "reason",
+		                 "waiting for its agent to join");
+	return json_pack("{s:s,s:b,s:s,s:s,s:s,s:o}", "name", n->name, "joined", 1, "profile",
+	                 jv_str(n->profile, "name", ""), "state", node_shown_state(n), "reason",
+	                 n->hold[0] && n->admin == NODE_READY ? n->hold : n->admin_reason,
+	                 "profile_state",
+	                 n->profile_status ? json_string(jv_str(n->profile_status, "state", ""))
+	                                   : json_null());
+}
+
+json_t *fleet_status(struct state *st)
+{
+	struct fleet *f = fleet_of(st);
+	json_t *nodes = json_array();
+	size_t i;
+	json_t *m;
+	json_array_foreach (json_object_get(f->spec, "nodes"), i, m)
+		json_array_append_new(nodes, member_status(st, m));
+	json_t *rollout = json_null();
+	for (int64_t id = f->nrevs; id >= 1 && json_is_null(rollout); id--)
+		if (rollout_of(f, id)) {
+			rollout = json_deep_copy(rollout_of(f, id));
+			json_object_del(rollout, "profiles");
+			json_object_set_new(rollout, "revision", json_integer(id));
+		}
+	const json_t *cur = rev(f, f->nrevs);
+	return json_pack("{s:o,s:o,s:o}", "revision",
+	                 json_is_object(cur) ? revision_brief(cur) : json_null(), "rollout",
+	                 rollout, "nodes", nodes);
+}
+
+json_t *fleet_refresh(struct state *st)
+{
+	json_t *obs = fleet_observed(st);
+	json_t *drift = fleet_drift(obs);
+	json_object_set(drift, "revision", json_object_get(obs, "revision"));
+	json_decref(obs);
+	return drift;
+}

@@ -1,0 +1,299 @@
+"""`anvil fleet plan/apply/history/rollback/refresh/status/stop` against a
+real server, with agents that speak the real agent protocol (fakeagent.py:
+they report their profile status as a converging agent does, and answer the
+node check): plan on a cluster, apply, idempotence, queue and quota changes,
+a saved plan refused once the cluster changed, a profile change rolled out
+node by node with a running job requeued, a failing node stopping the
+rollout, rollback, drift, a server restart in the middle of a rollout, and
+bad input named."""
+import json
+import os
+import shutil
+import tempfile
+
+from fakeagent import FakeAgent
+from harness import ApiError, cluster, run_tests, wait_for
+
+SPEC = """\
+name: lab
+pools: {onprem: }
+profiles:
+  h200:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "%(driver)s"
+    sysctl: {vm.swappiness: 1}
+groups:
+  h:
+    pool: onprem
+    profile: h200
+    nodes: node-[1-3]
+    labels: {gpu: h200}
+    topology: {rack: r1, block: b1}
+queues:
+  prod: {priority: 100, borrowing: false, quotas: {search: %(quota)d}}
+teams:
+  search: {weight: 2}
+upgrade: {max_unavailable: 1, max_unavailable_per_block: 1, validation_timeout: 10s}
+"""
+
+
+class Fleet:
+    """A server, two agents (node-1, node-2; node-3 of the spec never
+    joins) and a directory for spec files."""
+
+    def __init__(self, c, mode="converge"):
+        self.c = c
+        self.dir = tempfile.mkdtemp(prefix="anvil-fleet-")
+        self.agents = [FakeAgent(c.url, c.join_token, "node-%d" % (i + 1), mode=mode)
+                       for i in range(2)]
+        wait_for(lambda: len(c.nodes()) == 2, what="2 nodes")
+
+    def spec(self, driver="550.1", quota=8, name="fleet.yaml"):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(SPEC % {"driver": driver, "quota": quota})
+        return path
+
+    def fleet(self, *args, timeout=90):
+        return self.c.cli("fleet", *args, timeout=timeout, env={"USER": "alice"})
+
+    def node(self, name):
+        return self.c.api("GET", "/v1/nodes/" + name)["node"]
+
+    def close(self):
+        for a in self.agents:
+            a.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def with_fleet(test, mode="converge"):
+    def run():
+        with cluster(agents=0, name="fleetapply") as c:
+            f = Fleet(c, mode)
+            try:
+                test(c, f)
+            finally:
+                f.close()
+    run.__name__ = test.__name__
+    return run
+
+
+def plan_apply_history_idempotence(c, f):
+    spec = f.spec()
+    p = f.fleet("plan", spec)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "fleet lab: planned against a cluster no spec was applied to" in p.stdout, p.stdout
+    assert "  + node-3  group h, pool onprem, profile h200" in p.stdout, p.stdout
+    assert "  ~ node-1" in p.stdout and "driver none -> 550.1 (needs a drain)" in p.stdout
+    assert "rolling upgrade: 2 nodes, at most 1 out at once" in p.stdout, p.stdout
+    assert "  + prod" in p.stdout and "  + search" in p.stdout, p.stdout
+    j = json.loads(f.fleet("plan", "--json", spec).stdout)
+    assert j["plan"]["changes"] == 4 and len(j["fingerprint"]) == 64, j
+    # apply: the rollout, followed node by node
+    p = f.fleet("apply", spec)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "revision 1 applied" in p.stdout, p.stdout
+    assert "  node-1  " in p.stdout and "  node-2  done" in p.stdout, p.stdout
+    assert "rollout of revision 1: done" in p.stdout, p.stdout
+    n = f.node("node-1")
+    assert n["state"] == "ready" and n["pool"] == "onprem", n
+    assert n["labels"] == {"gpu": "h200", "rack": "r1", "block": "b1"}, n["labels"]
+    assert n["profile"]["name"] == "h200" and n["profile_status"]["state"] == "converged", n
+    assert n["profile_checked"] == n["profile"]["hash"], n
+    assert f.agents[0].checks[-1] == {"gpus": 4, "gpu_model": "NVIDIA H200",
+                                      "driver_version": "550.1"}, f.agents[0].checks
+    q = {x["name"]: x for x in c.api("GET", "/v1/queues")["queues"]}["prod"]
+    assert q["priority"] == 100 and q["borrowing"] is False, q
+    assert q["quotas"][0]["team"] == "search" and q["quotas"][0]["nominal_gpus"] == 8, q
+    teams = {t["name"]: t for t in c.api("GET", "/v1/teams")["teams"]}
+    assert teams["search"]["weight"] == 2, teams
+    # again: nothing
+    p = f.fleet("apply", spec)
+    assert p.returncode == 0 and "no changes: the cluster already matches this spec" in p.stdout
+    # a quota change is a queue change, applied as such
+    p = f.fleet("apply", f.spec(quota=16))
+    assert p.returncode == 0 and "  ~ prod  quotas.search 8 -> 16" in p.stdout, p.stdout
+    q = {x["name"]: x for x in c.api("GET", "/v1/queues")["queues"]}["prod"]
+    assert q["quotas"][0]["nominal_gpus"] == 16, q
+    p = f.fleet("history")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[:3] == ["REV", "APPLIED", "WHO"], lines
+    assert lines[1].split()[0] == "2" and "alice" in lines[1] and "1 queue" in lines[1], lines
+    assert "rolled out to 2 node(s)" in lines[2], lines
+    p = f.fleet("history", "1")
+    assert "revision 1 of fleet lab" in p.stdout and "driver: \"550.1\"" in p.stdout, p.stdout
+    p = c.cli("nodes", "show", "node-1")
+    assert "  profile     h200 (" in p.stdout and "): converged, checked" in p.stdout, p.stdout
+    p = f.fleet("status")
+    assert "fleet lab, revision 2" in p.stdout, p.stdout
+    assert "nodes: 3 in the spec, 2 joined, 2 ready" in p.stdout, p.stdout
+    assert "node-3  h200     not joined  waiting for its agent to join" in p.stdout, p.stdout
+
+
+def saved_plan_refused_when_the_cluster_changed(c, f):
+    spec = f.spec()
+    out = os.path.join(f.dir, "plan.json")
+    p = f.fleet("plan", "--out", out, spec)
+    assert p.returncode == 0 and "plan saved to %s" % out in p.stdout, (p.stdout, p.stderr)
+    c.api("POST", "/v1/queues", {"name": "prod", "priority": 5})
+    c.api("POST", "/v1/nodes/node-2", {"labels": {"extra": "x"}})
+    p = f.fleet("apply", out)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "the cluster changed since the plan was made" in p.stderr, p.stderr
+    assert "node node-2 changed" in p.stderr and "queue prod was added" in p.stderr, p.stderr
+    assert c.api("GET", "/v1/fleet/revisions")["revisions"] == []
+    p = f.fleet("plan", "--out", out, spec)
+    assert "  ~ prod  priority 5 -> 100" in p.stdout, p.stdout
+    assert "labels: set gpu=h200, set rack=r1, set block=b1, remove extra" in p.stdout, p.stdout
+    p = f.fleet("apply", "--no-wait", out)
+    assert p.returncode == 0 and "revision 1 applied" in p.stdout, (p.stdout, p.stderr)
+    rev = c.api("GET", "/v1/fleet/revisions/1")["revision"]
+    assert rev["who"] == "alice" and rev["file"] == spec, rev
+    assert "node-[1-3]" in rev["text"], rev
+
+
+def rollout_requeues_stops_at_a_failure_and_rolls_back(c, f):
+    assert f.fleet("apply", f.spec()).returncode == 0
+    jobs = [c.submit(["train"], gpus=4, checkpointing=True)["id"] for _ in range(2)]
+    wait_for(lambda: all(c.job(j)["state"] == "running" for j in jobs), what="jobs running")
+    on1 = [j for j in jobs if c.job(j)["attempts"][-1]["ranks"][0]["node"] == "node-1"][0]
+    for a in f.agents:  # the new driver cannot be installed anywhere
+        a.mode = "fail"
+    p = f.fleet("apply", f.spec(driver="560.2"))
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "  ~ node-1" in p.stdout and "driver 550.1 -> 560.2 (needs a drain)" in p.stdout
+    assert "  node-1  failed: profile h200 failed at step 'package nvidia-driver'" in p.stdout
+    assert "rollout of revision 2: stopped: node node-1:" in p.stdout, p.stdout
+    n = f.node("node-1")
+    assert n["state"] == "cordoned", n
+    assert n["reason"].startswith("rollout of revision 2 stopped here: profile h200 failed"), n
+    assert f.node("node-2")["state"] == "ready"  # never taken out
+    # node-1's job was drained off it (its checkpoint kept) and waits: node-2 is busy
+    j = c.job(on1)
+    assert j["state"] == "pending" and len(j["attempts"]) == 1, j
+    assert j["attempts"][0]["end_reason"].startswith(
+        "node node-1 draining: rollout of revision 2"), j["attempts"][0]
+    p = f.fleet("status")
+    assert "rollout of revision 2: stopped" in p.stdout, p.stdout
+    for a in f.agents:
+        a.mode = "converge"
+    p = f.fleet("rollback", "1")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "revision 3 applied" in p.stdout and "driver 560.2 -> 550.1" in p.stdout, p.stdout
+    assert "rollout of revision 3: done" in p.stdout, p.stdout
+    n = f.node("node-1")
+    assert n["state"] == "ready" and n["reason"] == "", n
+    j = wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(c.job(on1)),
+                 what="the job running again")
+    assert j["attempts"][-1]["ranks"][0]["node"] == "node-1", j
+    hist = c.api("GET", "/v1/fleet/revisions")["revisions"]
+    assert [r["id"] for r in hist] == [3, 2, 1] and hist[0]["rollback_of"] == 1, hist
+    assert hist[1]["result"].startswith("rollout stopped: node node-1"), hist
+
+
+def refresh_reports_drift(c, f):
+    assert f.fleet("apply", f.spec()).returncode == 0
+    p = f.fleet("refresh")
+    assert p.returncode == 0 and "2 converged" in p.stdout and "no drift." in p.stdout, p.stdout
+    f.agents[1].set_status("drifted", "vm.swappiness is 60")
+    f.agents[0].driver = "535.9"  # its facts change under it
+    wait_for(lambda: f.node("node-2")["state"] == "held", what="node-2 held")
+    wait_for(lambda: f.node("node-1")["driver_version"] == "535.9", what="node-1's facts")
+    p = f.fleet("refresh")
+    assert "1 drifted" in p.stdout, p.stdout
+    assert ("node-2  drifted    drifted from profile h200 at step 'sysctl vm.swappiness': "
+            "vm.swappiness is 60") in p.stdout, p.stdout
+    assert "node-1  converged  driver: the profile pins 550.1, the node reports 535.9" \
+        in p.stdout, p.stdout
+    j = json.loads(f.fleet("refresh", "--json").stdout)
+    assert j["counts"]["drifted"] == 1 and j["counts"]["mismatched"] == 1, j
+    assert f.fleet("history").stdout.count("\n") == 2  # refresh changed nothing
+
+
+def restart_mid_rollout(c, f):
+    assert f.fleet("apply", f.spec()).returncode == 0
+    for a in f.agents:
+        a.mode = "hold"
+    p = f.fleet("apply", "--no-wait", f.spec(driver="560.2"))
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    wait_for(lambda: f.node("node-1")["state"] == "drained" and
+             f.agents[0].status and f.agents[0].status["state"] == "converging",
+             what="node-1 converging")
+    c.kill_server()
+    c.start_server()
+    st = c.api("GET", "/v1/fleet/status")
+    assert st["rollout"]["state"] == "running", st
+    assert [n["phase"] for n in st["rollout"]["nodes"]] == ["converging", "queued"], st
+    for a in f.agents:
+        a.mode = "converge"
+    f.agents[0].set_status("converged")
+    f.agents[0].driver = "560.2"
+    p = f.fleet("status")
+    assert "rollout of revision 2: running" in p.stdout, p.stdout
+    wait_for(lambda: c.api("GET", "/v1/fleet/status")["rollout"]["state"] == "done",
+             timeout=60, what="the rollout to finish")
+    assert f.node("node-1")["state"] == "ready" and f.node("node-2")["state"] == "ready"
+    assert f.agents[1].profile["spec"]["driver"] == "560.2"
+
+
+def stop_a_rollout(c, f):
+    assert f.fleet("apply", f.spec()).returncode == 0
+    for a in f.agents:
+        a.mode = "hold"
+    assert f.fleet("apply", "--no-wait", f.spec(driver="560.2")).returncode == 0
+    p = f.fleet("apply", f.spec(driver="570.3"))
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "the rollout of revision 2 is running" in p.stderr, p.stderr
+    p = f.fleet("stop")
+    assert p.returncode == 0 and "rollout of revision 2 stopped" in p.stdout, p.stdout
+    p = f.fleet("stop")
+    assert p.returncode == 1 and "no rollout is running" in p.stderr, p.stderr
+    assert c.api("GET", "/v1/fleet/revisions/2")["revision"]["result"] == \
+        "rollout stopped: stopped by alice"
+
+
+def bad_input_is_named(c, f):
+    def refused(path, body, status, text):
+        try:
+            c.api("POST", path, body)
+        except ApiError as e:
+            assert e.status == status and text in json.dumps(e.body), (e.status, e.body)
+            return
+        raise AssertionError("%s %r was accepted" % (path, body))
+    refused("/v1/fleet/apply", {"spec": {"name": "x"}}, 400,
+            "field 'spec': 3 errors: 'pools' is missing; 'profiles' is missing")
+    refused("/v1/fleet/apply", {"spec": {}, "plan": {}}, 400, "give one of them")
+    refused("/v1/fleet/plan", {}, 400, "spec")
+    refused("/v1/fleet/rollback", {"revision": 4}, 404, "there is no revision 4")
+    refused("/v1/fleet/apply", {"plan": {"spec": {"name": "x"}, "fingerprint": "0"}}, 400,
+            "field 'spec'")
+    a = f.agents[0]
+    for ps, text in ((
+            {"hash": "h", "state": "bogus", "steps": [], "time_ms": 1},
+            "profile_status: field 'state': 'bogus' is not converging"),
+            ({"hash": "h", "state": "failed", "steps": [{"name": "x", "status": "maybe"}],
+              "time_ms": 1}, "profile_status: steps[0]: field 'status': 'maybe' is not ok"),
+            ({"hash": "h", "state": "failed", "time_ms": 1}, "profile_status: ")):
+        try:
+            a._post("/v1/agent/sync", {"node_id": a.node_id, "profile_status": ps}, a.secret)
+        except Exception as e:  # urllib's HTTPError
+            body = e.read().decode()
+            assert e.code == 400 and text in body, (e.code, body)
+        else:
+            raise AssertionError("accepted %r" % ps)
+    p = f.fleet("rollback", "x")
+    assert p.returncode == 2 and "'x' is not a revision number" in p.stderr, p.stderr
+    p = f.fleet("apply")
+    assert p.returncode == 2 and "fleet apply takes one FILE" in p.stderr, p.stderr
+    p = f.fleet("status")
+    assert p.returncode == 0 and "no spec applied yet" in p.stdout, p.stdout
+
+
+run_tests([with_fleet(plan_apply_history_idempotence),
+           with_fleet(saved_plan_refused_when_the_cluster_changed),
+           with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
+           with_fleet(refresh_reports_drift),
+           with_fleet(restart_mid_rollout),
+           with_fleet(stop_a_rollout),
+           with_fleet(bad_input_is_named)])
