@@ -150,6 +150,46 @@ static void plan_nodes(const json_t *nodes, struct buf *out)
 		node_change(out, e);
 }
 
+/* A queue's or team's settings as a person reads them: "priority 100,
+ * borrowing false, default time limit 24h, quotas search=8". */
+static void settings(struct buf *out, const json_t *o)
+{
+	const char *k;
+	json_t *v;
+	int first = 1;
+	json_object_foreach ((json_t *)o, k, v) {
+		if (strcmp(k, "name") == 0)
+			continue;
+		buf_adds(out, first ? "" : ", ");
+		first = 0;
+		size_t n = strlen(k);
+		int ms = n > 3 && strcmp(k + n - 3, "_ms") == 0 && json_is_integer(v);
+		for (size_t i = 0; i < (ms ? n - 3 : n); i++)
+			buf_printf(out, "%c", k[i] == '_' ? ' ' : k[i]);
+		buf_adds(out, " ");
+		if (ms) {
+			char t[32];
+			schema_duration_text(json_integer_value(v), t, sizeof(t));
+			buf_adds(out, t);
+		} else if (json_is_object(v)) {
+			const char *team;
+			json_t *g;
+			int one = 1;
+			json_object_foreach (v, team, g) {
+				buf_adds(out, one ? "" : " ");
+				one = 0;
+				clean(out, team);
+				buf_adds(out, "=");
+				value(out, g);
+			}
+			if (one)
+				buf_adds(out, "none");
+		} else {
+			value(out, v);
+		}
+	}
+}
+
 /* Queues or teams: "+ NAME  settings" and "~ NAME  changes". */
 static void plan_section(const char *title, const json_t *s, struct buf *out)
 {
@@ -163,10 +203,7 @@ static void plan_section(const char *title, const json_t *s, struct buf *out)
 		buf_adds(out, "  + ");
 		clean(out, s_of(e, "name"));
 		buf_adds(out, "  ");
-		json_t *rest = json_copy(e);
-		json_object_del(rest, "name");
-		value(out, rest);
-		json_decref(rest);
+		settings(out, e);
 		buf_adds(out, "\n");
 	}
 	json_array_foreach (json_object_get(s, "change"), i, e) {
@@ -415,11 +452,13 @@ static void node_now(const json_t *status, int64_t revision, const char *name, s
 	const json_t *ro = json_object_get(status, "rollout");
 	if (verb_int(ro, "revision", 0) == revision)
 		json_array_foreach (json_object_get(ro, "nodes"), i, e) {
-			if (strcmp(s_of(e, "name"), name) != 0 ||
-			    !strcmp(s_of(e, "phase"), "queued"))
+			if (strcmp(s_of(e, "name"), name) != 0)
 				continue;
-			buf_printf(out, "%s%s%s", s_of(e, "phase"), *s_of(e, "detail") ? ": " : "",
-			           s_of(e, "detail"));
+			if (strcmp(s_of(e, "phase"), "queued") == 0)
+				buf_adds(out, "queued: waiting for its turn");
+			else
+				buf_printf(out, "%s%s%s", s_of(e, "phase"),
+				           *s_of(e, "detail") ? ": " : "", s_of(e, "detail"));
 			return;
 		}
 	json_array_foreach (json_object_get(status, "nodes"), i, e) {

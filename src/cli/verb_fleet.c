@@ -301,7 +301,8 @@ static int carry_out(struct verb_ctx *v, const char *path, json_t *body)
 	if (cliargs_flag(&v->args, "json")) {
 		verb_print_json(resp);
 	} else {
-		print_plan(json_object_get(resp, "plan"));
+		if (revision > 0) /* what it changed; else the message says there was nothing */
+			print_plan(json_object_get(resp, "plan"));
 		printf("%s\n", verb_str(resp, "message"));
 		size_t i;
 		json_t *f;

@@ -406,11 +406,30 @@ static void text_of(const json_t *v, char *out, size_t len)
 	free(t);
 }
 
+/* "priority 100 -> 90, quotas {...} -> {...}": what differs between two
+ * objects, key by key. */
+static void keys_changed(const json_t *was, const json_t *now, char *out, size_t len)
+{
+	size_t used = 0;
+	const char *k;
+	json_t *v;
+	char a[160], b[160];
+	out[0] = '\0';
+	json_object_foreach ((json_t *)now, k, v) {
+		if (json_equal(json_object_get(was, k), v) || used + 1 >= len)
+			continue;
+		text_of(json_object_get(was, k), a, sizeof(a));
+		text_of(v, b, sizeof(b));
+		used += (size_t)snprintf(out + used, len - used, "%s%s %s -> %s", used ? ", " : "",
+		                         k, a, b);
+	}
+}
+
 static void part_changes(json_t *out, const char *kind, const json_t *before, const json_t *now)
 {
 	const char *k;
 	json_t *v;
-	char a[160], b[160];
+	char a[160], b[160], keys[320];
 	json_object_foreach ((json_t *)now, k, v) {
 		const json_t *was = json_object_get(before, k);
 		if (!was) {
@@ -418,6 +437,9 @@ static void part_changes(json_t *out, const char *kind, const json_t *before, co
 			    strcmp(kind, "node") == 0 ? "joined" : "was added");
 		} else if (!json_equal(was, v) && strcmp(kind, "node") == 0) {
 			say(out, "node %s changed: its pool, labels or profile", k);
+		} else if (!json_equal(was, v) && json_is_object(v) && json_is_object(was)) {
+			keys_changed(was, v, keys, sizeof(keys));
+			say(out, "%s %s changed: %s", kind, k, keys);
 		} else if (!json_equal(was, v)) {
 			text_of(was, a, sizeof(a));
 			text_of(v, b, sizeof(b));

@@ -565,7 +565,7 @@ static void record(struct state *st, const json_t *body, const json_t *src, cons
 	const char *who = jv_str(body, "who", "");
 	json_t *doc = json_pack(
 	        "{s:I,s:I,s:s,s:s,s:s,s:O,s:o,s:o,s:o,s:O,s:s,s:s,s:o}", "id",
-	        (json_int_t)(f->nrevs + 1), "time_ms", (json_int_t)wall_ms(), "who",
+	        (json_int_t)f->nrevs + 1, "time_ms", (json_int_t)wall_ms(), "who",
 	        *who ? who : "admin", "identity", "admin", "fleet", str(plan, "fleet"), "spec", src,
 	        "text",
 	        jv_str(body, "text", NULL) ? json_string(jv_str(body, "text", "")) : json_null(),

@@ -59,10 +59,25 @@ TEST(plan_shows_every_kind_of_change)
 	          "queues:\n"
 	          "  ~ prod  priority 90 -> 100, quotas.x 4 -> none\n"
 	          "teams:\n"
-	          "  + search  {\"weight\":2}\n"
+	          "  + search  weight 2\n"
 	          "rolling upgrade: 1 node, at most 2 out at once and 1 per block; each cordoned, "
 	          "drained, converged, checked within 15m, uncordoned\n"
 	          "5 changes.\n");
+	buf_cleanup(&out);
+	json_decref(plan);
+}
+
+TEST(added_queues_read_as_settings)
+{
+	json_t *plan = load("{\"fleet\": \"lab\", \"revision\": 1, \"changes\": 1, \"nodes\": {},"
+	                    " \"queues\": {\"add\": [{\"name\": \"prod\", \"priority\": 100,"
+	                    " \"borrowing\": false, \"default_time_limit_ms\": 259200000,"
+	                    " \"quotas\": {\"a\": 8, \"b\": 4}}]}, \"teams\": {}, \"drain\": []}");
+	struct buf out;
+	buf_init(&out);
+	fleetshow_plan(plan, &out);
+	CHECK_CONTAINS(out.data, "  + prod  priority 100, borrowing false, default time limit 72h, "
+	                         "quotas a=8 b=4\n");
 	buf_cleanup(&out);
 	json_decref(plan);
 }
@@ -152,7 +167,7 @@ TEST(progress_says_each_change_once)
 	struct buf out;
 	buf_init(&out);
 	CHECK_INT(fleetshow_progress(st, 1, watch, seen, &out), 2);
-	CHECK_STR(out.data, "  h-1  draining\n  h-2  ready\n");
+	CHECK_STR(out.data, "  h-1  draining\n  h-2  queued: waiting for its turn\n");
 	buf_reset(&out);
 	CHECK_INT(fleetshow_progress(st, 1, watch, seen, &out), 0);
 	json_object_set_new(
