@@ -15,7 +15,7 @@ void server_metrics(struct server *s, struct buf *out)
 	struct state *st = &s->state;
 	state_lock(st);
 	uint64_t jobs[JOB_NSTATES] = {0}, nodes[NODE_NSTATES] = {0};
-	int64_t gtotal = 0, gused = 0, gbad = 0, faults[NODE_FAULT_NSCOPES] = {0};
+	int64_t gtotal = 0, gused = 0, gbad = 0, faults[NODE_FAULT_NSCOPES] = {0}, held = 0;
 	for (int64_t i = 0; i < st->njobs; i++)
 		if (st->jobs[i])
 			jobs[st->jobs[i]->state]++;
@@ -25,6 +25,7 @@ void server_metrics(struct server *s, struct buf *out)
 		gtotal += n->ngpus;
 		gused += __builtin_popcountll(n->gpus_used);
 		gbad += __builtin_popcountll(n->gpus_unhealthy);
+		held += n->state != NODE_LOST && n->admin == NODE_READY && n->hold[0];
 		for (int k = 0; k < NODE_FAULT_NSCOPES; k++)
 			faults[k] += n->faults[k];
 	}
@@ -36,6 +37,9 @@ void server_metrics(struct server *s, struct buf *out)
 	for (int i = 0; i < NODE_NSTATES; i++)
 		buf_printf(out, "anvil_nodes{state=\"%s\"} %llu\n", node_state_name(i),
 		           (unsigned long long)nodes[i]);
+	gauge(out, "anvil_nodes_held",
+	      "Ready nodes that their fleet profile keeps from new work (converging or held).");
+	buf_printf(out, "anvil_nodes_held %lld\n", (long long)held);
 	gauge(out, "anvil_gpus", "GPUs registered in the cluster.");
 	buf_printf(out, "anvil_gpus %lld\n", (long long)gtotal);
 	gauge(out, "anvil_gpus_allocated", "GPUs held by running attempts.");
