@@ -561,6 +561,8 @@ void state_node_checked(struct state *st, int64_t node_id, const char *hash, int
 		n->checking = 0;
 	if (!n->profile || strcmp(hash, profile_hash(n)) != 0)
 		return; /* its profile changed while the check ran */
+	/* a check that fails again as before is retried quietly */
+	int same = !ok && strncmp(n->check_failed, summary, sizeof(n->check_failed) - 1) == 0;
 	if (ok) {
 		text_printf(n->profile_checked, sizeof(n->profile_checked), "%s", hash);
 		n->check_failed[0] = '\0';
@@ -569,8 +571,9 @@ void state_node_checked(struct state *st, int64_t node_id, const char *hash, int
 		text_printf(n->check_failed, sizeof(n->check_failed), "%s", summary);
 		n->check_after_ms = wall_ms() + NODES_CHECK_RETRY_MS;
 	}
-	state_event(st, "node.check", 0, n->id, "node %s check %s for profile %s: %s", n->name,
-	            ok ? "passed" : "failed", profile_name(n), summary);
+	if (!same)
+		state_event(st, "node.check", 0, n->id, "node %s check %s for profile %s: %s",
+		            n->name, ok ? "passed" : "failed", profile_name(n), summary);
 	st->core->fleet_kick = 1;
 	nodes_profile_hold(st, n);
 }
