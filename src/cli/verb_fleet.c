@@ -326,15 +326,21 @@ static int apply(struct verb_ctx *v, const char *path)
 		return CLI_EXIT_FAILED;
 	json_t *saved = saved_plan(text, len), *body;
 	if (saved) {
-		body = json_pack(
-		        "{s:{s:O,s:O,s:O},s:O,s:O}", "plan", "spec", json_object_get(saved, "spec"),
-		        "fingerprint", json_object_get(saved, "fingerprint"), "digest",
-		        json_object_get(saved, "digest"), "text", json_object_get(saved, "text"),
-		        "file", json_object_get(saved, "file"));
-		if (!json_is_string(json_object_get(body, "text")))
-			json_object_del(body, "text");
-		if (!json_is_string(json_object_get(body, "file")))
-			json_object_del(body, "file");
+		/* the reviewed changes go too: the server applies them only if its
+		 * spec still gives exactly these */
+		body = json_pack("{s:{s:O?,s:O?,s:O?,s:O?},s:O?,s:O?}", "plan", "spec",
+		                 json_object_get(saved, "spec"), "fingerprint",
+		                 json_object_get(saved, "fingerprint"), "digest",
+		                 json_object_get(saved, "digest"), "plan",
+		                 json_object_get(saved, "plan"), "text",
+		                 json_object_get(saved, "text"), "file",
+		                 json_object_get(saved, "file"));
+		static const char *const optional[] = {"text", "file"};
+		for (size_t i = 0; body && i < 2; i++)
+			if (!json_is_string(json_object_get(body, optional[i])))
+				json_object_del(body, optional[i]);
+		if (!body)
+			fprintf(stderr, "anvil fleet: %s is not a plan file anvil made\n", path);
 		json_decref(saved);
 	} else {
 		body = spec_body(path, text, len);

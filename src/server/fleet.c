@@ -319,13 +319,22 @@ static void join_texts(const json_t *texts, char *out, size_t len)
 	}
 }
 
-/* A saved plan applies only to the cluster it was made against. */
+/* A saved plan applies only to the cluster it was made against, and only
+ * as it was reviewed: its changes must be what its spec gives now. */
 static int saved_plan_ok(const json_t *saved, const json_t *now, char *err, size_t errlen)
 {
 	const char *want = str(saved, "fingerprint");
 	const json_t *digest = json_object_get(saved, "digest");
-	if (strcmp(want, str(now, "fingerprint")) == 0)
-		return 0;
+	const json_t *reviewed = json_object_get(saved, "plan");
+	if (strcmp(want, str(now, "fingerprint")) == 0) {
+		if (!reviewed || json_equal(reviewed, json_object_get(now, "plan")))
+			return 0;
+		snprintf(err, errlen,
+		         "field 'plan': the changes it lists are not what its spec gives against "
+		         "this cluster: the plan file was edited, or this server plans otherwise; "
+		         "make a new plan");
+		return ERR_CONFLICT;
+	}
 	char check[FLEET_HASH_LEN + 1];
 	fleet_fingerprint(digest, check);
 	if (!json_is_object(digest) || strcmp(check, want) != 0) {

@@ -71,7 +71,8 @@ json_t *fleet_observed(struct state *st);
 int fleet_plan_spec(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen);
 
 /* POST /v1/fleet/apply: body {"spec"} or {"plan": a saved plan {"spec",
- * "fingerprint", "digest"}}, with "who", "text", "file" (optional). Plans
+ * "fingerprint", "digest", "plan" (the changes reviewed; optional)}}, with
+ * "who", "text", "file" (optional). Plans
  * and carries out; *out: {"revision" (null when nothing changed),
  * "changes", "message", "plan", "rollout"}. ERR_CONFLICT when a saved plan
  * no longer matches the cluster (err names what changed) or a rollout

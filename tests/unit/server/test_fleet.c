@@ -586,11 +586,20 @@ TEST(saved_plan_refused_when_the_cluster_changed)
 	json_object_set(apply_body, "plan", saved);
 	CHECK_INT(fleet_apply(&f->st, apply_body, &out, err, sizeof(err)), ERR_INVALID);
 	CHECK_CONTAINS(err, "the plan file was changed");
-	/* a fresh plan applies */
+	/* a fresh plan applies, but only with the spec it was made from */
 	json_decref(planned);
 	CHECK_INT(fleet_plan_spec(&f->st, body, &planned, err, sizeof(err)), 0);
 	json_object_set(saved, "fingerprint", json_object_get(planned, "fingerprint"));
 	json_object_set(saved, "digest", json_object_get(planned, "digest"));
+	json_object_set(saved, "plan", json_object_get(planned, "plan"));
+	json_t *edited = json_deep_copy(saved);
+	json_t *prod =
+	        json_object_get(json_object_get(json_object_get(edited, "spec"), "queues"), "prod");
+	json_object_set_new(prod, "priority", json_integer(99));
+	json_object_set(apply_body, "plan", edited);
+	CHECK_INT(fleet_apply(&f->st, apply_body, &out, err, sizeof(err)), ERR_CONFLICT);
+	CHECK_CONTAINS(err, "the changes it lists are not what its spec gives");
+	json_decref(edited);
 	json_object_set(apply_body, "plan", saved);
 	CHECK_INT(fleet_apply(&f->st, apply_body, &out, err, sizeof(err)), 0);
 	CHECK_INT(jv_int(out, "revision", 0), 1);
