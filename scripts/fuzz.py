@@ -76,7 +76,8 @@ def fuzz_post(rnd, count):
     paths = ["/v1/jobs", "/v1/agent/sync", "/v1/agent/register", "/v1/queues",
              "/v1/queues/default", "/v1/jobs/1/cancel", "/v1/jobs/1/why", "/v1/nodes/node-1",
              "/v1/nodes/node-1/check", "/v1/nodes/node-1/faults", "/v1/nodes/node-1/state",
-             "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec"]
+             "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec",
+             "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop"]
     seeds = [b'{"command":["true"],"after":[{"job":1,"when":"any"}],"array":{"indices":[0,3],'
              b'"max_running":1},"cwd":"/tmp","env":{"A":"1"},"exported":["A"]}',
              b'{"command":["true"],"nodes":2,"head":"sleep 1","worker":"sleep 1",'
@@ -93,7 +94,16 @@ def fuzz_post(rnd, count):
              b'"findings":[{"seq":5,"gpu":0,"scope":"job","code":"xid-13","reason":"r"}],'
              b'"node":null}}',
              b'{"gpu":0,"kind":"xid","xid":13}', b'{"state":"draining","reason":"r"}',
-             b'{"name":"q","priority":5,"weight":2,"borrowing":true,"quotas":{"a":2}}']
+             b'{"name":"q","priority":5,"weight":2,"borrowing":true,"quotas":{"a":2}}',
+             b'{"spec":{"name":"f","pools":{"p":null},"profiles":{"h":{"gpu":{"model":"H",'
+             b'"count":2},"driver":"1.2","sysctl":{"vm.x":1}}},"groups":{"g":{"pool":"p",'
+             b'"profile":"h","nodes":"node-[1-2]","topology":{"block":"b"}}},"queues":'
+             b'{"q":{"quotas":{"t":2}}},"teams":{"t":{"weight":2}},"upgrade":'
+             b'{"max_unavailable":1}},"who":"w"}',
+             b'{"plan":{"spec":{"name":"f"},"fingerprint":"00","digest":{"revision":0,'
+             b'"nodes":{},"queues":{},"teams":{}}},"revision":1}',
+             b'{"node_id":1,"profile_status":{"hash":"ab","state":"failed","time_ms":1,'
+             b'"steps":[{"name":"s","status":"failed","detail":"d"}]}}']
     with cluster(agents=1, gpus=2, name="fuzzpost") as c:
         tokens = [c.token, c.join_token, c.node_secret(0), "x"]
         for _ in range(count):

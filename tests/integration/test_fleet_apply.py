@@ -290,7 +290,32 @@ def bad_input_is_named(c, f):
     assert p.returncode == 0 and "no spec applied yet" in p.stdout, p.stdout
 
 
-run_tests([with_fleet(plan_apply_history_idempotence),
+def test_a_real_agent_is_sent_its_profile():
+    """A real `anvil agent` takes the sync answer with its profile (and, until
+    it converges profiles, reports none): the node stays in its long poll,
+    and is held from new work with the reason."""
+    spec = ("name: one\npools: {onprem: }\n"
+            "profiles: {p: {gpu: {model: NVIDIA H200, count: 4}, sysctl: {vm.swappiness: 1}}}\n"
+            "groups: {g: {pool: onprem, profile: p, nodes: node-1}}\n")
+    with cluster(agents=1, gpus=4, name="fleetreal") as c:
+        path = os.path.join(c.dir, "one.yaml")
+        with open(path, "w") as f:
+            f.write(spec)
+        p = c.cli("fleet", "apply", "--no-wait", path)
+        assert p.returncode == 0 and "revision 1 applied" in p.stdout, (p.stdout, p.stderr)
+        n = wait_for(lambda: (lambda x: x if x["profile"] else None)(
+            c.api("GET", "/v1/nodes/node-1")["node"]), what="the profile on node-1")
+        assert n["state"] in ("converging", "ready"), n
+        if n["profile_status"] is None:  # an agent that does not converge profiles yet
+            assert n["reason"] == "waiting for its agent to converge to profile p", n
+            job = c.submit(["true"], gpus=1)
+            assert c.job(job["id"])["state"] == "pending"
+        seen = c.api("GET", "/v1/nodes/node-1")["node"]["last_seen_ms_ago"]
+        assert seen < 30000 and c.agents[0].poll() is None, seen  # still syncing
+
+
+run_tests([test_a_real_agent_is_sent_its_profile,
+           with_fleet(plan_apply_history_idempotence),
            with_fleet(saved_plan_refused_when_the_cluster_changed),
            with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
            with_fleet(refresh_reports_drift),
