@@ -378,7 +378,7 @@ static int rollout_conflict(struct fleet *f, const json_t *plan, char *err, size
 		        (long long)f->active, (long long)jv_int(ro, "done", 0),
 		        (long long)jv_int(ro, "total", 0), json_array_size(names));
 		if (n > 0 && (size_t)n < errlen)
-			join_texts(names, err, errlen - 120);
+			join_texts(names, err, errlen > 240 ? errlen - 120 : errlen);
 		size_t used = strlen(err);
 		snprintf(err + used, errlen - used,
 		         ". Wait for the rollout to end, or stop it (anvil fleet stop), then apply "

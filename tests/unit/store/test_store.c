@@ -179,6 +179,63 @@ TEST(version_2_database_migrates)
 	rm_rf(dir);
 }
 
+static void on_revision(void *ctx, int64_t id, const json_t *doc)
+{
+	struct loaded *l = ctx;
+	CHECK_INT(id, 1);
+	CHECK_STR(jv_str(doc, "who", ""), "alice");
+	l->queues += 100; /* counted apart from the queues */
+}
+
+/* A node's fleet fields (schema v5) and a revision come back as stored. */
+TEST(fleet_fields_round_trip)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct node *n = xcalloc(1, sizeof(*n));
+	n->id = 1;
+	n->name = xstrdup("h-1");
+	n->secret = xstrdup("s");
+	n->hostname = xstrdup("");
+	n->address = xstrdup("10.0.0.1");
+	n->agent_url = xstrdup("");
+	n->backend = xstrdup("sim");
+	n->profile = json_pack("{s:s,s:s,s:{}}", "hash", "ab12", "name", "h200", "spec");
+	n->profile_status = json_pack("{s:s,s:s,s:[],s:i}", "hash", "ab12", "state", "converged",
+	                              "steps", "time_ms", 5);
+	snprintf(n->profile_checked, sizeof(n->profile_checked), "ab12");
+	n->fleet_removed = 3;
+	json_t *doc = json_pack("{s:i,s:s}", "id", 1, "who", "alice");
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_node(st, n), 0);
+	CHECK_INT(store_put_fleet_revision(st, 1, doc), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {.ctx = &l,
+	                          .queue = on_queue,
+	                          .node = on_node,
+	                          .job = on_job,
+	                          .fleet_revision = on_revision};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.node != NULL);
+	CHECK(json_equal(l.node->profile, n->profile));
+	CHECK(json_equal(l.node->profile_status, n->profile_status));
+	CHECK_STR(l.node->profile_checked, "ab12");
+	CHECK_INT(l.node->fleet_removed, 3);
+	CHECK_INT(l.queues, 100);
+	node_free(l.node);
+	node_free(n);
+	json_decref(doc);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
 TEST(meta_get_missing_is_notfound)
 {
 	char dir[] = "/tmp/anvil-store-XXXXXX";
