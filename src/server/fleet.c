@@ -808,9 +808,11 @@ static int advance(struct state *st, int64_t id, json_t *ro, json_t *e, int64_t 
 	}
 	int moved = 0;
 	if (p == FLEET_DRAINING) {
-		if (n->admin == NODE_READY) {
-			node_failed(st, id, e, n,
-			            "an operator put it back in service while it drained", 0, now);
+		if (n->admin != NODE_DRAINING && n->admin != NODE_DRAINED) {
+			char why[96];
+			snprintf(why, sizeof(why), "an operator made it %s while it drained",
+			         node_state_name(n->admin));
+			node_failed(st, id, e, n, why, 0, now);
 			return 1;
 		}
 		if (n->admin != NODE_DRAINED)

@@ -438,6 +438,27 @@ TEST(profile_failure_stops_the_rollout_and_a_rollback_repairs)
 	sfx_close(f);
 }
 
+/* An operator who uncordons a node while the rollout drains it takes it out
+ * of the rollout: it stops there, and the node stays as the operator left
+ * it, with its old profile. */
+TEST(an_operator_taking_a_draining_node_back_stops_the_rollout)
+{
+	struct sfx *f = sfx_open(2, 4);
+	sfx_submit_running(f, "{\"command\": [\"x\"], \"gpus\": 4, \"checkpointing\": true}");
+	json_decref(apply(f, SPEC_HEAD "    driver: '550.1'\n" SPEC_GROUPS POLICY(1, 1)));
+	step(f);
+	CHECK_STR(phase_now(f, 0), "draining");
+	sfx_set_admin(f, 0, NODE_READY, "");
+	step(f);
+	json_t *ro = rollout(f);
+	CHECK_STR(jv_str(ro, "state", ""), "stopped");
+	CHECK_CONTAINS(jv_str(ro, "reason", ""), "an operator made it ready while it drained");
+	json_decref(ro);
+	CHECK_STR(shown(f, 0), "ready");
+	CHECK(sfx_node(f, 0)->profile == NULL);
+	sfx_close(f);
+}
+
 TEST(restart_continues_the_rollout)
 {
 	struct sfx *f = sfx_open(2, 4);
