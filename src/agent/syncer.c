@@ -421,8 +421,10 @@ static void start_desired(struct syncer *s, const json_t *d)
 	 * workflow task: its wrapper, which runs the command. */
 	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	char **mpi = launch ? NULL : mpi_argv(o, launch_self());
-	char **task =
-	        launch || mpi ? NULL : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
+	char *direct = launch || mpi ? NULL : task_direct_cwd(o, exec_work_dir(s->cfg.exec));
+	char **task = launch || mpi || direct
+	                      ? NULL
+	                      : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
@@ -431,7 +433,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	                : mpi  ? (const char *const *)mpi
 	                : task ? (const char *const *)task
 	                       : argv,
-	        .cwd = jv_str(o, "cwd", NULL),
+	        .cwd = direct ? direct : jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(o, "grace_ms", 10000),
 	        .gpu_minors = nminors > 0 ? minors : NULL,
@@ -453,6 +455,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	launch_argv_free(launch);
 	mpi_argv_free(mpi);
 	task_argv_free(task);
+	free(direct);
 out:
 	json_decref(o);
 }
