@@ -33,7 +33,25 @@ import re
 
 from .client import AnvilError, Client  # noqa: E402,F401
 
-__all__ = ["task", "workflow", "map_task", "Ref", "compile_units", "Client", "AnvilError"]
+__all__ = ["task", "workflow", "map_task", "Ref", "compile_units", "Client", "AnvilError",
+           "WorkflowFailed", "outputs_of"]
+
+
+class WorkflowFailed(RuntimeError):
+    """A workflow run in-process did not succeed; .execution is what it ended as."""
+
+    def __init__(self, message, execution):
+        super().__init__(message)
+        self.execution = execution
+
+
+def outputs_of(execution):
+    """{run label: {output: value, or an object's content key}} of an execution."""
+    out = {}
+    for r in execution.get("run_list", []):
+        out[r["label"]] = {k: (o.get("value") if o.get("kind") == "value" else o.get("key"))
+                           for k, o in (r.get("outputs") or {}).items()}
+    return out
 
 _MEMORY_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -266,8 +284,27 @@ class Workflow:
         return (client or Client()).run_workflow(self, no_cache=no_cache, bundle=bundle,
                                                  **inputs)
 
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
+    def __call__(self, **inputs):
+        """Runs the workflow on this machine, in-process for the caller as flytekit's local
+        execution is: `anvil wf run --local` (the anvil binary: $ANVIL_BIN, else `anvil` on
+        PATH) with the same engine, templates, cache and outputs as on a cluster, the code
+        being the current directory. Returns the execution (a dict: "state", "run_list");
+        raises WorkflowFailed when it did not succeed."""
+        import os
+        import subprocess
+        spec = self.compile(**inputs)
+        binary = os.environ.get("ANVIL_BIN") or "anvil"
+        p = subprocess.run([binary, "wf", "run", "--local", "--json", "--code", os.getcwd(),
+                            "-"], input=json.dumps(spec), stdout=subprocess.PIPE, text=True)
+        try:
+            x = json.loads(p.stdout)
+        except ValueError:
+            raise WorkflowFailed(f"anvil wf run --local exited {p.returncode} without a result",
+                                 None) from None
+        if x.get("state") != "succeeded":
+            raise WorkflowFailed(f"workflow {self.name} {x.get('state')}: {x.get('reason', '')}",
+                                 x)
+        return x
 
 
 def workflow(fn=None, name=None):

@@ -140,11 +140,8 @@ class Client:
 
     def outputs(self, exec_id):
         """{run label: {output: value or object key}} of an execution's runs."""
-        out = {}
-        for r in self.execution(exec_id)["run_list"]:
-            out[r["label"]] = {k: (o.get("value") if o.get("kind") == "value" else o.get("key"))
-                               for k, o in (r.get("outputs") or {}).items()}
-        return out
+        from . import outputs_of
+        return outputs_of(self.execution(exec_id))
 
     @staticmethod
     def _wait(get, done, timeout, what):

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "agent/converge.h"
 #include "agent/exec.h"
 #include "agent/gpuwatch.h"
 #include "agent/ident.h"
@@ -18,6 +19,7 @@
 #include "agent/streams.h"
 #include "agent/syncer.h"
 #include "base/buf.h"
+#include "base/conf.h"
 #include "base/err.h"
 #include "base/httpc.h"
 #include "base/jv.h"
@@ -29,23 +31,35 @@
 
 #define SHUTDOWN_GRACE_MS 5000
 
+/* The config file read when there is one and --config names none. */
+#define AGENT_CONFIG_FILE "/etc/anvil/agent.yaml"
+#define AGENT_FLAGS_MAX   24
+
 struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
-	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root;
+	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
+	const char *profile_check_interval;
+	/* By flags[] index: where the config file wrote the value in force
+	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
+	 * it came from the command line or is the default. */
+	const char *where[AGENT_FLAGS_MAX];
+	int check_only;
 	char host[256];
 	int port;
-	int64_t wait, spares, sample_ms;
+	int64_t wait, spares, sample_ms, check_interval_ms;
 	enum log_level level;
 };
 
 struct agent {
 	struct agent_opts o;
+	struct conf conf; /* the config file's flags: o's strings borrow from it */
 	char *token;
 	char *node_file;
 	int sigfd;
 	struct gpu_backend *gpus;
 	struct gpuwatch *watch;
+	struct converge *converge;
 	struct rdma_port rdma[RDMA_MAX_PORTS];
 	int nrdma;
 	int gpu_minors[GPU_MAX]; /* N of /dev/nvidiaN by GPU index; -1 unknown */
@@ -84,17 +98,25 @@ static const struct flag flags[] = {
         {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
         {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
         {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
+        {"profile-check-interval", OPT(profile_check_interval),
+         "how often the node's profile is checked for drift: 60s, 5m; 0: never (60s)"},
         {"spare-shims", OPT(spare_shims),
          "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
+        {"config", OPT(config),
+         "YAML of these flags by name (default " AGENT_CONFIG_FILE " if there); flags here win"},
 };
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
+_Static_assert(NFLAGS <= AGENT_FLAGS_MAX, "agent_opts.where holds every flag");
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: anvil agent --server URL --work-dir DIR [flags]\n\n");
 	for (size_t i = 0; i < NFLAGS; i++)
-		fprintf(f, "  --%-18s %s\n", flags[i].name, flags[i].help);
-	fprintf(f, "  --%-18s %s\n", "help", "this text");
+		fprintf(f, "  --%-22s %s\n", flags[i].name, flags[i].help);
+	fprintf(f, "  --%-22s %s\n", "no-config", "read no config file");
+	fprintf(f, "  --%-22s %s\n", "check-config",
+	        "validate the config file and flags, and exit");
+	fprintf(f, "  --%-22s %s\n", "help", "this text");
 }
 
 static int bad_flag(const char *fmt, const char *a, const char *b)
@@ -105,30 +127,68 @@ static int bad_flag(const char *fmt, const char *a, const char *b)
 	return 2;
 }
 
-/* Stores --name VALUE / --name=VALUE; 0, 1 for --help, 2 on error. */
-static int scan_flags(int argc, char **argv, struct agent_opts *o)
+/* The flag named by arg's first len characters after "--"; NULL if none. */
+static const struct flag *find_flag(const char *name, size_t len)
 {
+	for (size_t k = 0; k < NFLAGS; k++)
+		if (strlen(flags[k].name) == len && memcmp(flags[k].name, name, len) == 0)
+			return &flags[k];
+	return NULL;
+}
+
+/* Stores --name VALUE / --name=VALUE; 0, 1 for --help, 2 on error. from:
+ * the config file argv was read from (conf.h), NULL for the command line. */
+static int scan_flags(int argc, char **argv, const struct conf *from, struct agent_opts *o)
+{
+	int rc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
 			return 1;
+		if (strcmp(arg, "--check-config") == 0) {
+			o->check_only = 1;
+			continue;
+		}
+		if (strcmp(arg, "--no-config") == 0) /* conf_load's to act on */
+			continue;
 		if (strncmp(arg, "--", 2) != 0)
 			return bad_flag("unexpected argument '%s'%s", arg, "");
 		const char *eq = strchr(arg, '=');
 		size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-		const struct flag *f = NULL;
-		for (size_t k = 0; k < NFLAGS; k++)
-			if (strlen(flags[k].name) == len &&
-			    memcmp(flags[k].name, arg + 2, len) == 0)
-				f = &flags[k];
+		const struct flag *f = find_flag(arg + 2, len);
+		if (!f && from) {
+			fprintf(stderr,
+			        "%s: %s: not a flag of anvil agent (see anvil agent --help)\n",
+			        conf_where(from, i), arg + 2);
+			rc = 2; /* and the file's other keys still checked */
+			i++;    /* past its value */
+			continue;
+		}
 		if (!f)
 			return bad_flag("unknown flag '%s'%s", arg, "");
 		const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
 		if (!val)
 			return bad_flag("flag '--%s' needs a value%s", f->name, "");
 		*(const char **)((char *)o + f->off) = val;
+		o->where[f - flags] = conf_where(from, i);
 	}
-	return 0;
+	return rc;
+}
+
+/* A refused value of flag name: "FILE:LINE:COLUMN: name: 'value': why"
+ * when the config file gave it, else as the command line wrote it. */
+static int bad_value(const struct agent_opts *o, const char *name, const char *why)
+{
+	const struct flag *f = find_flag(name, strlen(name));
+	const char *v = *(const char *const *)((const char *)o + f->off);
+	const char *where = o->where[f - flags];
+	if (where) {
+		fprintf(stderr, "%s: %s: '%s': %s\n", where, name, v ? v : "", why);
+		return 2;
+	}
+	fprintf(stderr, "anvil agent: --%s '%s': %s\nrun 'anvil agent --help' for the flags\n",
+	        name, v ? v : "", why);
+	return 2;
 }
 
 static int valid_name(const char *s)
@@ -149,48 +209,59 @@ static int check_listen(struct agent_opts *o)
 	int64_t port;
 	if (!colon || colon == o->listen || (size_t)(colon - o->listen) >= sizeof(o->host) ||
 	    parse_i64(colon + 1, 0, 65535, &port) != 0)
-		return bad_flag("--listen '%s': expected HOST:PORT, e.g. 127.0.0.1:0%s", o->listen,
-		                "");
+		return bad_value(o, "listen", "expected HOST:PORT, e.g. 127.0.0.1:0");
 	snprintf(o->host, sizeof(o->host), "%.*s", (int)(colon - o->listen), o->listen);
 	o->port = (int)port;
 	return 0;
 }
 
+/* Each flag's value alone, every error said: 0 or 2. */
+static int check_values(struct agent_opts *o)
+{
+	int rc = 0;
+	if (o->server && strncmp(o->server, "http", 4) != 0)
+		rc = bad_value(o, "server", "must be an http:// URL");
+	if (!valid_name(o->name))
+		rc = bad_value(o, "name", "use 1-63 letters, digits, '-', '_' or '.'");
+	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
+		rc = bad_value(o, "wait-ms", "expected milliseconds in [0, 600000]");
+	if (strcmp(o->spare_shims, "auto") == 0)
+		o->spares = -1; /* one per GPU: every rank that can run at once has one */
+	else if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
+		rc = bad_value(o, "spare-shims", "expected auto or a count in [0, 8]");
+	if (parse_i64(o->gpu_sample_ms, 100, 3600000, &o->sample_ms) != 0)
+		rc = bad_value(o, "gpu-sample-ms", "expected milliseconds in [100, 3600000]");
+	if (parse_duration_ms(o->profile_check_interval, &o->check_interval_ms) != 0 ||
+	    (o->check_interval_ms != 0 &&
+	     (o->check_interval_ms < 1000 || o->check_interval_ms > 86400000)))
+		rc = bad_value(o, "profile-check-interval",
+		               "expected a duration from 1s to 24h (60s, 5m), or 0 for never");
+	if (log_level_parse(o->log_level, &o->level) != 0)
+		rc = bad_value(o, "log-level", "expected error, warn, info or debug");
+	if (check_listen(o))
+		rc = 2;
+	return rc;
+}
+
 static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 {
-	if (!o->server || strncmp(o->server, "http", 4) != 0)
-		return bad_flag("--server %s%s",
-		                o->server ? "must be an http:// URL" : "is required", "");
-	if (!o->work_dir || !*o->work_dir)
-		return bad_flag("--work-dir is required%s%s", "", "");
-	if (o->join_token && o->join_token_file)
-		return bad_flag("give --join-token or --join-token-file, not both%s%s", "", "");
 	if (!o->name) {
 		if (gethostname(hostname, hostlen - 1) != 0)
 			snprintf(hostname, hostlen, "node");
 		hostname[strcspn(hostname, ".")] = '\0';
 		o->name = hostname;
 	}
-	if (!valid_name(o->name))
-		return bad_flag("--name '%s': use 1-63 letters, digits, '-', '_' or '.'%s", o->name,
-		                "");
-	if (parse_i64(o->wait_ms, 0, 600000, &o->wait) != 0)
-		return bad_flag("--wait-ms '%s': expected milliseconds in [0, 600000]%s",
-		                o->wait_ms, "");
-	if (strcmp(o->spare_shims, "auto") == 0)
-		o->spares = -1; /* one per GPU: every rank that can run at once has one */
-	else if (parse_i64(o->spare_shims, 0, EXEC_SPARES_MAX, &o->spares) != 0)
-		return bad_flag("--spare-shims '%s': expected a count in [0, 8]%s", o->spare_shims,
-		                "");
-	if (parse_i64(o->gpu_sample_ms, 100, 3600000, &o->sample_ms) != 0)
-		return bad_flag("--gpu-sample-ms '%s': expected milliseconds in [100, 3600000]%s",
-		                o->gpu_sample_ms, "");
+	int rc = check_values(o);
+	if (!o->server)
+		rc = bad_flag("--server is required (or server: in the config file)%s%s", "", "");
+	if (!o->work_dir || !*o->work_dir)
+		rc = bad_flag("--work-dir is required (or work-dir: in the config file)%s%s", "",
+		              "");
+	if (o->join_token && o->join_token_file)
+		rc = bad_flag("give --join-token or --join-token-file, not both%s%s", "", "");
 	if (o->gpu_backend && o->gpus_file)
-		return bad_flag("give --gpus-file or --gpu-backend, not both%s%s", "", "");
-	if (log_level_parse(o->log_level, &o->level) != 0)
-		return bad_flag("--log-level '%s': expected error, warn, info or debug%s",
-		                o->log_level, "");
-	return check_listen(o);
+		rc = bad_flag("give --gpus-file or --gpu-backend, not both%s%s", "", "");
+	return rc;
 }
 
 /* Reads the join token from its flag or file (trailing whitespace cut). */
@@ -412,6 +483,30 @@ static void notice(void *ctx, int64_t attempt_id, int rank, const char *text)
 	free(sock);
 }
 
+/* The answer's profile, to the convergence worker. */
+static void on_profile(void *ctx, const json_t *profile)
+{
+	struct agent *a = ctx;
+	converge_set_profile(a->converge, profile);
+}
+
+/* The convergence worker (agent/converge.h), with the facts its
+ * check-only steps compare: the GPUs as found at start. */
+static int start_converge(struct agent *a)
+{
+	struct steps_facts facts;
+	converge_facts(a->gpus, &facts);
+	const char *sim = getenv(CONVERGE_APT_SIMULATE_ENV);
+	struct converge_config cc = {.work_dir = a->o.work_dir,
+	                             .facts = &facts,
+	                             .check_interval_ms = a->o.check_interval_ms,
+	                             .apt_simulate = sim && strcmp(sim, "1") == 0};
+	int rc = converge_start(&cc, &a->converge);
+	if (rc)
+		log_error("cannot start converging the node's profile error=\"%s\"", err_msg(rc));
+	return rc;
+}
+
 /* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
 static int setup(struct agent *a)
 {
@@ -445,8 +540,11 @@ static int setup(struct agent *a)
 		log_error("cannot start the GPU watcher error=\"%s\"", err_msg(rc));
 		return rc;
 	}
+	if ((rc = start_converge(a)))
+		return rc;
 	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, a->watch, &a->serve)))
 		return rc;
+	serve_set_converge(a->serve, a->converge);
 	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
 	char url[320];
 	snprintf(url, sizeof(url), "http://%s:%d", host, serve_port(a->serve));
@@ -465,12 +563,15 @@ static int setup(struct agent *a)
 	                           .on_desired = on_desired,
 	                           .gpu_idle_ms = gpu_idle_ms,
 	                           .notice = notice,
+	                           .on_profile = on_profile,
 	                           .gpu_minors = a->gpu_minors,
 	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};
 	a->sync = syncer_new(&sc);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
+	/* a status kept from before a restart goes with the first sync */
+	syncer_set_profile_status(a->sync, converge_status(a->converge));
 	return 0;
 }
 
@@ -484,6 +585,8 @@ static void reregister(struct agent *a)
 	serve_set_secret(a->serve, a->id.secret);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
+	/* a server that forgot the node may have forgotten its status too */
+	syncer_set_profile_status(a->sync, converge_status(a->converge));
 }
 
 /* The running ranks' contexts, for exec and attach (serve.h), when they changed. */
@@ -542,13 +645,16 @@ static void run(struct agent *a)
 		syncer_step(a->sync);
 		publish(a);
 		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
-		int fds[3] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch)};
-		int ready[3] = {0, 0, 0};
-		syncer_wait(a->sync, fds, 3, t, ready);
+		int fds[4] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch),
+		              converge_fd(a->converge)};
+		int ready[4] = {0, 0, 0, 0};
+		syncer_wait(a->sync, fds, 4, t, ready);
 		if (ready[0] && drain_signals(a))
 			return;
 		if (ready[2])
 			syncer_set_health(a->sync, gpuwatch_report(a->watch));
+		if (ready[3])
+			syncer_set_profile_status(a->sync, converge_status(a->converge));
 		if (exec_poll(a->exec) > 0)
 			syncer_changed(a->sync);
 	}
@@ -580,6 +686,7 @@ static void teardown(struct agent *a)
 	syncer_free(a->sync);
 	httpc_free(a->http);
 	serve_stop(a->serve);
+	converge_stop(a->converge);
 	gpuwatch_stop(a->watch);
 	exec_free(a->exec);
 	gpu_close(a->gpus);
@@ -590,27 +697,65 @@ static void teardown(struct agent *a)
 		close(a->sigfd);
 }
 
+/* The flags: the defaults, then the config file's, then the command
+ * line's (which win), checked. 0, 1 after --help, 2 on an error (said). */
+static int configure(struct agent *a, int argc, char **argv, char *hostname, size_t len)
+{
+	a->o = (struct agent_opts){.listen = "127.0.0.1:0",
+	                           .address = "127.0.0.1",
+	                           .wait_ms = "10000",
+	                           .spare_shims = "auto",
+	                           .gpu_sample_ms = "2000",
+	                           .profile_check_interval = "60s",
+	                           .sysfs_root = "/sys",
+	                           .log_level = "info"};
+	char err[8192];
+	if (conf_load(argc, argv, "anvil agent", AGENT_CONFIG_FILE, NULL, &a->conf, err,
+	              sizeof(err))) {
+		fputs(err, stderr);
+		return 2;
+	}
+	int file = scan_flags(a->conf.argc, a->conf.argv, &a->conf, &a->o);
+	int rc = scan_flags(argc, argv, NULL, &a->o);
+	if (rc == 1)
+		usage(stdout);
+	if (rc)
+		return rc;
+	rc = check_flags(&a->o, hostname, len); /* the file's errors and these, all said */
+	return file ? file : rc;
+}
+
+static void print_config(const struct agent *a)
+{
+	const struct agent_opts *o = &a->o;
+	printf("configuration ok: config=%s server=%s work-dir=%s name=%s listen=%s:%d "
+	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s profile-check-interval=%s "
+	       "log-level=%s\n",
+	       a->conf.file ? a->conf.file : "none", o->server, o->work_dir, o->name, o->host,
+	       o->port, o->address,
+	       o->gpu_backend ? o->gpu_backend
+	       : o->gpus_file ? "sim"
+	                      : "nvml",
+	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->log_level);
+}
+
 int agent_main(int argc, char **argv)
 {
 	struct agent a = {.sigfd = -1, .contexts_published = UINT64_MAX};
-	a.o = (struct agent_opts){.listen = "127.0.0.1:0",
-	                          .address = "127.0.0.1",
-	                          .wait_ms = "10000",
-	                          .spare_shims = "auto",
-	                          .gpu_sample_ms = "2000",
-	                          .sysfs_root = "/sys",
-	                          .log_level = "info"};
 	char hostname[256] = "";
-	int rc = scan_flags(argc, argv, &a.o);
-	if (rc == 1) {
-		usage(stdout);
-		return 0;
+	int rc = configure(&a, argc, argv, hostname, sizeof(hostname));
+	if (rc || a.o.check_only) {
+		if (rc == 0)
+			print_config(&a);
+		conf_free(&a.conf);
+		return rc == 1 ? 0 : rc;
 	}
-	if (rc || (rc = check_flags(&a.o, hostname, sizeof(hostname))))
-		return rc;
 	log_init("agent", a.o.level);
+	if (a.conf.file)
+		log_info("config file=%s", a.conf.file);
 	if ((rc = signals_setup(&a))) {
 		log_error("cannot set up signals error=\"%s\"", strerror(-rc));
+		conf_free(&a.conf);
 		return 1;
 	}
 	httpc_global_init();
@@ -620,6 +765,7 @@ int agent_main(int argc, char **argv)
 	if (rc == 0 || rc == 1)
 		shutdown_ranks(&a);
 	teardown(&a);
+	conf_free(&a.conf);
 	log_info("exiting status=%d", rc == 0 || rc == 1 ? 0 : 1);
 	return rc == 0 || rc == 1 ? 0 : 1;
 }

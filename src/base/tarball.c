@@ -140,7 +140,8 @@ static int by_bytes(const void *a, const void *b)
 static int write_list(char *const *files, size_t n, char **path)
 {
 	char **sorted = xcalloc(n + 1, sizeof(*sorted));
-	memcpy(sorted, files, n * sizeof(*sorted));
+	if (n)
+		memcpy(sorted, files, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), by_bytes);
 	const char *t = getenv("TMPDIR");
 	*path = xasprintf("%s/anvil-tar-list-XXXXXX", t && *t ? t : "/tmp");

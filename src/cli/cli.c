@@ -9,17 +9,14 @@
 #include "base/buf.h"
 #include "base/httpc.h"
 #include "base/jv.h"
+#include "base/version.h"
 #include "cli/cliargs.h"
 #include "cli/verb.h"
-
-#ifndef ANVIL_VERSION
-#define ANVIL_VERSION "0.1.0-dev"
-#endif
 
 static const struct verb *const verbs[] = {
         &verb_run,  &verb_shell,  &verb_attach, &verb_exec,    &verb_jobs,  &verb_show,
         &verb_logs, &verb_cancel, &verb_nodes,  &verb_why,     &verb_queue, &verb_team,
-        &verb_node, &verb_events, &verb_wf,     &verb_lineage,
+        &verb_node, &verb_events, &verb_wf,     &verb_lineage, &verb_fleet,
 };
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -81,7 +81,8 @@ static int local_gpus(const json_t *body, char *cuda, size_t clen, char *uuids, 
 		snprintf(cuda + c, clen - c, "%s%d", c ? "," : "", info.index);
 		snprintf(uuids + u, ulen - u, "%s%s", u ? "," : "", info.uuid);
 	}
-	if (n < want)
+	static int warned; /* once: `anvil wf run --local` runs many */
+	if (n < want && !warned++)
 		fprintf(stderr, "anvil run --local: this machine has no GPU; running without\n");
 	gpu_close(g);
 	return n;
@@ -156,6 +157,11 @@ static int follow(struct exec *e, int64_t id, struct tail *t)
 
 int local_run(struct verb_ctx *v, const json_t *body)
 {
+	return local_run_as(v, body, 0);
+}
+
+int local_run_as(struct verb_ctx *v, const json_t *body, int64_t job_id)
+{
 	int ret = refuse(v, body);
 	if (ret != CLI_EXIT_OK)
 		return ret;
@@ -186,7 +192,7 @@ int local_run(struct verb_ctx *v, const json_t *body)
 	struct exec_spec spec = {
 	        .attempt_id = id,
 	        .rank = 0,
-	        .job_id = 0,
+	        .job_id = job_id,
 	        .argv = argv,
 	        .cwd = jv_str(body, "cwd", NULL),
 	        .env = (const char *const *)envv,

@@ -26,5 +26,10 @@
 /* Runs body (cli/submit.h's) here; returns the exit status (CLI_EXIT_*, or
  * the command's). */
 int local_run(struct verb_ctx *v, const json_t *body);
+/* The same as job job_id (0 for `anvil run --local`): its rank's
+ * ANVIL_JOB_ID is 0 still, but the agent's per-job directories (the
+ * checkpoint directory) are job_id's, so a workflow run run locally again
+ * finds its checkpoint (cli/wflocal.c). */
+int local_run_as(struct verb_ctx *v, const json_t *body, int64_t job_id);
 
 #endif

@@ -197,8 +197,8 @@ static int check_server_flags(struct up *u)
 {
 	if (u->nserver_args == 0)
 		return 0;
-	char *argv[4 + 2 * UP_SERVER_FLAGS] = {"anvil", "server", "--check-config"};
-	int n = 3;
+	char *argv[5 + 2 * UP_SERVER_FLAGS] = {"anvil", "server", "--check-config", "--no-config"};
+	int n = 4;
 	for (int a = 0; a < u->nserver_args; a++)
 		argv[n++] = (char *)u->server_args[a];
 	argv[n] = NULL;
@@ -224,14 +224,17 @@ static int start_server(struct up *u)
 	char *state = xasprintf("%s/server", u->dir);
 	char *listen = xasprintf("127.0.0.1:%d", u->port);
 	char *log = xasprintf("%s/logs/server.log", u->dir);
-	char *argv[13 + 2 * UP_SERVER_FLAGS] = {"anvil",          "server",
+	/* --no-config: a local cluster is what up says, whatever this
+	 * machine's /etc/anvil/server.yaml holds */
+	char *argv[14 + 2 * UP_SERVER_FLAGS] = {"anvil",          "server",
 	                                        "--state-dir",    state,
 	                                        "--listen",       listen,
 	                                        "--home",         u->home,
 	                                        "--node-timeout", (char *)u->node_timeout,
-	                                        "--log-level",    (char *)u->log_level};
+	                                        "--log-level",    (char *)u->log_level,
+	                                        "--no-config"};
 	for (int a = 0; a < u->nserver_args; a++)
-		argv[12 + a] = (char *)u->server_args[a];
+		argv[13 + a] = (char *)u->server_args[a];
 	u->server = spawn(argv, log);
 	int rc = u->server > 0 ? ERR_TIMEOUT : (int)u->server;
 	for (int i = 0; i < 200 && u->server > 0; i++) {
@@ -279,6 +282,7 @@ static int start_agent(struct up *u, int i)
 		                gpus,
 		                "--log-level",
 		                (char *)u->log_level,
+		                "--no-config",
 		                NULL};
 		u->agent[i] = spawn(argv, log);
 		if (u->agent[i] < 0)

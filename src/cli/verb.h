@@ -45,7 +45,7 @@ struct verb {
 
 extern const struct verb verb_run, verb_jobs, verb_show, verb_logs, verb_cancel, verb_nodes,
         verb_why, verb_queue, verb_team, verb_node, verb_events, verb_shell, verb_attach, verb_exec,
-        verb_wf, verb_lineage;
+        verb_wf, verb_lineage, verb_fleet;
 
 /* Resolves the server (cliconn_resolve). CLI_EXIT_OK, or prints why not and
  * returns CLI_EXIT_UNREACHABLE. */

@@ -14,6 +14,7 @@
 #include "cli/bundle.h"
 #include "cli/cli.h"
 #include "cli/verb.h"
+#include "cli/wflocal.h"
 #include "cli/wfshow.h"
 #include "flow/spec.h"
 
@@ -27,6 +28,7 @@ static const struct cliargs_opt opts[] = {
         {"code", 0, CLIARGS_STR, "DIR", "run: the tree packed as the code bundle (default .)"},
         {"no-code", 0, CLIARGS_FLAG, NULL,
          "run: no code bundle: tasks run in the agent's directory"},
+        {"local", 0, CLIARGS_FLAG, NULL, "run: on this machine, without a server"},
         {"limit", 'n', CLIARGS_INT, "N", "ls: at most N executions (default 20)"},
         {"follow", 'f', CLIARGS_FLAG, NULL, "logs: keep printing until the run's job ends"},
         {"tail", 0, CLIARGS_INT, "N", "logs: start with the last N lines of each stream"},
@@ -196,6 +198,13 @@ static int run(struct verb_ctx *v, const char *path)
 	json_t *wf = compile(v, path, &ret);
 	if (!wf)
 		return ret;
+	if (cliargs_flag(&v->args, "local")) {
+		const struct cliargs_value *code = cliargs_get(&v->args, "code");
+		return wflocal_run(v, wf, cliargs_flag(&v->args, "no-cache"),
+		                   cliargs_flag(&v->args, "no-code") ? NULL
+		                   : code->set                       ? code->str
+		                                                     : ".");
+	}
 	if ((ret = verb_connect(v)) != CLI_EXIT_OK) {
 		json_decref(wf);
 		return ret;
@@ -406,7 +415,9 @@ const struct verb verb_wf = {
                 "              the tasks run in, stores it once, compiles FILE and submits\n"
                 "              it; --wait follows it to its end (exit 0 succeeded, 1\n"
                 "              failed, 130 cancelled); --no-cache reads no cached results;\n"
-                "              --no-code sends no bundle.\n"
+                "              --no-code sends no bundle. --local runs it on this\n"
+                "              machine without a server, one task at a time, with the\n"
+                "              same templates, cache and outputs (docs/workflows.md).\n"
                 "ls            the newest executions (--limit N).\n"
                 "show EXEC     the execution's runs: state, tries, job, node, time,\n"
                 "              parameters, outputs, cache status, and why any failed.\n"

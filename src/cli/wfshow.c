@@ -106,19 +106,38 @@ static void params_cell(const json_t *r, struct buf *out)
 		buf_adds(out, "-");
 }
 
-static void run_row(struct clitable *t, const json_t *r, int64_t now_ms)
+/* What the run's task needs, "a,b" ("-": nothing), from the compiled
+ * workflow. */
+static void needs_cell(const json_t *x, const json_t *r, struct buf *out)
+{
+	const json_t *task =
+	        json_array_get(json_object_get(json_object_get(x, "workflow"), "tasks"),
+	                       (size_t)verb_int(r, "task_index", 0));
+	const json_t *needs = json_object_get(task, "needs");
+	size_t i;
+	const json_t *n;
+	json_array_foreach (needs, i, n)
+		buf_printf(out, "%s%s", i ? "," : "", json_string_value(n));
+	if (!json_array_size(needs))
+		buf_adds(out, "-");
+}
+
+static void run_row(struct clitable *t, const json_t *x, const json_t *r, int64_t now_ms)
 {
 	char dur[32], cache[220], job[32];
 	span(r, "start_ms", "end_ms", now_ms, dur, sizeof(dur));
 	cache_cell(r, cache, sizeof(cache));
 	int64_t jid = verb_int(r, "job_id", 0);
 	snprintf(job, sizeof(job), jid ? "%lld" : "-", (long long)jid);
-	struct buf params, outs;
+	struct buf params, outs, needs;
 	buf_init(&params);
 	buf_init(&outs);
+	buf_init(&needs);
 	params_cell(r, &params);
 	outputs_cell(r, &outs);
+	needs_cell(x, r, &needs);
 	clitable_add(t, "%s", verb_str(r, "label"));
+	clitable_add(t, "%s", needs.data ? needs.data : "");
 	clitable_add(t, "%s", verb_str(r, "state"));
 	clitable_add(t, "%lld", (long long)verb_int(r, "tries", 0));
 	clitable_add(t, "%s", job);
@@ -129,6 +148,7 @@ static void run_row(struct clitable *t, const json_t *r, int64_t now_ms)
 	clitable_add(t, "%s", cache);
 	buf_cleanup(&params);
 	buf_cleanup(&outs);
+	buf_cleanup(&needs);
 }
 
 void wfshow_exec(const json_t *x, int64_t now_ms, struct buf *out)
@@ -149,13 +169,13 @@ void wfshow_exec(const json_t *x, int64_t now_ms, struct buf *out)
 		buf_adds(out, "\n");
 	}
 	buf_adds(out, "\n");
-	struct clitable *t = clitable_new(9, "TASK", "STATE", "TRIES", "JOB", "NODE", "TIME",
-	                                  "PARAMS", "OUTPUTS", "CACHE");
-	clitable_right(t, 2);
+	struct clitable *t = clitable_new(10, "TASK", "NEEDS", "STATE", "TRIES", "JOB", "NODE",
+	                                  "TIME", "PARAMS", "OUTPUTS", "CACHE");
+	clitable_right(t, 3);
 	size_t i;
 	const json_t *r;
 	json_array_foreach (json_object_get(x, "run_list"), i, r)
-		run_row(t, r, now_ms);
+		run_row(t, x, r, now_ms);
 	clitable_render(t, out);
 	clitable_free(t);
 	json_array_foreach (json_object_get(x, "run_list"), i, r) {

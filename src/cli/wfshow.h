@@ -12,7 +12,8 @@
 /* The executions of GET /v1/workflows: one line each, newest first. */
 void wfshow_list(const json_t *list, int64_t now_ms, struct buf *out);
 /* One execution (GET /v1/workflows/ID): a header, then a line per run
- * (sweep children with their parameters and value outputs) with its state,
+ * (sweep children with their parameters and value outputs) with the tasks
+ * it needs (the DAG), its state,
  * tries, job, node, time and cache status, then why each run that did not
  * succeed did not. */
 void wfshow_exec(const json_t *x, int64_t now_ms, struct buf *out);

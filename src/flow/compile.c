@@ -6,9 +6,8 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "base/util.h"
+#include "base/ydoc.h"
 #include "flow/spec.h"
-#include "flow/ydoc.h"
 
 /* Compiled paths that were written elsewhere in the source: errors found
  * on the compiled form are traced back through these, longest prefix
@@ -52,55 +51,6 @@ static void trace_back(const struct renames *r, char *path, size_t len)
 	buf_cleanup(&out);
 }
 
-static void err(struct flow_errors *e, const char *path, const char *msg, const char *arg)
-{
-	if (e->n == FLOW_MAX_ERRORS) {
-		e->dropped++;
-		return;
-	}
-	snprintf(e->v[e->n].path, sizeof(e->v[e->n].path), "%s", path);
-	snprintf(e->v[e->n].msg, sizeof(e->v[e->n].msg), msg, arg);
-	e->n++;
-}
-
-/* "8Gi", "512M", "1073741824": Kubernetes' units (Ki = 1024, K = 1000). */
-static int parse_memory(const json_t *v, int64_t *out)
-{
-	if (json_is_integer(v)) {
-		*out = json_integer_value(v);
-		return 0;
-	}
-	const char *s = json_string_value(v);
-	if (!s)
-		return -1;
-	char *end;
-	double n = strtod(s, &end);
-	static const struct {
-		const char *unit;
-		double mult;
-	} units[] = {{"", 1},           {"K", 1e3},           {"M", 1e6},
-	             {"G", 1e9},        {"T", 1e12},          {"Ki", 1024.0},
-	             {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
-	if (end == s || n < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			*out = (int64_t)(n * units[i].mult);
-			return 0;
-		}
-	return -1;
-}
-
-/* "90s", "2h", "500ms", or a number of seconds. */
-static int parse_duration(const json_t *v, int64_t *out)
-{
-	if (json_is_number(v)) {
-		*out = (int64_t)(json_number_value(v) * 1000);
-		return 0;
-	}
-	return json_is_string(v) ? parse_duration_ms(json_string_value(v), out) : -1;
-}
-
 static void add_need(json_t *needs, const char *name)
 {
 	size_t i;
@@ -139,7 +89,7 @@ static void implied_needs(const json_t *v, json_t *needs)
 struct at {
 	const char *src, *dst;
 	struct renames *r;
-	struct flow_errors *e;
+	struct schema_errors *e;
 };
 
 typedef int (*parse_fn)(const json_t *v, int64_t *out);
@@ -160,7 +110,7 @@ static void sugar_key(json_t *t, const char *part, const char *from, const char 
 	int64_t n;
 	int bad = parse(v, &n);
 	if (bad)
-		err(at->e, src, "%s", what); /* and only that: the key goes */
+		schema_add(at->e, src, "%s", what); /* and only that: the key goes */
 	if (part)
 		o = json_copy(o);
 	json_object_del(o, from);
@@ -173,7 +123,7 @@ static void sugar_key(json_t *t, const char *part, const char *from, const char 
 
 /* One task of the source; src and dst are its paths there and here. */
 static json_t *sugar_task(const json_t *st, const char *name, const char *src, const char *dst,
-                          struct renames *r, struct flow_errors *e)
+                          struct renames *r, struct schema_errors *e)
 {
 	json_t *t = json_copy((json_t *)st);
 	char from[256], to[256];
@@ -181,7 +131,7 @@ static json_t *sugar_task(const json_t *st, const char *name, const char *src, c
 	if (name) {
 		if (json_object_get(t, "name")) {
 			snprintf(to, sizeof(to), "%s.name", src);
-			err(e, to, "%s", "a task's name is its key; drop 'name'");
+			schema_add(e, to, "a task's name is its key; drop 'name'");
 		}
 		json_object_set_new(t, "name", json_string(name));
 	}
@@ -202,11 +152,11 @@ static json_t *sugar_task(const json_t *st, const char *name, const char *src, c
 		rename_add(r, from, to);
 	}
 	const struct at at = {src, dst, r, e};
-	sugar_key(t, NULL, "timeout", "timeout_ms", parse_duration,
+	sugar_key(t, NULL, "timeout", "timeout_ms", schema_duration,
 	          "timeout is a duration like 90s, 2h or a number of seconds", &at);
-	sugar_key(t, "resources", "memory", "memory_bytes", parse_memory,
+	sugar_key(t, "resources", "memory", "memory_bytes", schema_size,
 	          "memory is bytes or a size like 512Mi, 8Gi, 16G", &at);
-	sugar_key(t, "retries", "backoff", "backoff_ms", parse_duration,
+	sugar_key(t, "retries", "backoff", "backoff_ms", schema_duration,
 	          "backoff is a duration like 30s or 2m", &at);
 	json_t *implied = json_array();
 	static const char *const templated[] = {"command", "env", "inputs"};
@@ -229,7 +179,7 @@ static json_t *sugar_task(const json_t *st, const char *name, const char *src, c
 	return t;
 }
 
-static json_t *sugar_tasks(const json_t *tasks, struct renames *r, struct flow_errors *e)
+static json_t *sugar_tasks(const json_t *tasks, struct renames *r, struct schema_errors *e)
 {
 	json_t *out = json_array();
 	char src[256], dst[256];
@@ -258,11 +208,11 @@ static json_t *sugar_tasks(const json_t *tasks, struct renames *r, struct flow_e
 	return out;
 }
 
-json_t *flow_compile(const json_t *src, const json_t *overrides, struct flow_errors *e)
+json_t *flow_compile(const json_t *src, const json_t *overrides, struct schema_errors *e)
 {
 	int before = e->n + e->dropped;
 	if (!json_is_object(src)) {
-		err(e, "", "%s", "a workflow is a mapping with name, inputs and tasks");
+		schema_add(e, "", "a workflow is a mapping with name, inputs and tasks");
 		return NULL;
 	}
 	struct renames *r = xcalloc(1, sizeof(*r));
@@ -275,7 +225,7 @@ json_t *flow_compile(const json_t *src, const json_t *overrides, struct flow_err
 	json_object_foreach ((json_t *)overrides, k, v) {
 		json_t *inputs = json_object_get(wf, "inputs");
 		if (!json_object_get(inputs, k)) {
-			err(e, "inputs", "-i %s: the workflow has no such input", k);
+			schema_add(e, "inputs", "-i %s: the workflow has no such input", k);
 			continue;
 		}
 		inputs = json_copy(inputs);
@@ -312,18 +262,6 @@ static void default_name(const char *file, char *out, size_t len)
 		snprintf(out, len, "workflow");
 }
 
-struct located {
-	int line, col;
-	const struct flow_error *e;
-};
-
-/* In the order a reader meets them. */
-static int by_position(const void *a, const void *b)
-{
-	const struct located *x = a, *y = b;
-	return x->line != y->line ? x->line - y->line : x->col - y->col;
-}
-
 json_t *flow_compile_yaml(const char *file, const char *text, size_t len, const json_t *overrides,
                           char *out, size_t len_out)
 {
@@ -339,29 +277,9 @@ json_t *flow_compile_yaml(const char *file, const char *text, size_t len, const 
 		default_name(file, name, sizeof(name));
 		json_object_set_new(doc.root, "name", json_string(name));
 	}
-	struct flow_errors *e = xcalloc(1, sizeof(*e));
+	struct schema_errors *e = xcalloc(1, sizeof(*e));
 	json_t *wf = flow_compile(doc.root, overrides, e);
-	struct located lines[FLOW_MAX_ERRORS];
-	for (int i = 0; i < e->n; i++) {
-		const struct ydoc_pos *p = ydoc_where(&doc, e->v[i].path);
-		int key = p && e->v[i].at_key && p->key_line;
-		lines[i] = (struct located){!p    ? 1
-		                            : key ? p->key_line
-		                                  : p->line,
-		                            !p    ? 1
-		                            : key ? p->key_col
-		                                  : p->col,
-		                            &e->v[i]};
-	}
-	qsort(lines, (size_t)e->n, sizeof(lines[0]), by_position);
-	size_t used = 0;
-	for (int i = 0; i < e->n && used < len_out; i++)
-		used += (size_t)snprintf(out + used, len_out - used, "%s:%d:%d: %s%s%s\n", file,
-		                         lines[i].line, lines[i].col, lines[i].e->path,
-		                         lines[i].e->path[0] ? ": " : "", lines[i].e->msg);
-	if (e->dropped && used < len_out)
-		snprintf(out + used, len_out - used, "%s: %d more errors not shown\n", file,
-		         e->dropped);
+	schema_write(file, &doc, e, out, len_out);
 	free(e);
 	ydoc_free(&doc);
 	return wf;

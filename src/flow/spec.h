@@ -26,23 +26,15 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#define FLOW_MAX_TASKS  1000
-#define FLOW_MAX_ERRORS 100
+#include "base/schema.h"
 
-struct flow_error {
-	char path[256]; /* JSON path of the value at fault: "tasks[2].needs[0]" */
-	char msg[256];
-	int at_key; /* about the key itself (unknown key): point at the key */
-};
+#define FLOW_MAX_TASKS 1000
 
-struct flow_errors {
-	struct flow_error v[FLOW_MAX_ERRORS];
-	int n;
-	int dropped; /* errors beyond FLOW_MAX_ERRORS */
-};
+/* Errors are base/schema.h's: each with the JSON path of the value at
+ * fault ("tasks[2].needs[0]"); every one is found, not only the first. */
 
 /* Checks a compiled workflow; returns the number of errors added. */
-int flow_check(const json_t *wf, struct flow_errors *errs);
+int flow_check(const json_t *wf, struct schema_errors *errs);
 
 /* Compiles a workflow written the YAML way (tasks as a mapping by name, a
  * command as one string for /bin/sh, memory "8Gi", durations "90s", retries
@@ -50,7 +42,7 @@ int flow_check(const json_t *wf, struct flow_errors *errs);
  * overrides of workflow inputs (-i k=v: an object of strings) and checks
  * it. Returns the compiled form, or NULL with errors whose paths are the
  * source's ("tasks.train.memory"). */
-json_t *flow_compile(const json_t *src, const json_t *overrides, struct flow_errors *errs);
+json_t *flow_compile(const json_t *src, const json_t *overrides, struct schema_errors *errs);
 
 /* The YAML front end: parses text and compiles it. Each error is one line
  * "FILE:LINE:COLUMN: what is wrong" in out (of size len, "\n"-separated);

@@ -15,6 +15,8 @@ static const struct wire_field sync_request_fields[] = {
         {"ranks", JV_ARRAY, 0, 0, 100000,
          "a report (below) of every rank started and not yet acknowledged"},
         {"health", JV_OBJECT, 0, 0, 0, "the GPU health report (below), while it changed"},
+        {"profile_status", JV_OBJECT, 0, 0, 0,
+         "how the node stands against its profile (below), while it changed"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -45,6 +47,38 @@ static const struct wire_field sync_answer_fields[] = {
          "how long the node may be silent before it is marked lost"},
         {"ranks", JV_ARRAY, 1, 0, 0,
          "a desired entry (below) for every rank the node should run now"},
+        {"profile", JV_OBJECT, 0, 0, 0,
+         "the profile (below) the node must converge to; absent: none (docs/fleet.md)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* The fleet's node profiles (docs/fleet.md): what the server asks a node
+ * to converge to, and what the agent says of it. */
+static const struct wire_field profile_fields[] = {
+        {"hash", JV_STRING, 1, 1, 64, "the SHA-256 (hex) of `spec` as canonical JSON"},
+        {"name", JV_STRING, 1, 1, 63, "the profile's name in the fleet spec"},
+        {"spec", JV_OBJECT, 1, 0, 0,
+         "the compiled profile (`anvil fleet check --json`'s `profiles.NAME`)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field profile_status_fields[] = {
+        {"hash", JV_STRING, 1, 1, 64, "the hash of the profile these steps ran against"},
+        {"state", JV_STRING, 1, 1, 16,
+         "`converging`, `converged` (every step ok), `failed` (a step failed) or `drifted` (a "
+         "check found the node no longer matches)"},
+        {"steps", JV_ARRAY, 1, 0, 256, "a step result (below) for each step, in order"},
+        {"time_ms", JV_INT, 1, 0, INT64_MAX, "when the steps last ran (wall clock, ms)"},
+        {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct wire_field profile_step_fields[] = {
+        {"name", JV_STRING, 1, 1, 200,
+         "what the step ensures (`mount /mnt/nvme`, `sysctl vm.swappiness`)"},
+        {"status", JV_STRING, 1, 1, 16,
+         "`ok` (already so), `changed` (its action made it so), `failed` or `skipped`"},
+        {"detail", JV_STRING, 0, 0, 4096,
+         "what it found or did, or why it failed (the output kept)"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -303,12 +337,30 @@ const struct wire_record wire_node_fault = {"node_fault", node_fault_fields, NUL
 const struct wire_record wire_finding = {"finding", finding_fields, NULL};
 const struct wire_record wire_submit = {"submit", submit_fields, NULL};
 const struct wire_record wire_exec = {"exec", exec_fields, NULL};
+const struct wire_record wire_profile = {"profile", profile_fields, NULL};
+const struct wire_record wire_profile_status = {"profile_status", profile_status_fields, NULL};
+const struct wire_record wire_profile_step = {"profile_step", profile_step_fields, NULL};
 
 const struct wire_record *const wire_records[] = {
-        &wire_sync_request, &wire_report,   &wire_sync_answer, &wire_desired,
-        &wire_notice,       &wire_register, &wire_facts,       &wire_gpu,
-        &wire_rdma_port,    &wire_health,   &wire_gpu_health,  &wire_node_fault,
-        &wire_finding,      &wire_submit,   &wire_exec,        NULL,
+        &wire_sync_request,
+        &wire_report,
+        &wire_sync_answer,
+        &wire_desired,
+        &wire_notice,
+        &wire_register,
+        &wire_facts,
+        &wire_gpu,
+        &wire_rdma_port,
+        &wire_health,
+        &wire_gpu_health,
+        &wire_node_fault,
+        &wire_finding,
+        &wire_submit,
+        &wire_exec,
+        &wire_profile,
+        &wire_profile_status,
+        &wire_profile_step,
+        NULL,
 };
 
 const char *const wire_rank_env[] = {

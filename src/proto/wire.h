@@ -85,6 +85,9 @@ extern const struct wire_record wire_gpu;
 extern const struct wire_record wire_rdma_port;
 /* A sync request's "health": the agent's GPU health report. */
 extern const struct wire_record wire_health;
+/* The fleet's node profiles (docs/fleet.md, docs/api.md): the sync
+ * answer's `profile`, the sync request's `profile_status` and its steps. */
+extern const struct wire_record wire_profile, wire_profile_status, wire_profile_step;
 /* One entry of its "gpus": a GPU's health state. */
 extern const struct wire_record wire_gpu_health;
 /* Its "node": the node fault, when there is one. */

@@ -15,6 +15,7 @@
 #include "flow/spec.h"
 #include "server/glue.h"
 #include "store/blob.h"
+#include "store/flowcache.h"
 
 struct flows {
 	struct flow_exec **execs; /* execs[id - 1] */
@@ -166,113 +167,24 @@ json_t *flows_list(struct state *st, int limit)
 	return list;
 }
 
-/* ---- the cache ---- */
-
-static int cache_enabled(const json_t *task)
-{
-	return jv_bool(json_object_get(task, "cache"), "enabled", 0);
-}
-
-/* The cache entry's key of a task instance's latest success: its parts say
- * what changed when the next run misses. */
-static char *last_key(const struct flow_exec *x, const struct flow_run *r)
-{
-	char *params = json_dumps(r->params, JSON_SORT_KEYS | JSON_COMPACT);
-	char *k = xasprintf("last:%s/%s/%s", x->name, flow_task_name(x, r->task), params);
-	free(params);
-	return k;
-}
-
-/* {REF: [object keys]} of the objects the run fetches: their content
- * hashes are part of its cache key. */
-static json_t *input_hashes(const json_t *fetch)
-{
-	json_t *h = json_object();
-	size_t i;
-	json_t *it;
-	json_array_foreach (fetch, i, it)
-		json_object_set(h, jv_str(it, "ref", ""), json_object_get(it, "keys"));
-	return h;
-}
-
-static int outputs_present(struct state *st, const json_t *outputs)
-{
-	const char *k;
-	json_t *o;
-	struct blob_info info;
-	json_object_foreach ((json_t *)outputs, k, o) {
-		const char *key = jv_str(o, "key", NULL);
-		if (key && st->objects && blob_stat(st->objects, key, &info) != 0)
-			return 0;
-	}
-	return 1;
-}
+/* ---- the cache (store/flowcache.h), and runs computing the same ---- */
 
 enum lookup { MISS, HIT, DUPLICATE };
 
-/* Looks the run's key up: a hit is taken at once (cached), a key a running
- * run computes makes it wait for that run. Sets its key, parts and note. */
+/* The cache's answer; a miss whose key a running run computes waits for
+ * that run instead. */
 static enum lookup cache_lookup(struct state *st, struct flow_exec *x, struct flow_run *r,
                                 const json_t *rendered, const json_t *fetch)
 {
-	json_t *hashes = input_hashes(fetch);
-	json_t *parts = flow_cache_parts(rendered, hashes, x->bundle);
-	json_decref(hashes);
-	json_decref(r->cache_parts);
-	r->cache_parts = parts;
-	text_printf(r->cache_key, sizeof(r->cache_key), "%s", jv_str(parts, "key", ""));
-	if (x->no_cache) {
-		text_printf(r->cache_note, sizeof(r->cache_note), "not read: run with --no-cache");
-		return MISS;
-	}
-	json_t *entry = store_get_cache(st->core->store, r->cache_key);
-	enum lookup out = MISS;
-	if (entry && outputs_present(st, json_object_get(entry, "outputs"))) {
-		text_printf(r->cache_note, sizeof(r->cache_note), "hit");
-		flow_cached(x, r, json_object_get(entry, "outputs"), jv_int(entry, "exec", 0),
-		            jv_int(entry, "run", 0), wall_ms());
-		out = HIT;
-	} else if (entry) {
-		text_printf(r->cache_note, sizeof(r->cache_note),
-		            "miss: the outputs of run %lld are gone from the object store",
-		            (long long)jv_int(entry, "run", 0));
-	} else {
-		char *lk = last_key(x, r);
-		json_t *last = store_get_cache(st->core->store, lk);
-		char why[160];
-		if (last)
-			flow_cache_why(json_object_get(last, "parts"), parts, why, sizeof(why));
-		text_printf(r->cache_note, sizeof(r->cache_note), "miss: %s",
-		            last ? why : "no earlier result");
-		json_decref(last);
-		free(lk);
-	}
-	json_decref(entry);
+	if (flowcache_lookup(st->core->store, st->objects, x, r, rendered, fetch, wall_ms()))
+		return HIT;
 	int64_t other = jv_int(flows_of(st)->inflight, r->cache_key, 0);
-	if (out == MISS && other && other != r->id) {
-		r->dup_of = other;
-		text_printf(r->cache_note, sizeof(r->cache_note),
-		            "waits for run %lld, which computes the same", (long long)other);
-		out = DUPLICATE;
-	}
-	return out;
-}
-
-/* A success's outputs under its key, and its parts as the instance's last. */
-static void cache_record(struct state *st, const struct flow_exec *x, const struct flow_run *r)
-{
-	json_t *entry =
-	        json_pack("{s:O,s:O,s:I,s:I,s:s,s:I}", "parts", r->cache_parts, "outputs",
-	                  r->outputs, "exec", (json_int_t)x->id, "run", (json_int_t)r->id, "task",
-	                  flow_task_name(x, r->task), "time_ms", (json_int_t)wall_ms());
-	char *lk = last_key(x, r);
-	json_t *last = json_pack("{s:O}", "parts", r->cache_parts);
-	if (store_put_cache(st->core->store, r->cache_key, entry) != 0 ||
-	    store_put_cache(st->core->store, lk, last) != 0)
-		log_warn("cannot record a cached result run=%lld", (long long)r->id);
-	json_decref(entry);
-	json_decref(last);
-	free(lk);
+	if (x->no_cache || !other || other == r->id)
+		return MISS;
+	r->dup_of = other;
+	text_printf(r->cache_note, sizeof(r->cache_note),
+	            "waits for run %lld, which computes the same", (long long)other);
+	return DUPLICATE;
 }
 
 /* Runs waiting for run `id` (same key): cached from it when it succeeded,
@@ -312,7 +224,7 @@ static int start_run(struct state *st, struct flow_exec *x, struct flow_run *r)
 		return 0;
 	}
 	json_t *fetch = flow_fetch(x, r);
-	if (cache_enabled(t) && cache_lookup(st, x, r, t, fetch) != MISS) {
+	if (flowcache_enabled(t) && cache_lookup(st, x, r, t, fetch) != MISS) {
 		json_decref(fetch);
 		json_decref(t);
 		return 0;
@@ -354,7 +266,7 @@ static void job_ended(struct state *st, int64_t job_id)
 	flow_ended(x, r, j->state == JOB_SUCCEEDED, j->state == JOB_CANCELLED, r->outputs, why,
 	           wall_ms());
 	if (r->state == FLOW_SUCCEEDED && r->cache_key[0])
-		cache_record(st, x, r);
+		flowcache_record(st->core->store, x, r, wall_ms());
 	if (r->cache_key[0])
 		release_duplicates(st, x, r);
 	touch(st, x);
@@ -443,7 +355,7 @@ static int check_body(const json_t *body, char *err, size_t errlen)
 		if (strcmp(k, "workflow") != 0 && strcmp(k, "bundle") != 0 &&
 		    strcmp(k, "no_cache") != 0)
 			return snprintf(err, errlen, "%s: unknown key", k), ERR_INVALID;
-	struct flow_errors errs = {0};
+	struct schema_errors errs = {0};
 	if (flow_check(wf, &errs) == 0)
 		return 0;
 	size_t used = 0;

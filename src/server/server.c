@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/conf.h"
 #include "base/err.h"
 #include "base/httpc.h"
 #include "base/jv.h"
@@ -62,7 +63,11 @@ static const char usage[] =
         "                       (default file://STATE_DIR/objects)\n"
         "  --object-max-size N  the largest object an upload may store (default 256Gi;\n"
         "                       bytes, or with K/M/G/T, Ki/Mi/Gi/Ti)\n"
-        "  --check-config       validate the options and exit\n"
+        "  --config FILE        read options from FILE: YAML, the long option names as\n"
+        "                       keys (default /etc/anvil/server.yaml when it exists);\n"
+        "                       flags on the command line win over it\n"
+        "  --no-config          read no config file\n"
+        "  --check-config       validate the config file and options, and exit\n"
         "  --preempt-min-runtime DUR  attempts younger than this are never preempted for\n"
         "                             priority (5m; reclaim of borrowed quota ignores it)\n"
         "  --preempt-max-ratio N      a job may stop lower-priority work holding up to N\n"
@@ -127,13 +132,29 @@ static int parse_size(const char *v, int64_t *out)
 	return 0;
 }
 
-static int bad(const char *flag, const char *value, const char *why)
+/* The config file read when there is one and --config names none. */
+#define SERVER_CONFIG_FILE "/etc/anvil/server.yaml"
+
+/* Options that take no value; a config file writes them `full-sync: true`. */
+static const char *const switches[] = {"full-sync", NULL};
+
+static const char unknown_option[] = "is not an option of anvil server (see --help)";
+
+/* A refused option. where: the config file's FILE:LINE:COLUMN when the
+ * option came from there (named as the file names it), else NULL. */
+static int bad(const char *where, const char *flag, const char *value, const char *why)
 {
-	fprintf(stderr, "anvil server: %s: '%s' %s\n", flag, value ? value : "", why);
+	if (where)
+		fprintf(stderr, "%s: %s: ", where, flag + 2);
+	else
+		fprintf(stderr, "anvil server: %s: ", flag);
+	if (value)
+		fprintf(stderr, "'%s' ", value);
+	fprintf(stderr, "%s\n", why);
 	return 2;
 }
 
-static int parse_flags(int argc, char **argv, struct server_config *c, int *check_only)
+static void config_defaults(struct server_config *c)
 {
 	memset(c, 0, sizeof(*c)); /* every option starts at its default, full_sync off */
 	server_default_home(c->home, sizeof(c->home));
@@ -150,7 +171,71 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 	c->session_warning_ms = 60 * 1000;
 	c->object_max = OBJECT_MAX_DEFAULT;
 	c->level = LOG_INFO;
-	for (int i = 1; i < argc; i++) {
+}
+
+/* Sets the option f ("--listen") to v: NULL, or why v is refused
+ * (unknown_option when there is no option f). */
+static const char *set_option(struct server_config *c, const char *f, const char *v)
+{
+	int64_t n;
+	if (strcmp(f, "--state-dir") == 0)
+		snprintf(c->state_dir, sizeof(c->state_dir), "%s", v);
+	else if (strcmp(f, "--home") == 0)
+		snprintf(c->home, sizeof(c->home), "%s", v);
+	else if (strcmp(f, "--listen") == 0) {
+		if (parse_listen(v, c))
+			return "is not ADDR:PORT with a port from 0 to 65535";
+	} else if (strcmp(f, "--node-timeout") == 0) {
+		if (parse_duration_ms(v, &c->node_timeout_ms) || c->node_timeout_ms < 1000 ||
+		    c->node_timeout_ms > 3600000)
+			return "is not a duration from 1s to 1h";
+	} else if (strcmp(f, "--threads") == 0) {
+		if (parse_i64(v, 1, 64, &n))
+			return "is not a number from 1 to 64";
+		c->threads = (int)n;
+	} else if (strcmp(f, "--preempt-min-runtime") == 0) {
+		if (parse_duration_ms(v, &c->preempt_min_runtime_ms))
+			return "is not a duration such as 0s, 30s or 5m";
+	} else if (strcmp(f, "--preempt-max-ratio") == 0) {
+		if (parse_i64(v, 0, 1000000, &c->preempt_max_ratio))
+			return "is not a number from 0 to 1000000";
+	} else if (strcmp(f, "--preempt-loss-pct") == 0) {
+		if (parse_i64(v, 0, 100000, &c->preempt_loss_pct))
+			return "is not a percentage from 0 to 100000";
+	} else if (strcmp(f, "--preempt-restart-cost") == 0) {
+		if (parse_duration_ms(v, &c->preempt_restart_cost_ms))
+			return "is not a duration such as 0s, 30s or 10m";
+	} else if (strcmp(f, "--fair-share-half-life") == 0) {
+		if (parse_duration_ms(v, &c->half_life_ms) || c->half_life_ms < 1000)
+			return "is not a duration of at least 1s";
+	} else if (strcmp(f, "--session-warning") == 0) {
+		if (parse_duration_ms(v, &c->session_warning_ms) || c->session_warning_ms < 1000 ||
+		    c->session_warning_ms > 3600000)
+			return "is not a duration from 1s to 1h";
+	} else if (strcmp(f, "--objects") == 0) {
+		if (strncmp(v, "file:///", 8) != 0 || strlen(v) >= sizeof(c->objects))
+			return "is not file:///ABSOLUTE/DIR (s3:// comes with the cache tier)";
+		snprintf(c->objects, sizeof(c->objects), "%s", v);
+	} else if (strcmp(f, "--object-max-size") == 0) {
+		if (parse_size(v, &c->object_max))
+			return "is not a size from 1Mi to 1Pi (bytes, or 10G, 256Gi)";
+	} else if (strcmp(f, "--log-level") == 0) {
+		if (log_level_parse(v, &c->level))
+			return "is not one of error, warn, info, debug";
+	} else {
+		return unknown_option;
+	}
+	return NULL;
+}
+
+/* Applies argv's options to c. from: the config file argv was read from
+ * (conf.h), whose positions the messages name; NULL for the command line.
+ * --config FILE and --no-config were conf_load's to act on. */
+static int parse_flags(int argc, char **argv, const struct conf *from, struct server_config *c,
+                       int *check_only)
+{
+	int rc = 0; /* a file's errors are all said; the command line stops at its first */
+	for (int i = 1; i < argc && (rc == 0 || from); i++) {
 		const char *f = argv[i];
 		if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
 			fputs(usage, stdout);
@@ -164,64 +249,43 @@ static int parse_flags(int argc, char **argv, struct server_config *c, int *chec
 			*check_only = 1;
 			continue;
 		}
+		if (strcmp(f, "--no-config") == 0 || strncmp(f, "--config=", 9) == 0)
+			continue;
 		const char *v = i + 1 < argc ? argv[++i] : NULL;
 		if (!v)
-			return bad(f, "", "needs a value");
-		int64_t n;
-		if (strcmp(f, "--state-dir") == 0)
-			snprintf(c->state_dir, sizeof(c->state_dir), "%s", v);
-		else if (strcmp(f, "--home") == 0)
-			snprintf(c->home, sizeof(c->home), "%s", v);
-		else if (strcmp(f, "--listen") == 0) {
-			if (parse_listen(v, c))
-				return bad(f, v, "is not ADDR:PORT with a port from 0 to 65535");
-		} else if (strcmp(f, "--node-timeout") == 0) {
-			if (parse_duration_ms(v, &c->node_timeout_ms) ||
-			    c->node_timeout_ms < 1000 || c->node_timeout_ms > 3600000)
-				return bad(f, v, "is not a duration from 1s to 1h");
-		} else if (strcmp(f, "--threads") == 0) {
-			if (parse_i64(v, 1, 64, &n))
-				return bad(f, v, "is not a number from 1 to 64");
-			c->threads = (int)n;
-		} else if (strcmp(f, "--preempt-min-runtime") == 0) {
-			if (parse_duration_ms(v, &c->preempt_min_runtime_ms))
-				return bad(f, v, "is not a duration such as 0s, 30s or 5m");
-		} else if (strcmp(f, "--preempt-max-ratio") == 0) {
-			if (parse_i64(v, 0, 1000000, &c->preempt_max_ratio))
-				return bad(f, v, "is not a number from 0 to 1000000");
-		} else if (strcmp(f, "--preempt-loss-pct") == 0) {
-			if (parse_i64(v, 0, 100000, &c->preempt_loss_pct))
-				return bad(f, v, "is not a percentage from 0 to 100000");
-		} else if (strcmp(f, "--preempt-restart-cost") == 0) {
-			if (parse_duration_ms(v, &c->preempt_restart_cost_ms))
-				return bad(f, v, "is not a duration such as 0s, 30s or 10m");
-		} else if (strcmp(f, "--fair-share-half-life") == 0) {
-			if (parse_duration_ms(v, &c->half_life_ms) || c->half_life_ms < 1000)
-				return bad(f, v, "is not a duration of at least 1s");
-		} else if (strcmp(f, "--session-warning") == 0) {
-			if (parse_duration_ms(v, &c->session_warning_ms) ||
-			    c->session_warning_ms < 1000 || c->session_warning_ms > 3600000)
-				return bad(f, v, "is not a duration from 1s to 1h");
-		} else if (strcmp(f, "--objects") == 0) {
-			if (strncmp(v, "file:///", 8) != 0 || strlen(v) >= sizeof(c->objects))
-				return bad(f, v,
-				           "is not file:///ABSOLUTE/DIR (s3:// comes with the "
-				           "cache tier)");
-			snprintf(c->objects, sizeof(c->objects), "%s", v);
-		} else if (strcmp(f, "--object-max-size") == 0) {
-			if (parse_size(v, &c->object_max))
-				return bad(f, v,
-				           "is not a size from 1Mi to 1Pi (bytes, or 10G, 256Gi)");
-		} else if (strcmp(f, "--log-level") == 0) {
-			if (log_level_parse(v, &c->level))
-				return bad(f, v, "is not one of error, warn, info, debug");
-		} else {
-			return bad(f, NULL, "is not an option of anvil server (see --help)");
-		}
+			return bad(conf_where(from, i), f, "", "needs a value");
+		if (strcmp(f, "--config") == 0)
+			continue;
+		const char *why = set_option(c, f, v);
+		if (why == unknown_option)
+			rc = bad(conf_where(from, i - 1), f, NULL, why);
+		else if (why)
+			rc = bad(conf_where(from, i), f, v, why);
 	}
+	return rc;
+}
+
+/* The options: the defaults, then the config file's, then the command
+ * line's (which win). config_file gets the file read, or "none". */
+static int configure(int argc, char **argv, struct server_config *c, int *check_only,
+                     char *config_file, size_t len)
+{
+	struct conf from;
+	char err[8192];
+	config_defaults(c);
+	if (conf_load(argc, argv, "anvil server", SERVER_CONFIG_FILE, switches, &from, err,
+	              sizeof(err))) {
+		fputs(err, stderr);
+		return 2;
+	}
+	int file = parse_flags(from.argc, from.argv, &from, c, check_only);
+	int rc = parse_flags(argc, argv, NULL, c, check_only);
+	rc = file ? file : rc;
+	snprintf(config_file, len, "%s", from.file ? from.file : "none");
+	conf_free(&from);
 	if (!c->state_dir[0])
 		snprintf(c->state_dir, sizeof(c->state_dir), "%s/server", c->home);
-	return 0;
+	return rc;
 }
 
 /* Why `t` (trailing white space already cut) is no token, or NULL. */
@@ -381,14 +445,15 @@ int server_main(int argc, char **argv)
 {
 	struct server_config c;
 	int check_only = 0;
-	int rc = parse_flags(argc, argv, &c, &check_only);
+	char config_file[PATH_MAX];
+	int rc = configure(argc, argv, &c, &check_only, config_file, sizeof(config_file));
 	if (rc)
 		return rc;
 	if (check_only) {
-		printf("configuration ok: state-dir=%s listen=%s:%d node-timeout=%lldms "
+		printf("configuration ok: config=%s state-dir=%s listen=%s:%d node-timeout=%lldms "
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
 		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld\n",
-		       c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
+		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
 		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max);
@@ -413,7 +478,7 @@ int server_main(int argc, char **argv)
 		free(s);
 		return 1;
 	}
-	log_info("listening url=%s state_dir=%s", s->url, c.state_dir);
+	log_info("listening url=%s state_dir=%s config=%s", s->url, c.state_dir, config_file);
 	pthread_t hk;
 	pthread_create(&hk, NULL, housekeeping, s);
 	while (!stop_signal())

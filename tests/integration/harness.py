@@ -106,8 +106,9 @@ class Cluster:
         client = os.path.join(self.home, "client.json")
         if os.path.exists(client):
             os.unlink(client)
-        self.server = self._spawn(["server", "--state-dir", self.state_dir, "--listen",
-                                   "127.0.0.1:%d" % self.port, "--home", self.home,
+        # --no-config: what the test says, whatever /etc/anvil holds on this machine
+        self.server = self._spawn(["server", "--no-config", "--state-dir", self.state_dir,
+                                   "--listen", "127.0.0.1:%d" % self.port, "--home", self.home,
                                    "--node-timeout", self.node_timeout] + self.server_args,
                                   "server.log")
         wait_for(lambda: os.path.exists(client) or self.server.poll() is not None,
@@ -128,8 +129,9 @@ class Cluster:
         gpus = os.path.join(work, "gpus.json")
         if not os.path.exists(gpus):
             sim_gpus(gpus, self.ngpus, node=i, topo=self.topo, reset_ms=self.gpu_reset_ms)
-        self.agents[i] = self._spawn(["agent", "--server", self.url, "--join-token",
-                                      self.join_token, "--name", name, "--work-dir", work,
+        self.agents[i] = self._spawn(["agent", "--no-config", "--server", self.url,
+                                      "--join-token", self.join_token, "--name", name,
+                                      "--work-dir", work,
                                       "--gpus-file", gpus, "--log-level", "debug"]
                                      + self.agent_args,
                                      "%s.log" % name, self.agent_env)

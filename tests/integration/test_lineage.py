@@ -64,14 +64,18 @@ def node(g, label, exec_id=1):
 
 
 def run_workflow(c, wf, xid):
-    p = c.cli("wf", "run", "--wait", wf, timeout=90)
+    code = os.path.join(c.dir, "code")  # the tasks' code bundle: one file, the same each run
+    os.makedirs(code, exist_ok=True)
+    with open(os.path.join(code, "README"), "w") as f:
+        f.write("lineage test\n")
+    p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "workflow %d succeeded" % xid in p.stdout, p.stdout
 
 
 def check_tree(c):
     tree = c.cli("lineage", "1/d", check=True).stdout
-    line = r"1/%s \(lin\): succeeded, job \d+ on node-1, exit 0"
+    line = r"1/%s \(lin\): succeeded, job \d+ on node-1, exit 0, code [0-9a-f]{12}"
     want = [r"^" + line % "d" + "$",
             r"^\|-- " + line % "b" + "$",
             r"^\|   `-- object sha256/[0-9a-f]{12} \(file, 5 B\)$",
@@ -137,15 +141,16 @@ def check_json(c):
 def check_cache_links(c):
     tree = c.cli("lineage", "2/d", check=True).stdout
     first = tree.splitlines()
-    assert first[0] == "2/d (lin): cached", tree
-    assert re.match(r"^\|-- cached from 1/d \(lin\): succeeded, job \d+ on node-1, exit 0$",
+    assert re.match(r"^2/d \(lin\): cached, code [0-9a-f]{12}$", first[0]), tree
+    assert re.match(r"^\|-- cached from 1/d \(lin\): succeeded, job \d+ on node-1, exit 0, "
+                    r"code [0-9a-f]{12}$",
                     first[1]), tree
     # what 1/d came from, then 2/d's own needs, each cached from its origin
-    assert re.search(r"^\|-- 2/b \(lin\): cached$", tree, re.M), tree
+    assert re.search(r"^\|-- 2/b \(lin\): cached, code [0-9a-f]{12}$", tree, re.M), tree
     assert re.search(r"^\|       `-- cached from 1/a \(lin\): succeeded.* \(above\)$", tree,
                      re.M), tree
     down = c.cli("lineage", "--downstream", "1/a", check=True).stdout
-    assert re.search(r"-- cached as 2/a \(lin\): cached$", down, re.M), down
+    assert re.search(r"-- cached as 2/a \(lin\): cached, code [0-9a-f]{12}$", down, re.M), down
     g = graph(c, "--downstream", "1/a")
     assert node(g, "a", 2)["cached_from"] == node(g, "a")["run"]
     up = graph(c, "s3://corpus/pages", "--downstream")

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from harness import ANVIL, cluster, run_tests
 
@@ -134,5 +135,55 @@ def test_the_client_runs_jobs_and_workflows():
             del os.environ["ANVIL_HOME"]
 
 
+def test_calling_a_workflow_runs_it_here():
+    @anvil.task(outputs={"n": "value"}, cache=True)
+    def count(words):
+        return f"echo {words} | wc -w > $ANVIL_OUTPUT_DIR/n"
+
+    @anvil.task(outputs={"twice": "value"})
+    def double(n):
+        return f"echo $(( {n} * 2 )) > $ANVIL_OUTPUT_DIR/twice"
+
+    @anvil.workflow(name="local-sdk")
+    def flow(words="a b c"):
+        c = count(words=words)
+        double(n=c.outputs.n)
+
+    work = tempfile.mkdtemp(prefix="anvil-sdk-local-")
+    old = {k: os.environ.get(k) for k in ("ANVIL_HOME", "ANVIL_BIN")}
+    # the code is the current directory: the local state must live elsewhere
+    os.environ.update(ANVIL_HOME=tempfile.mkdtemp(prefix="anvil-sdk-home-"), ANVIL_BIN=ANVIL)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        x = flow()
+        assert x["state"] == "succeeded", x
+        assert anvil.outputs_of(x) == {"count": {"n": "3"}, "double": {"twice": "6"}}, x
+        x = flow(words="a b c d e")
+        assert anvil.outputs_of(x)["double"] == {"twice": "10"}, x
+        x = flow()  # count comes from the local cache
+        assert [r["state"] for r in x["run_list"]] == ["cached", "succeeded"], x
+        @anvil.task
+        def fail():
+            return "exit 3"
+
+        @anvil.workflow(name="bad")
+        def bad():
+            fail()
+
+        try:
+            bad()
+            raise AssertionError("a failing workflow returned")
+        except anvil.WorkflowFailed as e:
+            assert e.execution["state"] == "failed", e.execution
+    finally:
+        os.chdir(cwd)
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 run_tests([test_sdk_and_yaml_compile_to_the_same_json, test_sdk_names_needs_and_errors,
-           test_the_client_runs_jobs_and_workflows])
+           test_the_client_runs_jobs_and_workflows, test_calling_a_workflow_runs_it_here])

@@ -107,7 +107,7 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert peak <= 2, got
         show = c.cli("wf", "show", "1", check=True).stdout
         assert "workflow 1 (diamond): succeeded, 6/6 ok" in show, show
-        assert re.search(r"c\[2\]\s+succeeded\s+1\s+\d+\s+node-1\s+\S+\s+x=3", show), show
+        assert re.search(r"c\[2\]\s+a\s+succeeded\s+1\s+\d+\s+node-1\s+\S+\s+x=3", show), show
         # the same again: every task a cache hit, nothing runs
         os.unlink(log)
         t0 = time.time()
@@ -132,6 +132,46 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert all(r["state"] == "succeeded" for r in runs(c, 4).values())
         ls = c.cli("wf", "ls", check=True).stdout
         assert re.search(r"^\s*4\s+diamond\s+succeeded\s+6/6 ok", ls, re.M), ls
+
+
+SWEEP30 = """
+name: sweep30
+tasks:
+  point:
+    command: echo $(( {{ params.lr }} * {{ params.bs }} )) > $ANVIL_OUTPUT_DIR/score
+    map: {grid: {lr: [1, 2, 3, 4, 5, 6], bs: [10, 20, 30, 40, 50]}, concurrency: 8}
+    outputs: {score: value}
+  best:
+    command: >-
+      for s in {{ tasks.point.outputs.score }}; do echo $s; done | sort -n | tail -1
+      > $ANVIL_OUTPUT_DIR/best
+    outputs: {best: value}
+"""
+
+
+def test_a_30_way_sweep_runs_every_point_and_lists_the_results():
+    with cluster(agents=2, gpus=4, name="wfsweep") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        wf = write(os.path.join(d, "sweep.yaml"), SWEEP30)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 1)
+        points = [r["point[%d]" % i] for i in range(30)]
+        assert all(x["state"] == "succeeded" for x in points), points
+        got = {(x["params"]["lr"], x["params"]["bs"]): x["outputs"]["score"]["value"]
+               for x in points}
+        assert got == {(lr, bs): str(lr * bs) for lr in range(1, 7)
+                       for bs in (10, 20, 30, 40, 50)}, got
+        assert r["best"]["outputs"]["best"]["value"] == "300", r["best"]
+        show = c.cli("wf", "show", "1", check=True).stdout
+        assert "workflow 1 (sweep30): succeeded, 31/31 ok" in show, show
+        assert re.search(r"^point\[29\]\s+-\s+succeeded\s+1\s+\d+\s+node-\d\s+\S+\s+"
+                         r"lr=6 bs=50\s+score=300\s", show, re.M), show
+        # no more than 8 at once: the jobs' run times overlap at most 8 deep
+        spans = sorted((c.job(x["job_id"])["start_time_ms"], c.job(x["job_id"])["end_time_ms"])
+                       for x in points)
+        assert max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans) <= 8, spans
 
 
 RETRY = """
@@ -416,6 +456,47 @@ def test_a_preempted_checkpointing_task_resumes():
         assert log[1].startswith("attempt 2 from ") and int(log[1].split()[-1]) >= 3, log
 
 
+def test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints():
+    """`anvil wf run --local`: no server at all."""
+    import subprocess
+    from harness import ANVIL
+    d = tempfile.mkdtemp(prefix="anvil-wflocal-")
+    home, code = os.path.join(d, "home"), os.path.join(d, "code")
+    os.makedirs(code)
+    write(os.path.join(code, "tool.txt"), "tool v1\n")
+    wf = write(os.path.join(d, "flow.yaml"), FLOW)
+    ck = write(os.path.join(d, "ckpt.yaml"), CKPT)
+    env = dict(os.environ, ANVIL_HOME=home)
+    env.pop("ANVIL_SERVER", None)
+
+    def local(*args):
+        return subprocess.run([ANVIL, "wf", "run", "--local", "--code", code] + list(args),
+                              capture_output=True, text=True, env=env, cwd=code, timeout=120)
+
+    p = local("--json", wf)
+    assert p.returncode == 0, p.stdout + p.stderr
+    x = json.loads(p.stdout)  # stdout is the execution alone; the rest went to stderr
+    out = {r["label"]: r.get("outputs") for r in x["run_list"]}
+    assert out["use"]["v"]["value"] == "got 1 and tool v1", out
+    assert out["count"]["n"]["value"] == "2", out
+    assert "== gen: succeeded" in p.stderr, p.stderr
+    p = local(wf)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("cached (from local execution 1)") == 5, p.stdout
+    p = local("-i", "x=5", wf)
+    assert "got 5 and tool v1" in p.stdout and "miss: the command changed" in p.stdout, p.stdout
+    # a retried task resumes from its checkpoint here too
+    p = local("--json", ck)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(p.stdout)["run_list"][0]
+    assert r["tries"] == 3 and r["outputs"]["steps"]["value"] == "3", r
+    # a failure: exit 1, and the reason
+    bad = write(os.path.join(d, "bad.yaml"), "tasks:\n  t: {command: exit 4}\n")
+    p = local(bad)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "its command exited with status 4" in p.stdout, p.stdout
+
+
 def test_the_api_refuses_a_bad_workflow_with_every_error():
     with cluster(agents=1, gpus=1, name="wfbad") as c:
         bad = {"name": "bad", "tasks": [
@@ -459,9 +540,11 @@ def test_the_api_refuses_a_bad_workflow_with_every_error():
 
 if __name__ == "__main__":
     run_tests([test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache,
+               test_a_30_way_sweep_runs_every_point_and_lists_the_results,
                test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches,
                test_a_task_that_fails_twice_resumes_from_its_checkpoint,
                test_a_preempted_checkpointing_task_resumes,
+               test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints,
                test_a_task_that_fails_twice_is_retried_after_its_backoff,
                test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there,
                test_cancel_stops_the_running_task_and_cancels_the_rest,

@@ -1,4 +1,4 @@
-/* The workflow spec (flow/spec.h, flow/ydoc.h): YAML read with positions,
+/* The workflow spec (flow/spec.h, base/ydoc.h): YAML read with positions,
  * the YAML way compiled to the JSON form, and every error class found -
  * all of them, each at the line and column where it was written. */
 #include <stdlib.h>
@@ -6,8 +6,8 @@
 
 #include "../test.h"
 #include "base/err.h"
+#include "base/ydoc.h"
 #include "flow/spec.h"
-#include "flow/ydoc.h"
 
 static char out[16384];
 
@@ -120,7 +120,7 @@ TEST(compiles_the_yaml_way_to_the_json_form)
 	                  json_object_get(json_object_get(train, "retries"), "backoff_ms")),
 	          30000);
 	/* the compiled form passes the API's check as it is */
-	struct flow_errors e = {0};
+	struct schema_errors e = {0};
 	CHECK_INT(flow_check(wf, &e), 0);
 	json_decref(wf);
 }
@@ -204,7 +204,7 @@ TEST(structure_errors)
 	json_t *wf = json_pack("{s:s,s:[{s:s,s:[s],s:{s:s}},{s:s,s:[s]}]}", "name", "w", "tasks",
 	                       "name", "a", "command", "x", "outputs", "o", "file", "name", "b",
 	                       "command", "{{ tasks.a.outputs.o }}");
-	struct flow_errors e = {0};
+	struct schema_errors e = {0};
 	CHECK_INT(flow_check(wf, &e), 1);
 	CHECK(strstr(e.v[0].msg, n6[0]) != NULL);
 	CHECK_STR(e.v[0].path, "tasks[1].command[0]");

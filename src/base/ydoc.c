@@ -1,4 +1,4 @@
-#include "flow/ydoc.h"
+#include "base/ydoc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -245,7 +245,9 @@ int ydoc_parse(const char *text, size_t len, struct ydoc *doc, char *err, size_t
 	}
 	yaml_parser_set_input_string(&ps.p, (const unsigned char *)text, len);
 	yaml_event_t ev;
+	int ended = 0; /* the stream's end was read: libyaml has nothing after it */
 	if (document(&ps, &ev) == 0) {
+		ended = ev.type == YAML_STREAM_END_EVENT;
 		if (ev.type == YAML_DOCUMENT_END_EVENT || ev.type == YAML_STREAM_END_EVENT) {
 			doc->root = json_null(); /* an empty document */
 			yaml_event_delete(&ev);
@@ -254,7 +256,7 @@ int ydoc_parse(const char *text, size_t len, struct ydoc *doc, char *err, size_t
 		}
 	}
 	/* one document: what follows its end must be the stream's end */
-	while (!ps.failed && next(&ps, &ev) == 0) {
+	while (!ended && !ps.failed && next(&ps, &ev) == 0) {
 		int type = ev.type;
 		yaml_mark_t m = ev.start_mark;
 		yaml_event_delete(&ev);

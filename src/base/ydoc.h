@@ -1,19 +1,21 @@
 /* ydoc.h - a YAML document as JSON, with where each value was written.
  *
- * The workflow front end reads YAML (libyaml) into the same JSON that the
- * API takes, so one validator serves both; what the YAML adds is the
- * position of every value, kept in a side table keyed by the value's JSON
- * path ("tasks.train.command[1]"), so that an error found on the JSON can
- * name file:line:column.
+ * Every YAML file anvil reads goes through here: workflows (flow/spec.h),
+ * the fleet spec (fleet/spec.h) and the daemons' config files (conf.h).
+ * The document becomes plain JSON, so one validator serves a file and an
+ * API body alike; what the YAML adds is the position of every value, kept
+ * in a side table keyed by the value's JSON path ("tasks.train.command[1]"),
+ * so that an error found on the JSON can name file:line:column (schema.h
+ * writes them so).
  *
  * Scalars follow YAML 1.2's core schema: a plain (unquoted) scalar is null
  * (null, ~, empty), a boolean (true, false), an integer, a float, or else a
  * string; a quoted or block scalar is always a string. Anchors, aliases,
- * tags and merge keys are refused (a workflow is read by people; say it
- * twice), as are duplicate keys and non-scalar keys. Pure: no I/O.
+ * tags and merge keys are refused (these files are read by people; say
+ * it twice), as are duplicate keys and non-scalar keys. Pure: no I/O.
  */
-#ifndef ANVIL_FLOW_YDOC_H
-#define ANVIL_FLOW_YDOC_H
+#ifndef ANVIL_BASE_YDOC_H
+#define ANVIL_BASE_YDOC_H
 
 #include <jansson.h>
 #include <stddef.h>
