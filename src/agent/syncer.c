@@ -84,6 +84,7 @@ struct syncer *syncer_new(const struct syncer_config *cfg)
 {
 	struct syncer *s = xcalloc(1, sizeof(*s));
 	s->cfg = *cfg;
+	curl_lazy_load();
 	s->multi = curl_multi_init();
 	if (!s->multi) {
 		fprintf(stderr, "anvil: curl_multi_init failed\n");

@@ -22,6 +22,13 @@
  * with every answer applied; the node's profile status (agent/converge.h)
  * is sent, as the health report is, while it changed.
  *
+ * Why libcurl here, when every other HTTP call goes through httpc (whose
+ * plain-http calls use libevent): the agent's main loop waits in one
+ * curl_multi_poll on both in-flight requests and on its own descriptors
+ * (the executor's, the streams'), which httpc's one-call-at-a-time
+ * interface does not offer; the agent is a daemon, so loading libcurl
+ * (syncer_new does) costs it nothing that matters.
+ *
  * Owned by the agent's main thread; the executor and stats are borrowed.
  */
 #ifndef ANVIL_AGENT_SYNCER_H
