@@ -17,11 +17,18 @@ sends it:
   * sweep start: a sweep of S children, each `sleep 30`: submit until every child's job is
     running (its ranks reported running by their agents).
 
-Medians over --reps. The Slurm side of the chain and the array is deps_bench.py's. Standard
-library only.
+With --bundle, every workflow carries a code bundle (a small tar stored once, as `anvil wf
+run` stores the working tree), so every task runs under the task wrapper (`anvil _task`:
+the bundle unpacked once per node, the command run in it); without it, trivial tasks with
+nothing to move run their command directly. Medians over --reps. The Slurm side of the
+chain and the array is deps_bench.py's. Standard library only.
 """
 import argparse
+import hashlib
+import http.client
+import io
 import os
+import tarfile
 import statistics
 import sys
 import tempfile
@@ -60,12 +67,36 @@ def fan(f, name, cache):
             [task("sink", needs=mid, cache=cache)]}
 
 
+def store_bundle(a):
+    """A small code bundle PUT into the object store; its key."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        data = b"print('the code')\n"
+        info = tarfile.TarInfo("train.py")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    body = buf.getvalue()
+    hexd = hashlib.sha256(body).hexdigest()
+    c = http.client.HTTPConnection(a.host, a.port, timeout=30)
+    c.request("PUT", "/v1/objects/sha256/" + hexd, body=body,
+              headers={"Authorization": "Bearer " + a.token})
+    r = c.getresponse()
+    r.read()
+    if r.status not in (200, 201):
+        raise RuntimeError("bundle upload: HTTP %d" % r.status)
+    return "sha256/" + hexd
+
+
 class Bench:
-    def __init__(self, a):
+    def __init__(self, a, bundle=None):
         self.a = a
+        self.bundle = bundle
 
     def submit(self, wf):
-        return self.a.request("POST", "/v1/workflows", {"workflow": wf})["workflow"]["id"]
+        body = {"workflow": wf}
+        if self.bundle:
+            body["bundle"] = self.bundle
+        return self.a.request("POST", "/v1/workflows", body)["workflow"]["id"]
 
     def wait_end(self, xid, timeout=600):
         deadline = time.monotonic() + timeout
@@ -122,6 +153,7 @@ def main():
     ap.add_argument("--fan", type=int, default=1000)
     ap.add_argument("--sweep", type=int, default=30)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--bundle", action="store_true", help="every workflow with a code bundle")
     ap.add_argument("--anvil", default=os.path.join(ROOT, "build/release/anvil"))
     args = ap.parse_args()
     res = {k: [] for k in ("chain", "array", "fan", "rerun", "sweep")}
@@ -130,7 +162,7 @@ def main():
         a = cb.Anvil(args.anvil, 4, 8, work, job, 1)
         try:
             a.start()
-            b = Bench(a)
+            b = Bench(a, store_bundle(a) if args.bundle else None)
             for r in range(args.reps):
                 res["chain"].append(b.timed(chain(args.chain, "chain-%d" % r)))
                 res["array"].append(b.timed(array(args.array, "array-%d" % r)))
@@ -153,7 +185,9 @@ def main():
     print(f"{'all-hit rerun of the DAG, submit to end (s)':<64} {med['rerun']:>9.3f}  < 1 s")
     print(f"{f'{args.sweep}-child sweep, submit to all running (s)':<64} {med['sweep']:>9.3f}"
           "  < 0.5 s")
-    print("medians over %d reps; 4 agents x 8 simulated GPUs, 1 GPU per task" % args.reps)
+    print("medians over %d reps; 4 agents x 8 simulated GPUs, 1 GPU per task; %s" %
+          (args.reps, "with a code bundle (the task wrapper)" if args.bundle else
+           "no code bundle (trivial tasks run without the wrapper)"))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   gcc make cmake ninja-build pkg-config   # toolchain
   libmicrohttpd-dev    # HTTP server of every daemon
-  libcurl4-openssl-dev # HTTP client (CLI, agent, server-to-agent)
+  libevent-dev         # HTTP client for http:// (every process: CLI, agent, server-to-agent)
+  libcurl4-openssl-dev # HTTP client for https:// and the agent's sync long poll
   libjansson-dev       # JSON
   libsqlite3-dev       # the server's state database
   libssl-dev           # libcrypto: hashing

@@ -15,6 +15,8 @@
  *   anvil _mpiwait                the other ranks of an MPI job (agent/mpi.h)
  *   anvil _task ... -- CMD        a workflow task's rank: bundle, inputs,
  *                                 checkpoint, outputs (agent/task.h)
+ *   anvil _converge ...           one run of a fleet profile's steps, as the
+ *                                 agent runs them (agent/converge.h)
  *
  * and one that mpirun starts on rank 0 of an MPI job:
  *
@@ -25,6 +27,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/converge.h"
 #include "agent/holder.h"
 #include "agent/launch.h"
 #include "agent/mpi.h"
@@ -57,6 +60,8 @@ int main(int argc, char **argv)
 		return mpi_wait_main(argc - 1, argv + 1);
 	if (strcmp(role, "_task") == 0)
 		return task_main(argc - 1, argv + 1);
+	if (strcmp(role, "_converge") == 0)
+		return converge_main(argc - 1, argv + 1);
 	if (strcmp(role, "_rsh") == 0)
 		return rsh_main(argc - 1, argv + 1);
 	return cli_main(argc, argv);

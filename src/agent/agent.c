@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "agent/converge.h"
 #include "agent/exec.h"
 #include "agent/gpuwatch.h"
 #include "agent/ident.h"
@@ -38,6 +39,7 @@ struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
 	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
+	const char *profile_check_interval;
 	/* By flags[] index: where the config file wrote the value in force
 	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
 	 * it came from the command line or is the default. */
@@ -45,7 +47,7 @@ struct agent_opts {
 	int check_only;
 	char host[256];
 	int port;
-	int64_t wait, spares, sample_ms;
+	int64_t wait, spares, sample_ms, check_interval_ms;
 	enum log_level level;
 };
 
@@ -57,6 +59,7 @@ struct agent {
 	int sigfd;
 	struct gpu_backend *gpus;
 	struct gpuwatch *watch;
+	struct converge *converge;
 	struct rdma_port rdma[RDMA_MAX_PORTS];
 	int nrdma;
 	int gpu_minors[GPU_MAX]; /* N of /dev/nvidiaN by GPU index; -1 unknown */
@@ -95,6 +98,8 @@ static const struct flag flags[] = {
         {"address", OPT(address), "address other nodes reach this one at (127.0.0.1)"},
         {"wait-ms", OPT(wait_ms), "sync long-poll wait in ms (10000)"},
         {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
+        {"profile-check-interval", OPT(profile_check_interval),
+         "how often the node's profile is checked for drift: 60s, 5m; 0: never (60s)"},
         {"spare-shims", OPT(spare_shims),
          "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
         {"config", OPT(config),
@@ -107,11 +112,11 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: anvil agent --server URL --work-dir DIR [flags]\n\n");
 	for (size_t i = 0; i < NFLAGS; i++)
-		fprintf(f, "  --%-18s %s\n", flags[i].name, flags[i].help);
-	fprintf(f, "  --%-18s %s\n", "no-config", "read no config file");
-	fprintf(f, "  --%-18s %s\n", "check-config",
+		fprintf(f, "  --%-22s %s\n", flags[i].name, flags[i].help);
+	fprintf(f, "  --%-22s %s\n", "no-config", "read no config file");
+	fprintf(f, "  --%-22s %s\n", "check-config",
 	        "validate the config file and flags, and exit");
-	fprintf(f, "  --%-18s %s\n", "help", "this text");
+	fprintf(f, "  --%-22s %s\n", "help", "this text");
 }
 
 static int bad_flag(const char *fmt, const char *a, const char *b)
@@ -226,6 +231,11 @@ static int check_values(struct agent_opts *o)
 		rc = bad_value(o, "spare-shims", "expected auto or a count in [0, 8]");
 	if (parse_i64(o->gpu_sample_ms, 100, 3600000, &o->sample_ms) != 0)
 		rc = bad_value(o, "gpu-sample-ms", "expected milliseconds in [100, 3600000]");
+	if (parse_duration_ms(o->profile_check_interval, &o->check_interval_ms) != 0 ||
+	    (o->check_interval_ms != 0 &&
+	     (o->check_interval_ms < 1000 || o->check_interval_ms > 86400000)))
+		rc = bad_value(o, "profile-check-interval",
+		               "expected a duration from 1s to 24h (60s, 5m), or 0 for never");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		rc = bad_value(o, "log-level", "expected error, warn, info or debug");
 	if (check_listen(o))
@@ -473,6 +483,30 @@ static void notice(void *ctx, int64_t attempt_id, int rank, const char *text)
 	free(sock);
 }
 
+/* The answer's profile, to the convergence worker. */
+static void on_profile(void *ctx, const json_t *profile)
+{
+	struct agent *a = ctx;
+	converge_set_profile(a->converge, profile);
+}
+
+/* The convergence worker (agent/converge.h), with the facts its
+ * check-only steps compare: the GPUs as found at start. */
+static int start_converge(struct agent *a)
+{
+	struct steps_facts facts;
+	converge_facts(a->gpus, &facts);
+	const char *sim = getenv(CONVERGE_APT_SIMULATE_ENV);
+	struct converge_config cc = {.work_dir = a->o.work_dir,
+	                             .facts = &facts,
+	                             .check_interval_ms = a->o.check_interval_ms,
+	                             .apt_simulate = sim && strcmp(sim, "1") == 0};
+	int rc = converge_start(&cc, &a->converge);
+	if (rc)
+		log_error("cannot start converging the node's profile error=\"%s\"", err_msg(rc));
+	return rc;
+}
+
 /* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
 static int setup(struct agent *a)
 {
@@ -506,8 +540,11 @@ static int setup(struct agent *a)
 		log_error("cannot start the GPU watcher error=\"%s\"", err_msg(rc));
 		return rc;
 	}
+	if ((rc = start_converge(a)))
+		return rc;
 	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, a->watch, &a->serve)))
 		return rc;
+	serve_set_converge(a->serve, a->converge);
 	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
 	char url[320];
 	snprintf(url, sizeof(url), "http://%s:%d", host, serve_port(a->serve));
@@ -526,12 +563,15 @@ static int setup(struct agent *a)
 	                           .on_desired = on_desired,
 	                           .gpu_idle_ms = gpu_idle_ms,
 	                           .notice = notice,
+	                           .on_profile = on_profile,
 	                           .gpu_minors = a->gpu_minors,
 	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};
 	a->sync = syncer_new(&sc);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
+	/* a status kept from before a restart goes with the first sync */
+	syncer_set_profile_status(a->sync, converge_status(a->converge));
 	return 0;
 }
 
@@ -545,6 +585,8 @@ static void reregister(struct agent *a)
 	serve_set_secret(a->serve, a->id.secret);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
+	/* a server that forgot the node may have forgotten its status too */
+	syncer_set_profile_status(a->sync, converge_status(a->converge));
 }
 
 /* The running ranks' contexts, for exec and attach (serve.h), when they changed. */
@@ -603,13 +645,16 @@ static void run(struct agent *a)
 		syncer_step(a->sync);
 		publish(a);
 		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
-		int fds[3] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch)};
-		int ready[3] = {0, 0, 0};
-		syncer_wait(a->sync, fds, 3, t, ready);
+		int fds[4] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch),
+		              converge_fd(a->converge)};
+		int ready[4] = {0, 0, 0, 0};
+		syncer_wait(a->sync, fds, 4, t, ready);
 		if (ready[0] && drain_signals(a))
 			return;
 		if (ready[2])
 			syncer_set_health(a->sync, gpuwatch_report(a->watch));
+		if (ready[3])
+			syncer_set_profile_status(a->sync, converge_status(a->converge));
 		if (exec_poll(a->exec) > 0)
 			syncer_changed(a->sync);
 	}
@@ -641,6 +686,7 @@ static void teardown(struct agent *a)
 	syncer_free(a->sync);
 	httpc_free(a->http);
 	serve_stop(a->serve);
+	converge_stop(a->converge);
 	gpuwatch_stop(a->watch);
 	exec_free(a->exec);
 	gpu_close(a->gpus);
@@ -660,6 +706,7 @@ static int configure(struct agent *a, int argc, char **argv, char *hostname, siz
 	                           .wait_ms = "10000",
 	                           .spare_shims = "auto",
 	                           .gpu_sample_ms = "2000",
+	                           .profile_check_interval = "60s",
 	                           .sysfs_root = "/sys",
 	                           .log_level = "info"};
 	char err[8192];
@@ -682,13 +729,14 @@ static void print_config(const struct agent *a)
 {
 	const struct agent_opts *o = &a->o;
 	printf("configuration ok: config=%s server=%s work-dir=%s name=%s listen=%s:%d "
-	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s log-level=%s\n",
+	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s profile-check-interval=%s "
+	       "log-level=%s\n",
 	       a->conf.file ? a->conf.file : "none", o->server, o->work_dir, o->name, o->host,
 	       o->port, o->address,
 	       o->gpu_backend ? o->gpu_backend
 	       : o->gpus_file ? "sim"
 	                      : "nvml",
-	       (long long)o->wait, o->spare_shims, o->log_level);
+	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->log_level);
 }
 
 int agent_main(int argc, char **argv)

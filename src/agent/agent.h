@@ -8,7 +8,8 @@
  * SIGKILL after its grace, at most 5 s) and exits 0; after SIGKILL the ranks
  * keep running and a restarted agent re-adopts them.
  *
- * Structure, one thread (the HTTP server has its own):
+ * Structure, one thread (the HTTP server, the GPU watcher and the
+ * convergence worker have their own):
  *   agent.c    flags, setup, the event loop, shutdown
  *   syncer.c   the sync long poll on curl multi and reconciliation
  *   exec*.c    ranks: start, stop, reap, re-adopt (its files by concern
@@ -16,6 +17,8 @@
  *              records)
  *   ident.c    node.json, registration, facts
  *   serve.c    the agent's HTTP endpoints
+ *   converge*.c  the node's fleet profile: its steps run in a worker
+ *              thread, the status reported with the syncs (converge.h)
  */
 #ifndef ANVIL_AGENT_H
 #define ANVIL_AGENT_H

@@ -29,6 +29,11 @@
 #define DRAIN_IDLE_MS 200          /* after CMD exits: output ends after this quiet */
 #define DRAIN_MAX_MS  2000         /* ... or this long in all */
 #define GOODBYE_MS    2000         /* to deliver EXIT to the clients */
+/* A command that ends before anyone attached (`anvil shell -- true` on a
+ * busy node: the CLI attaches a few ms after the start): the holder waits
+ * this long for a first client, which gets the scrollback and the exit
+ * status, before it goes. */
+#define FIRST_CLIENT_MS 10000
 
 struct client {
 	int fd;
@@ -42,6 +47,7 @@ struct holder {
 	int lfd, master, sigfd;
 	pid_t child;
 	int exited, status; /* CMD's wait status */
+	int attached;       /* a client has attached at some point */
 	int master_closed;  /* every holder of the terminal is gone */
 	int hung_up;
 	int64_t exited_at;
@@ -138,6 +144,7 @@ static void accept_client(struct holder *h)
 	stream_reader_init(&c->in);
 	buf_init(&c->out);
 	h->clients[h->nclients++] = c;
+	h->attached = 1;
 	send_scrollback(h, h->nclients - 1);
 }
 
@@ -379,7 +386,7 @@ static int poll_set(struct holder *h, struct pollfd *p)
 {
 	int n = 0;
 	p[n++] = (struct pollfd){.fd = h->sigfd, .events = POLLIN};
-	p[n++] = (struct pollfd){.fd = h->exited ? -1 : h->lfd, .events = POLLIN};
+	p[n++] = (struct pollfd){.fd = h->exited && h->attached ? -1 : h->lfd, .events = POLLIN};
 	short ev = (short)((h->master_closed ? 0 : POLLIN) | (h->to_term.len ? POLLOUT : 0));
 	p[n++] = (struct pollfd){.fd = ev ? h->master : -1, .events = ev};
 	for (int i = 0; i < h->nclients; i++) {
@@ -423,8 +430,9 @@ static void loop(struct holder *h)
 	for (;;) {
 		if (h->exited) {
 			int64_t now = now_ms();
-			if (h->master_closed || now - quiet_since >= DRAIN_IDLE_MS ||
-			    now - h->exited_at >= DRAIN_MAX_MS)
+			int drained = h->master_closed || now - quiet_since >= DRAIN_IDLE_MS ||
+			              now - h->exited_at >= DRAIN_MAX_MS;
+			if (drained && (h->attached || now - h->exited_at >= FIRST_CLIENT_MS))
 				return;
 		}
 		int n = poll_set(h, p);

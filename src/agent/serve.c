@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/converge.h"
 #include "agent/exec.h"
 #include "agent/gpuwatch.h"
 #include "agent/streams.h"
@@ -25,8 +26,9 @@ struct serve {
 	struct httpd *httpd;
 	const char *work_dir;
 	struct serve_stats *stats;
-	struct gpuwatch *gw; /* NULL: no GPU endpoints */
-	pthread_mutex_t mu;  /* guards secret and ranks */
+	struct gpuwatch *gw;       /* NULL: no GPU endpoints */
+	pthread_mutex_t mu;        /* guards secret, ranks and converge */
+	struct converge *converge; /* NULL: no profile endpoints */
 	char secret[256];
 	struct serve_rank *ranks; /* running, with their contexts */
 	int nranks;
@@ -283,6 +285,39 @@ static void gpu_route(struct serve *s, struct httpd_req *req, int get)
 	json_decref(body);
 }
 
+/* GET /v1/profile, POST /v1/profile/converge (node secret). */
+static void profile_route(struct serve *s, struct httpd_req *req, int get)
+{
+	if (authorized(s, req) != 1)
+		return;
+	pthread_mutex_lock(&s->mu);
+	struct converge *c = s->converge;
+	pthread_mutex_unlock(&s->mu);
+	if (!c) {
+		httpd_error(req, ERR_NOTFOUND, "this agent does not converge profiles");
+		return;
+	}
+	if (get) {
+		send_json(req, converge_show(c));
+		return;
+	}
+	json_t *body = req->body_len ? body_object(req) : json_object();
+	if (!body)
+		return;
+	const json_t *hash = json_object_get(body, "hash");
+	char err[512] = "";
+	int rc = hash && !json_is_string(hash) ? ERR_INVALID : 0;
+	if (rc)
+		snprintf(err, sizeof(err), "field 'hash': should be the profile's hash, a string");
+	else
+		rc = converge_rerun(c, json_string_value(hash), err, sizeof(err));
+	if (rc)
+		httpd_error(req, rc, err);
+	else
+		httpd_json(req, 202, "{\"state\":\"converging\"}");
+	json_decref(body);
+}
+
 static char **env_copy(char *const *env)
 {
 	size_t n = 0;
@@ -390,6 +425,10 @@ static int handle(struct httpd_req *req, void *ctx)
 		             : strcmp(req->path, "/v1/check") == 0 ? "/v1/check"
 		                                                   : "/v1/gpu/faults";
 		gpu_route(s, req, get);
+	} else if ((get && strcmp(req->path, "/v1/profile") == 0) ||
+	           (!get && strcmp(req->path, "/v1/profile/converge") == 0)) {
+		req->route = get ? "/v1/profile" : "/v1/profile/converge";
+		profile_route(s, req, get);
 	} else {
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 	}
@@ -430,6 +469,13 @@ void serve_set_secret(struct serve *s, const char *secret)
 {
 	pthread_mutex_lock(&s->mu);
 	snprintf(s->secret, sizeof(s->secret), "%s", secret);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void serve_set_converge(struct serve *s, struct converge *c)
+{
+	pthread_mutex_lock(&s->mu);
+	s->converge = c;
 	pthread_mutex_unlock(&s->mu);
 }
 

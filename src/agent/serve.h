@@ -16,6 +16,14 @@
  *   POST /v1/check the node check (agent/gpuwatch.h), machine-readable
  *                  (these three: bearer the node secret; metrics also carry
  *                  the GPUs' DCGM-compatible series)
+ *   GET /v1/profile
+ *                  the node's fleet profile (hash, name), its status and
+ *                  the check interval (agent/converge.h)
+ *   POST /v1/profile/converge
+ *                  runs the profile's steps again with their actions; a
+ *                  body {"hash": H} runs them only if H is the node's
+ *                  profile (409 otherwise; 404 when it has none); 202
+ *                  (these two: bearer the node secret)
  *   POST /v1/attach?attempt=A&rank=R
  *   POST /v1/exec?attempt=A&rank=R
  *                  interactive streams into a running rank (HTTP Upgrade:
@@ -49,6 +57,7 @@ struct serve_stats {
 
 struct serve;
 struct gpuwatch;
+struct converge;
 
 /* A running rank, as exec and attach need it (agent/exec.h, exec_context). */
 struct serve_rank {
@@ -65,6 +74,8 @@ int serve_start(const char *host, int port, const char *work_dir, struct serve_s
                 struct gpuwatch *gw, struct serve **out);
 int serve_port(const struct serve *s);
 void serve_set_secret(struct serve *s, const char *secret);
+/* The profile endpoints' worker (borrowed; must outlive the server). */
+void serve_set_converge(struct serve *s, struct converge *c);
 /* Replaces the running ranks (takes ranks[0..n) and the array, malloc'd). */
 void serve_set_ranks(struct serve *s, struct serve_rank *ranks, int n);
 void serve_ranks_free(struct serve_rank *ranks, int n);

@@ -42,8 +42,9 @@ struct call {
 	CURL *easy;
 	int active;
 	uint64_t seq;
-	uint64_t facts_version;  /* of the facts it carried; 0: none */
-	uint64_t health_version; /* of the health report it carried; 0: none */
+	uint64_t facts_version;   /* of the facts it carried; 0: none */
+	uint64_t health_version;  /* of the health report it carried; 0: none */
+	uint64_t profile_version; /* of the profile status it carried; 0: none */
 	char *body;
 	struct curl_slist *hdrs;
 	struct buf answer;
@@ -63,6 +64,8 @@ struct syncer {
 	uint64_t facts_version;
 	json_t *health;
 	uint64_t health_version;
+	json_t *profile_status;
+	uint64_t profile_version;
 	int64_t generation;
 	uint64_t sent;    /* seq of the latest request sent */
 	int dirty;        /* local state changed since the latest request */
@@ -81,6 +84,7 @@ struct syncer *syncer_new(const struct syncer_config *cfg)
 {
 	struct syncer *s = xcalloc(1, sizeof(*s));
 	s->cfg = *cfg;
+	curl_lazy_load();
 	s->multi = curl_multi_init();
 	if (!s->multi) {
 		fprintf(stderr, "anvil: curl_multi_init failed\n");
@@ -126,6 +130,7 @@ void syncer_free(struct syncer *s)
 	free(s->notices);
 	json_decref(s->facts);
 	json_decref(s->health);
+	json_decref(s->profile_status);
 	free(s->url);
 	free(s);
 }
@@ -151,6 +156,14 @@ void syncer_set_health(struct syncer *s, json_t *health)
 	json_decref(s->health);
 	s->health = health;
 	s->health_version++;
+	s->dirty = 1;
+}
+
+void syncer_set_profile_status(struct syncer *s, json_t *status)
+{
+	json_decref(s->profile_status);
+	s->profile_status = status;
+	s->profile_version++;
 	s->dirty = 1;
 }
 
@@ -271,6 +284,11 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 	if (s->health) {
 		wire_set(o, r, "health", json_incref(s->health));
 		c->health_version = s->health_version;
+	}
+	c->profile_version = 0;
+	if (s->profile_status) {
+		wire_set(o, r, "profile_status", json_incref(s->profile_status));
+		c->profile_version = s->profile_version;
 	}
 	char *body = jv_dump(o);
 	json_decref(o);
@@ -404,8 +422,10 @@ static void start_desired(struct syncer *s, const json_t *d)
 	 * workflow task: its wrapper, which runs the command. */
 	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	char **mpi = launch ? NULL : mpi_argv(o, launch_self());
-	char **task =
-	        launch || mpi ? NULL : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
+	char *direct = launch || mpi ? NULL : task_direct_cwd(o, exec_work_dir(s->cfg.exec));
+	char **task = launch || mpi || direct
+	                      ? NULL
+	                      : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
 	struct exec_spec spec = {
 	        .attempt_id = attempt_id,
 	        .rank = rank,
@@ -414,7 +434,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	                : mpi  ? (const char *const *)mpi
 	                : task ? (const char *const *)task
 	                       : argv,
-	        .cwd = jv_str(o, "cwd", NULL),
+	        .cwd = direct ? direct : jv_str(o, "cwd", NULL),
 	        .env = (const char *const *)envv,
 	        .grace_ms = jv_int(o, "grace_ms", 10000),
 	        .gpu_minors = nminors > 0 ? minors : NULL,
@@ -436,6 +456,7 @@ static void start_desired(struct syncer *s, const json_t *d)
 	launch_argv_free(launch);
 	mpi_argv_free(mpi);
 	task_argv_free(task);
+	free(direct);
 out:
 	json_decref(o);
 }
@@ -542,6 +563,13 @@ static void answered(struct syncer *s, struct call *c)
 		json_decref(s->health);
 		s->health = NULL;
 	}
+	if (c->profile_version && c->profile_version == s->profile_version) {
+		log_debug("profile status acknowledged hash=%.12s state=%s",
+		          jv_str(s->profile_status, "hash", ""),
+		          jv_str(s->profile_status, "state", ""));
+		json_decref(s->profile_status);
+		s->profile_status = NULL;
+	}
 	recovered(s);
 	/* Answers on the two connections may arrive out of order, and an
 	 * answer is the desired set as of its generation: apply only answers
@@ -553,6 +581,8 @@ static void answered(struct syncer *s, struct call *c)
 		reconcile(s, json_object_get(o, "ranks"));
 		if (s->cfg.on_desired)
 			s->cfg.on_desired(s->cfg.ctx, json_object_get(o, "ranks"));
+		if (s->cfg.on_profile)
+			s->cfg.on_profile(s->cfg.ctx, json_object_get(o, "profile"));
 	}
 out:
 	json_decref(o);

@@ -18,6 +18,17 @@
  * delivered are kept while the rank is desired; an agent restart may show
  * the latest one again).
  *
+ * Profiles: the answer's "profile" (absent: none) goes to cfg.on_profile
+ * with every answer applied; the node's profile status (agent/converge.h)
+ * is sent, as the health report is, while it changed.
+ *
+ * Why libcurl here, when every other HTTP call goes through httpc (whose
+ * plain-http calls use libevent): the agent's main loop waits in one
+ * curl_multi_poll on both in-flight requests and on its own descriptors
+ * (the executor's, the streams'), which httpc's one-call-at-a-time
+ * interface does not offer; the agent is a daemon, so loading libcurl
+ * (syncer_new does) costs it nothing that matters.
+ *
  * Owned by the agent's main thread; the executor and stats are borrowed.
  */
 #ifndef ANVIL_AGENT_SYNCER_H
@@ -52,6 +63,10 @@ struct syncer_config {
 	/* optional: delivers a notice to a running session rank's terminal;
 	 * must not block (agent/streams.h, streams_notice) */
 	void (*notice)(void *ctx, int64_t attempt_id, int rank, const char *text);
+	/* optional: the "profile" of every answer applied, borrowed for the
+	 * call (NULL when the answer has none; agent/converge.h,
+	 * converge_set_profile); must not block */
+	void (*on_profile)(void *ctx, const json_t *profile);
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);
@@ -64,6 +79,9 @@ void syncer_set_facts(struct syncer *s, json_t *facts);
 /* The GPU health report to send with the next requests until one is
  * answered 200 (steals; agent/gpuwatch.h). */
 void syncer_set_health(struct syncer *s, json_t *health);
+/* The profile status to send with the next requests until one is
+ * answered 200 (steals; NULL: none to send; agent/converge.h). */
+void syncer_set_profile_status(struct syncer *s, json_t *status);
 /* Local state changed: report it promptly. */
 void syncer_changed(struct syncer *s);
 

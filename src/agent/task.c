@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -325,6 +326,28 @@ char **task_argv(const json_t *d, const char *self, const char *work_dir)
 		v[n++] = xstrdup(json_string_value(arg));
 	v[n] = NULL;
 	return v;
+}
+
+char *task_direct_cwd(const json_t *d, const char *work_dir)
+{
+	const char *text =
+	        json_string_value(json_object_get(json_object_get(d, "env"), TASK_DOC_ENV));
+	if (!jv_bool(d, "task", 0) || !text)
+		return NULL;
+	struct task_doc doc = {0};
+	char err[256], hex[HASH_HEX_LEN + 1];
+	char *dir = NULL;
+	if (task_doc_parse(text, &doc, err, sizeof(err)) == 0 && doc.bundle && !doc.nfetch &&
+	    !doc.nrender && !doc.noutputs && !doc.checkpoint && objects_key_hash(doc.bundle, hex)) {
+		struct stat sb;
+		dir = xasprintf("%s/bundles/%s", work_dir, hex);
+		if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { /* renamed in whole: complete */
+			free(dir);
+			dir = NULL;
+		}
+	}
+	task_doc_cleanup(&doc);
+	return dir;
 }
 
 void task_argv_free(char **argv)

@@ -113,6 +113,12 @@ char *task_render(const char *text, const struct task_fetch *fetch, size_t nfetc
  * self, or NULL when d is not a task's. */
 char **task_argv(const json_t *d, const char *self, const char *work_dir);
 void task_argv_free(char **argv);
+/* When the task of desired entry d needs nothing of its wrapper but its
+ * code bundle, and that bundle is already unpacked on this node: the
+ * tree (malloc'd), for the agent to start the command in directly, as
+ * the wrapper would, without a second process start per task. NULL: run
+ * the wrapper (task_argv). */
+char *task_direct_cwd(const json_t *d, const char *work_dir);
 
 /* `anvil _task --work-dir DIR [--grace-ms G] -- COMMAND...`: the wrapper
  * process; returns its exit status. */

@@ -1,8 +1,10 @@
-/* httpc.h - a blocking HTTP client on libcurl.
+/* httpc.h - a blocking HTTP client: the one interface every HTTP call of
+ * anvil goes through (the agent's sync long poll aside: agent/syncer.h).
  *
  * struct httpc wraps one reusable connection (keep-alive) and is owned by one
- * thread at a time. httpc_do() sends one request with an optional bearer
- * token and JSON body and collects the answer (capped at max_resp bytes).
+ * thread at a time; handles share nothing, so threads may each use their
+ * own. httpc_do() sends one request with an optional bearer token and JSON
+ * body and collects the answer (capped at 64 MiB: ERR_TOOBIG past it).
  * A transport failure returns ERR_UPSTREAM (or ERR_TIMEOUT) with the reason
  * in httpc_error(); any HTTP status is a success at this level. The answer's
  * headers are kept (capped at HTTPC_MAX_HEADERS bytes) until the next
@@ -10,9 +12,25 @@
  *
  * Files of any size travel without being held in memory: httpc_get_file
  * writes a 2xx answer's body to a file descriptor, httpc_put_file sends one
- * as the body. Their deadline is not a total time (a checkpoint of many
- * gigabytes takes what it takes) but the connection's, and a transfer that
- * moves nothing for idle_ms.
+ * as the body (with "Expect: 100-continue": a server that refuses it on its
+ * headers answers before the body is sent). Their deadline is not a total
+ * time (a checkpoint of many gigabytes takes what it takes) but the
+ * connection's, and a transfer that moves nothing for idle_ms.
+ *
+ * Two libraries behind it, chosen by the URL's scheme, both loaded on first
+ * use (dlopen), so a process that makes no HTTP call loads neither:
+ *
+ *   http://   libevent's evhttp (base/event_lazy.h, httpc_event.c): the
+ *             cluster's API, the agents, the object API; every anvil
+ *             process. libevent needs only libc, where libcurl's Debian
+ *             build brings 32 libraries (OpenSSL, GnuTLS, Kerberos, LDAP,
+ *             SSH, ...) whose loading cost a CLI command about 8 ms, most
+ *             of `anvil jobs` and of the way to an `anvil shell` prompt.
+ *   https://  libcurl (base/curl_lazy.h, httpc_curl.c): TLS, which only
+ *             URLs outside the cluster use (`anvil lineage --export --url`).
+ *
+ * $ANVIL_HTTP_CLIENT=curl sends http:// through libcurl too: the tests run
+ * the same checks on both, and it is a way back should libevent misbehave.
  */
 #ifndef ANVIL_HTTPC_H
 #define ANVIL_HTTPC_H
@@ -24,10 +42,12 @@
 
 struct httpc;
 
-/* Loads libcurl now (base/curl_lazy.h); httpc_new and upgrade_open load
- * it on first use anyway. Daemons call it at start. */
+/* Loads libevent now (base/event_lazy.h); the first http:// call loads it
+ * anyway. Daemons call it at start, so that a missing library shows then. */
 void httpc_global_init(void);
 
+/* A handle; no library is loaded and nothing connected until its first
+ * call. Reads $ANVIL_HTTP_CLIENT. */
 struct httpc *httpc_new(void);
 void httpc_free(struct httpc *c);
 

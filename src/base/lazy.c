@@ -1,7 +1,7 @@
-/* lazy.c - libcurl and libmicrohttpd loaded on first use (curl_lazy.h,
- * mhd_lazy.h): dlopen, then every function the project calls bound by
- * name into its table. A library or symbol missing is reported and
- * aborts: both are dependencies of the package. */
+/* lazy.c - libcurl, libevent and libmicrohttpd loaded on first use
+ * (curl_lazy.h, event_lazy.h, mhd_lazy.h): dlopen, then every function the
+ * project calls bound by name into its table. A library or symbol missing
+ * is reported and aborts: all three are dependencies of the package. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,9 +9,12 @@
 #include <string.h>
 
 #include "base/curl_lazy.h"
+#include "base/event_lazy.h"
+#include "base/log.h"
 #include "base/mhd_lazy.h"
 
 struct curl_api curl_lazy;
+struct event_api event_lazy;
 struct mhd_api mhd_lazy;
 
 static void *lazy_open(const char *soname)
@@ -63,6 +66,70 @@ static void curl_load(void)
 	global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* libevent warns on stderr in a format of its own; its lines go to the
+ * log as debug lines (a failure that matters reaches httpc's caller as an
+ * error code and message anyway). */
+static void event_log(int severity, const char *msg)
+{
+	(void)severity;
+	log_debug("libevent: %s", msg);
+}
+
+static void event_load_http(void *lib, const char *so)
+{
+	BIND(event_lazy, lib, so, conn_new, "evhttp_connection_base_new");
+	BIND(event_lazy, lib, so, conn_free, "evhttp_connection_free");
+	BIND(event_lazy, lib, so, conn_set_timeout_tv, "evhttp_connection_set_timeout_tv");
+	BIND(event_lazy, lib, so, conn_set_max_body_size, "evhttp_connection_set_max_body_size");
+	BIND(event_lazy, lib, so, conn_set_max_headers_size,
+	     "evhttp_connection_set_max_headers_size");
+	BIND(event_lazy, lib, so, conn_set_flags, "evhttp_connection_set_flags");
+	BIND(event_lazy, lib, so, conn_get_bufferevent, "evhttp_connection_get_bufferevent");
+	BIND(event_lazy, lib, so, req_new, "evhttp_request_new");
+	BIND(event_lazy, lib, so, req_free, "evhttp_request_free");
+	BIND(event_lazy, lib, so, req_set_error_cb, "evhttp_request_set_error_cb");
+	BIND(event_lazy, lib, so, req_set_chunked_cb, "evhttp_request_set_chunked_cb");
+	BIND(event_lazy, lib, so, req_get_response_code, "evhttp_request_get_response_code");
+	BIND(event_lazy, lib, so, req_get_input_headers, "evhttp_request_get_input_headers");
+	BIND(event_lazy, lib, so, req_get_output_headers, "evhttp_request_get_output_headers");
+	BIND(event_lazy, lib, so, req_get_input_buffer, "evhttp_request_get_input_buffer");
+	BIND(event_lazy, lib, so, req_get_output_buffer, "evhttp_request_get_output_buffer");
+	BIND(event_lazy, lib, so, make_request, "evhttp_make_request");
+	BIND(event_lazy, lib, so, cancel_request, "evhttp_cancel_request");
+	BIND(event_lazy, lib, so, add_header, "evhttp_add_header");
+	BIND(event_lazy, lib, so, uri_parse_with_flags, "evhttp_uri_parse_with_flags");
+	BIND(event_lazy, lib, so, uri_free, "evhttp_uri_free");
+	BIND(event_lazy, lib, so, uri_get_scheme, "evhttp_uri_get_scheme");
+	BIND(event_lazy, lib, so, uri_get_host, "evhttp_uri_get_host");
+	BIND(event_lazy, lib, so, uri_get_port, "evhttp_uri_get_port");
+	BIND(event_lazy, lib, so, uri_get_path, "evhttp_uri_get_path");
+	BIND(event_lazy, lib, so, uri_get_query, "evhttp_uri_get_query");
+	BIND(event_lazy, lib, so, uri_get_userinfo, "evhttp_uri_get_userinfo");
+}
+
+static void event_load(void)
+{
+	static const char so[] = "libevent-2.1.so.7";
+	void *lib = lazy_open(so);
+	BIND(event_lazy, lib, so, base_new, "event_base_new");
+	BIND(event_lazy, lib, so, base_free, "event_base_free");
+	BIND(event_lazy, lib, so, base_loop, "event_base_loop");
+	BIND(event_lazy, lib, so, base_loopbreak, "event_base_loopbreak");
+	BIND(event_lazy, lib, so, ev_new, "event_new");
+	BIND(event_lazy, lib, so, ev_free, "event_free");
+	BIND(event_lazy, lib, so, ev_add, "event_add");
+	BIND(event_lazy, lib, so, ev_del, "event_del");
+	BIND(event_lazy, lib, so, set_log_callback, "event_set_log_callback");
+	BIND(event_lazy, lib, so, buf_add, "evbuffer_add");
+	BIND(event_lazy, lib, so, buf_add_file, "evbuffer_add_file");
+	BIND(event_lazy, lib, so, buf_get_length, "evbuffer_get_length");
+	BIND(event_lazy, lib, so, buf_remove, "evbuffer_remove");
+	BIND(event_lazy, lib, so, buf_write, "evbuffer_write");
+	BIND(event_lazy, lib, so, bev_getfd, "bufferevent_getfd");
+	event_load_http(lib, so);
+	event_lazy.set_log_callback(event_log);
+}
+
 static void mhd_load(void)
 {
 	static const char so[] = "libmicrohttpd.so.12";
@@ -82,11 +149,17 @@ static void mhd_load(void)
 	BIND(mhd_lazy, lib, so, add_response_header, "MHD_add_response_header");
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT, mhd_once = PTHREAD_ONCE_INIT;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT, event_once = PTHREAD_ONCE_INIT,
+                      mhd_once = PTHREAD_ONCE_INIT;
 
 void curl_lazy_load(void)
 {
 	pthread_once(&curl_once, curl_load);
+}
+
+void event_lazy_load(void)
+{
+	pthread_once(&event_once, event_load);
 }
 
 void mhd_lazy_load(void)

@@ -8,23 +8,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "base/curl_lazy.h"
+#include "base/dial.h"
 #include "base/err.h"
 #include "base/relay.h"
 #include "base/util.h"
-
-/* "host:port" of "http://host:port[/...]" into out. */
-static int host_of(const char *url, char *out, size_t outlen)
-{
-	const char *p = strstr(url, "://");
-	p = p ? p + 3 : url;
-	size_t n = strcspn(p, "/?#");
-	if (n == 0 || n >= outlen)
-		return ERR_INVALID;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return 0;
-}
 
 /* Text that goes into a request line or header: no CR, LF or NUL. */
 static int header_safe(const char *s)
@@ -116,42 +103,24 @@ int upgrade_open(struct upgrade *u, const char *base_url, const char *path, cons
                  const char *proto, long timeout_ms)
 {
 	memset(u, 0, sizeof(*u));
-	u->fd = -1;
+	u->fd = u->sock = -1;
 	buf_init(&u->extra);
 	buf_init(&u->body);
-	char host[256];
-	if (host_of(base_url, host, sizeof(host)) || !header_safe(path) || !header_safe(token) ||
-	    !header_safe(proto)) {
+	struct dial_url url;
+	char why[300];
+	if (dial_parse(base_url, &url, why, sizeof(why)) || !header_safe(path) ||
+	    !header_safe(token) || !header_safe(proto)) {
 		snprintf(u->error, sizeof(u->error), "cannot ask %s for %s", base_url, path);
 		return ERR_INVALID;
 	}
 	int64_t deadline = now_ms() + timeout_ms;
-	curl_lazy_load();
-	CURL *c = curl_easy_init();
-	if (!c) {
-		snprintf(u->error, sizeof(u->error), "curl_easy_init failed");
-		return ERR_UPSTREAM;
-	}
-	u->curl = c;
-	char errbuf[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(c, CURLOPT_URL, base_url);
-	curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	CURLcode cc = curl_easy_perform(c);
-	curl_socket_t sock = CURL_SOCKET_BAD;
-	if (cc == CURLE_OK)
-		cc = curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &sock);
-	if (cc != CURLE_OK || sock == CURL_SOCKET_BAD) {
-		snprintf(u->error, sizeof(u->error), "%s",
-		         errbuf[0] ? errbuf : curl_easy_strerror(cc));
-		return cc == CURLE_OPERATION_TIMEDOUT ? ERR_TIMEOUT : ERR_UPSTREAM;
-	}
+	int sock = dial_tcp(url.host, url.port, timeout_ms, u->error, sizeof(u->error));
+	if (sock < 0)
+		return sock;
+	u->sock = sock;
 	struct buf req;
 	buf_init(&req);
-	buf_printf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\n", path, host);
+	buf_printf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\n", path, url.authority);
 	if (token && *token)
 		buf_printf(&req, "Authorization: Bearer %s\r\n", token);
 	buf_printf(&req, "Connection: Upgrade\r\nUpgrade: %s\r\nContent-Length: 0\r\n\r\n", proto);
@@ -169,10 +138,9 @@ int upgrade_open(struct upgrade *u, const char *base_url, const char *path, cons
 
 void upgrade_close(struct upgrade *u)
 {
-	if (u->curl)
-		curl_easy_cleanup(u->curl);
-	u->curl = NULL;
-	u->fd = -1;
+	if (u->sock >= 0)
+		close(u->sock);
+	u->sock = u->fd = -1;
 	buf_cleanup(&u->extra);
 	buf_cleanup(&u->body);
 }

@@ -1,9 +1,9 @@
 /* upgrade.h - the client side of an HTTP/1.1 Upgrade: a byte stream to a
  * server route.
  *
- * upgrade_open() connects with libcurl (CURLOPT_CONNECT_ONLY: the
- * resolving, connecting and timeouts are curl's), then writes the request
- * itself - "POST PATH HTTP/1.1" with the bearer token, "Connection:
+ * upgrade_open() connects a plain TCP socket (base/dial.h: the URL read
+ * by libevent's URI parser, the address resolved with getaddrinfo, the
+ * connect bounded by the timeout), then writes the request itself - "POST PATH HTTP/1.1" with the bearer token, "Connection:
  * Upgrade" and "Upgrade: PROTO" - and reads the status line and headers
  * itself (capped at UPGRADE_MAX_HEAD bytes). On 101 the connected socket
  * is the stream's, and any bytes the server sent behind its headers are
@@ -12,8 +12,9 @@
  * Content-Length) is kept for the caller's error message.
  *
  * The URL is plain http:// (the cluster's API): the socket is used with
- * read/write directly. Owned by one thread; upgrade_close() closes the
- * socket (through curl, which owns it).
+ * read/write directly. No HTTP client library is involved: after the
+ * 101 the connection is a byte stream that no client library hands over.
+ * Owned by one thread; upgrade_close() closes the socket.
  */
 #ifndef ANVIL_UPGRADE_H
 #define ANVIL_UPGRADE_H
@@ -31,7 +32,7 @@ struct upgrade {
 	struct buf extra; /* on 101: bytes read past the headers, already the stream's */
 	struct buf body;  /* otherwise: the answer's body */
 	char error[512];  /* why it failed (transport, or a bad answer) */
-	void *curl;       /* CURL *, owns fd */
+	int sock;         /* the connected socket, fd's; -1 when none */
 };
 
 /* Connects to base_url (scheme, host and port; "http://h:p") and asks

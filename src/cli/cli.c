@@ -9,12 +9,9 @@
 #include "base/buf.h"
 #include "base/httpc.h"
 #include "base/jv.h"
+#include "base/version.h"
 #include "cli/cliargs.h"
 #include "cli/verb.h"
-
-#ifndef ANVIL_VERSION
-#define ANVIL_VERSION "0.1.0-dev"
-#endif
 
 static const struct verb *const verbs[] = {
         &verb_run,  &verb_shell,  &verb_attach, &verb_exec,    &verb_jobs,  &verb_show,

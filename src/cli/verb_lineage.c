@@ -11,14 +11,11 @@
 
 #include "base/httpc.h"
 #include "base/jv.h"
+#include "base/version.h"
 #include "cli/cli.h"
 #include "cli/lineshow.h"
 #include "cli/verb.h"
 #include "flow/openlineage.h"
-
-#ifndef ANVIL_VERSION
-#define ANVIL_VERSION "0.1.0-dev"
-#endif
 
 #define POST_TIMEOUT_MS 30000
 

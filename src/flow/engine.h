@@ -135,7 +135,9 @@ json_t *flow_rendered(const struct flow_exec *x, const struct flow_run *r, char 
 json_t *flow_job_body(const struct flow_exec *x, const struct flow_run *r, const json_t *rendered);
 /* The task wrapper's instructions (agent/task.h, ANVIL_TASK): {"exec",
  * "run", "task", "index", "fetch" (taken), "render_env", "outputs",
- * "bundle", "checkpoint"}. */
+ * "bundle", "checkpoint", "wrap"}; "wrap" is false when the wrapper would
+ * have nothing to do (no bundle, fetch, rendering, outputs or checkpoint):
+ * the rank then runs the command itself. */
 json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const json_t *rendered,
                       json_t *fetch);
 

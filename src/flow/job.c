@@ -83,5 +83,11 @@ json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const
 		            flow_task_name(x, r->task), r->index);
 		json_object_set_new(doc, "checkpoint", json_string(key));
 	}
+	/* The wrapper moves data: with none to move (no bundle, nothing to fetch
+	 * or render, no outputs, no checkpoint) the command runs as any rank
+	 * does, without the cost of a second process start */
+	int work = x->bundle[0] || json_array_size(fetch) || json_array_size(render_env) ||
+	           json_object_size(json_object_get(doc, "outputs")) || jv_bool(t, "checkpoint", 0);
+	json_object_set_new(doc, "wrap", json_boolean(work));
 	return doc;
 }

@@ -388,7 +388,7 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 		wire_set(notice, &wire_notice, "text", json_string(a->notice));
 		wire_set(d, r, "notice", notice);
 	}
-	if (j->task) /* the agent runs the rank under `anvil _task` (agent/task.c) */
+	if (j->task && jv_bool(j->task, "wrap", 1)) /* under `anvil _task` (agent/task.c) */
 		wire_set(d, r, "task", json_true());
 	if (j->mpi) /* the agent runs mpirun on rank 0, a placeholder on the others */
 		wire_set(d, r, "mpi", json_true());

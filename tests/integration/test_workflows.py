@@ -134,6 +134,46 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert re.search(r"^\s*4\s+diamond\s+succeeded\s+6/6 ok", ls, re.M), ls
 
 
+SWEEP30 = """
+name: sweep30
+tasks:
+  point:
+    command: echo $(( {{ params.lr }} * {{ params.bs }} )) > $ANVIL_OUTPUT_DIR/score
+    map: {grid: {lr: [1, 2, 3, 4, 5, 6], bs: [10, 20, 30, 40, 50]}, concurrency: 8}
+    outputs: {score: value}
+  best:
+    command: >-
+      for s in {{ tasks.point.outputs.score }}; do echo $s; done | sort -n | tail -1
+      > $ANVIL_OUTPUT_DIR/best
+    outputs: {best: value}
+"""
+
+
+def test_a_30_way_sweep_runs_every_point_and_lists_the_results():
+    with cluster(agents=2, gpus=4, name="wfsweep") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        wf = write(os.path.join(d, "sweep.yaml"), SWEEP30)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = runs(c, 1)
+        points = [r["point[%d]" % i] for i in range(30)]
+        assert all(x["state"] == "succeeded" for x in points), points
+        got = {(x["params"]["lr"], x["params"]["bs"]): x["outputs"]["score"]["value"]
+               for x in points}
+        assert got == {(lr, bs): str(lr * bs) for lr in range(1, 7)
+                       for bs in (10, 20, 30, 40, 50)}, got
+        assert r["best"]["outputs"]["best"]["value"] == "300", r["best"]
+        show = c.cli("wf", "show", "1", check=True).stdout
+        assert "workflow 1 (sweep30): succeeded, 31/31 ok" in show, show
+        assert re.search(r"^point\[29\]\s+-\s+succeeded\s+1\s+\d+\s+node-\d\s+\S+\s+"
+                         r"lr=6 bs=50\s+score=300\s", show, re.M), show
+        # no more than 8 at once: the jobs' run times overlap at most 8 deep
+        spans = sorted((c.job(x["job_id"])["start_time_ms"], c.job(x["job_id"])["end_time_ms"])
+                       for x in points)
+        assert max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans) <= 8, spans
+
+
 RETRY = """
 name: retry
 tasks:
@@ -500,6 +540,7 @@ def test_the_api_refuses_a_bad_workflow_with_every_error():
 
 if __name__ == "__main__":
     run_tests([test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache,
+               test_a_30_way_sweep_runs_every_point_and_lists_the_results,
                test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches,
                test_a_task_that_fails_twice_resumes_from_its_checkpoint,
                test_a_preempted_checkpointing_task_resumes,

@@ -29,6 +29,44 @@ static const char full_doc[] =
         " \"outputs\": {\"model\": \"dir\", \"score\": \"value\", \"report\": \"file\"},"
         " \"checkpoint\": \"ckpt/12/train/3\", \"someday\": {\"new\": 1}}";
 
+/* A desired entry of a task whose document is doc (JSON text). */
+static json_t *entry_of(const char *doc)
+{
+	json_t *d = json_pack("{s:b,s:[s],s:{s:s}}", "task", 1, "command", "true", "env",
+	                      "ANVIL_TASK", doc);
+	return d;
+}
+
+TEST(a_task_that_needs_only_its_unpacked_bundle_starts_without_the_wrapper)
+{
+	char dir[] = "/tmp/anvil-test-direct-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	const char *hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char tree[256], cmd[512];
+	snprintf(tree, sizeof(tree), "%s/bundles/%s", dir, hex);
+	char only[400], more[500];
+	snprintf(only, sizeof(only), "{\"exec\": 1, \"run\": 2, \"bundle\": \"sha256/%s\"}", hex);
+	snprintf(more, sizeof(more),
+	         "{\"exec\": 1, \"run\": 2, \"bundle\": \"sha256/%s\","
+	         " \"outputs\": {\"m\": \"dir\"}}",
+	         hex);
+	json_t *a = entry_of(only), *b = entry_of(more);
+	CHECK(task_direct_cwd(a, dir) == NULL); /* not unpacked here yet: the wrapper does it */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", tree);
+	CHECK_INT(system(cmd), 0);
+	char *got = task_direct_cwd(a, dir);
+	CHECK(got != NULL);
+	CHECK_STR(got, tree);
+	free(got);
+	CHECK(task_direct_cwd(b, dir) == NULL); /* outputs to publish: the wrapper */
+	json_object_del(a, "task");
+	CHECK(task_direct_cwd(a, dir) == NULL); /* not a task's entry */
+	json_decref(a);
+	json_decref(b);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0);
+}
+
 TEST(a_full_document_is_read_and_unknown_keys_are_ignored)
 {
 	struct task_doc d;
