@@ -101,6 +101,12 @@ static void node_change(struct buf *out, const json_t *c)
 	buf_adds(out, "\n");
 	if (json_is_true(json_object_get(c, "restore")))
 		buf_printf(out, "%sback in the spec: returned to service\n", pad);
+	const json_t *again = json_object_get(c, "reconverge");
+	if (again) {
+		buf_printf(out, "%sconverge again (in place): ", pad);
+		clean(out, s_of(again, "why"));
+		buf_adds(out, "\n");
+	}
 	const json_t *pool = json_object_get(c, "pool");
 	if (pool) {
 		buf_printf(out, "%spool ", pad);

@@ -209,14 +209,15 @@ static int plan(struct verb_ctx *v, const char *path)
 
 /* ---- apply, rollback: following ---- */
 
-/* The nodes an apply's progress follows: those whose profile it changed. */
+/* The nodes an apply's progress follows: those whose profile it changed or
+ * whose agent it asked to converge again. */
 static json_t *watched(const json_t *plan)
 {
 	json_t *w = json_object();
 	size_t i;
 	json_t *c;
 	json_array_foreach (json_object_get(json_object_get(plan, "nodes"), "change"), i, c)
-		if (json_object_get(c, "profile"))
+		if (json_object_get(c, "profile") || json_object_get(c, "reconverge"))
 			json_object_set_new(w, verb_str(c, "name"), json_true());
 	return w;
 }

@@ -10,6 +10,7 @@
 
 #include "base/hash.h"
 #include "base/util.h"
+#include "fleet/steps.h"
 
 /* ---- canonical JSON and hashes ---- */
 
@@ -157,6 +158,17 @@ static json_t *profile_change(struct plan *p, const json_t *have, const json_t *
 	                 "spec", json_object_get(target, "spec"));
 }
 
+/* A node that keeps its profile but whose agent reports it failed or
+ * drifted from it: the agent does not fix that by itself, an apply asks it
+ * to run the steps again. */
+static void reconverge(const json_t *have, json_t *c)
+{
+	char why[512];
+	if (fleet_hold_reason(json_object_get(have, "profile"), json_object_get(have, "status"),
+	                      why, sizeof(why)) == FLEET_HOLD_STUCK)
+		json_object_set_new(c, "reconverge", json_pack("{s:s}", "why", why));
+}
+
 static void node_change(struct plan *p, const json_t *have, const json_t *want)
 {
 	json_t *c = json_pack("{s:s}", "name", str(want, "name"));
@@ -173,6 +185,8 @@ static void node_change(struct plan *p, const json_t *have, const json_t *want)
 	json_t *profile = profile_change(p, have, want, &drain);
 	if (profile)
 		json_object_set_new(c, "profile", profile);
+	else
+		reconverge(have, c);
 	if (drain)
 		json_array_append_new(p->drain, json_string(str(want, "name")));
 	if (json_is_true(json_object_get(have, "removed")))
@@ -492,28 +506,46 @@ static const json_t *step_at_fault(const json_t *status)
 	return NULL;
 }
 
-static void progress(const char *profile, const json_t *status, char *out, size_t len)
+/* How many steps the profile's spec makes (steps.h), or 0 when it makes
+ * none that the agent would run (a malformed profile). */
+static size_t steps_of(const json_t *spec)
 {
-	size_t n = json_array_size(json_object_get(status, "steps")), done = 0, i;
+	struct steps *list = NULL;
+	char err[256];
+	if (!json_is_object(spec) || steps_from_profile(spec, &list, err, sizeof(err)))
+		return 0;
+	size_t n = list->n;
+	steps_free(list);
+	return n;
+}
+
+/* "converging to profile h200 (step 3 of 7)": the steps so far are done
+ * (the agent sends those of a run under way), the total is the profile's. */
+static void progress(const json_t *profile, const json_t *status, char *out, size_t len)
+{
+	const char *name = str(profile, "name");
+	size_t n = steps_of(json_object_get(profile, "spec")), done = 0, i;
 	json_t *s;
 	json_array_foreach (json_object_get(status, "steps"), i, s) {
 		const char *st = str(s, "status");
 		done += strcmp(st, "ok") == 0 || strcmp(st, "changed") == 0;
 	}
+	if (n < json_array_size(json_object_get(status, "steps")))
+		n = json_array_size(json_object_get(status, "steps"));
 	if (n == 0)
-		text_printf(out, len, "converging to profile %s", profile);
+		text_printf(out, len, "converging to profile %s", name);
 	else
-		text_printf(out, len, "converging to profile %s (step %zu of %zu)", profile,
+		text_printf(out, len, "converging to profile %s (step %zu of %zu)", name,
 		            done < n ? done + 1 : n, n);
 }
 
-enum fleet_hold fleet_hold_reason(const char *profile, const char *hash, const json_t *status,
-                                  char *out, size_t len)
+enum fleet_hold fleet_hold_reason(const json_t *profile, const json_t *status, char *out,
+                                  size_t len)
 {
-	const char *state = str(status, "state");
+	const char *state = str(status, "state"), *name = str(profile, "name");
 	out[0] = '\0';
-	if (!json_is_object(status) || strcmp(str(status, "hash"), hash) != 0) {
-		text_printf(out, len, "waiting for its agent to converge to profile %s", profile);
+	if (!json_is_object(status) || strcmp(str(status, "hash"), str(profile, "hash")) != 0) {
+		text_printf(out, len, "waiting for its agent to converge to profile %s", name);
 		return FLEET_HOLD_WAIT;
 	}
 	if (strcmp(state, "converged") == 0)
@@ -525,7 +557,7 @@ enum fleet_hold fleet_hold_reason(const char *profile, const char *hash, const j
 		text_printf(out, len,
 		            failed ? "profile %s failed at step '%s'%s%s"
 		                   : "drifted from profile %s at step '%s'%s%s",
-		            profile, bad ? str(bad, "name") : "?", *detail ? ": " : "", detail);
+		            name, bad ? str(bad, "name") : "?", *detail ? ": " : "", detail);
 		return FLEET_HOLD_STUCK;
 	}
 	progress(profile, status, out, len);
@@ -547,7 +579,7 @@ static void facts_issues(const json_t *spec, const json_t *facts, json_t *issues
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
 		const char *want = json_string_value(json_object_get(spec, pins[i].key));
 		const char *have = str(facts, pins[i].fact);
-		if (want && strcmp(want, have) != 0)
+		if (want && !steps_version_match(want, have)) /* the agent's own rule */
 			say(issues, "%s: the profile pins %s, the node reports %s", pins[i].what,
 			    want, *have ? have : "none");
 	}
@@ -570,7 +602,7 @@ static json_t *node_drift(const json_t *n, struct drift_counts *c)
 	const char *name = str(profile, "name"), *hash = str(profile, "hash");
 	json_t *issues = json_array();
 	char why[512];
-	enum fleet_hold h = fleet_hold_reason(name, hash, status, why, sizeof(why));
+	enum fleet_hold h = fleet_hold_reason(profile, status, why, sizeof(why));
 	int current = json_is_object(status) && strcmp(str(status, "hash"), hash) == 0;
 	const char *state = current ? str(status, "state") : "unreported";
 	c->profiled++;

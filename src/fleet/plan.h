@@ -43,6 +43,7 @@
  *                                      "changes": [{"key", "from", "to",
  *                                                   "drain"}],
  *                                      "drain": bool, "spec": compiled},
+ *                          "reconverge": {"why"},
  *                          "restore": true}],    each part only when it differs
  *              "unchanged": N},
  *    "queues": {"add": [BODY], "change": [{"name", "changes": [{"key",
@@ -60,6 +61,11 @@
  * A queue's BODY is what POST /v1/queues takes, its quotas with null for
  * each team the server has a quota for and the spec does not. Queues and
  * teams the spec does not name are left as they are.
+ *
+ * A node whose profile stays but whose agent reports it failed or drifted
+ * from it is a change too ("reconverge"): its agent never fixes that by
+ * itself (agent/converge.h), so an apply asks it to run the steps again,
+ * in place.
  *
  * Which profile changes need a drain: driver, cuda, agent, mounts and
  * packages (what converging changes under running work); gpu (what the
@@ -107,18 +113,20 @@ json_t *fleet_digest_changes(const json_t *before, const json_t *now);
  * "converged", "converging", "unreported", "drifted", "failed",
  * "mismatched"}}. A node is listed when its agent reports it failed or
  * drifted, or its facts differ from the profile (driver, CUDA, GPU count or
- * model); converging and unreported nodes are only counted. */
+ * model, versions compared by the agent's rule, steps.h); converging and
+ * unreported nodes are only counted. */
 json_t *fleet_drift(const json_t *observed);
 
-/* How a node stands against its profile, for the scheduler and for
- * people: FLEET_HOLD_NONE when status says converged for hash (it may take
- * work once its node check passed); else a reason in out ("converging to
- * profile h200 (step 3 of 7)", "profile h200 failed at step 'mount
- * /mnt/nvme': ...") and whether the node waits (converging, no report yet)
- * or is stuck (failed, drifted). */
+/* How a node stands against its profile (the wire profile {"hash", "name",
+ * "spec"}), for the scheduler and for people: FLEET_HOLD_NONE when status
+ * says converged for its hash (it may take work once its node check
+ * passed); else a reason in out ("converging to profile h200 (step 3 of
+ * 7)": the steps done so far of the profile's steps, steps.h; "profile h200
+ * failed at step 'mount /mnt/nvme': ...") and whether the node waits
+ * (converging, no report for this hash yet) or is stuck (failed, drifted). */
 enum fleet_hold { FLEET_HOLD_NONE, FLEET_HOLD_WAIT, FLEET_HOLD_STUCK };
-enum fleet_hold fleet_hold_reason(const char *profile, const char *hash, const json_t *status,
-                                  char *out, size_t len);
+enum fleet_hold fleet_hold_reason(const json_t *profile, const json_t *status, char *out,
+                                  size_t len);
 
 /* 1 when s is a profile_status state: converging, converged, failed or
  * drifted. */

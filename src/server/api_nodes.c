@@ -295,6 +295,24 @@ int api_nodes_check(struct server *s, int64_t node_id, json_t *expect, json_t **
 	return rc;
 }
 
+int api_nodes_converge(struct server *s, int64_t node_id, const char *hash, char *err,
+                       size_t errlen)
+{
+	int status = 0;
+	struct buf out;
+	buf_init(&out);
+	json_t *body = json_pack("{s:s}", "hash", hash);
+	int rc = agent_post(s, node_id, "/v1/profile/converge", body, 10000, &status, &out, err,
+	                    errlen);
+	if (rc == 0 && status != 202 && status != 200) {
+		snprintf(err, errlen, "the node's agent answered HTTP %d: %.200s", status,
+		         out.data ? out.data : "");
+		rc = ERR_UPSTREAM;
+	}
+	buf_cleanup(&out);
+	return rc;
+}
+
 void api_nodes_check_text(const json_t *result, char *out, size_t len)
 {
 	size_t used = 0, i;

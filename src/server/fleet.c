@@ -473,6 +473,8 @@ static void apply_node(struct state *st, const json_t *c, int64_t id)
 	}
 	if (profile && !drain)
 		nodes_set_profile(st, n, json_object_get(f->profiles, str(profile, "to")));
+	if (json_object_get(c, "reconverge"))
+		nodes_request_converge(st, n);
 }
 
 static void remove_node(struct state *st, const char *name, int64_t id)
@@ -783,6 +785,19 @@ static void node_start(struct state *st, struct fleet *f, int64_t id, json_t *e,
 	            (long long)id, n->name, str(e, "profile"));
 }
 
+static const json_t *target_of(const json_t *ro, const json_t *e)
+{
+	return json_object_get(json_object_get(ro, "profiles"), str(e, "profile"));
+}
+
+/* The time of n's status for e's profile, or -1 when it has none for it. */
+static int64_t status_time(const struct node *n, const json_t *e)
+{
+	if (strcmp(jv_str(n->profile_status, "hash", ""), str(e, "hash")) != 0)
+		return -1;
+	return jv_int(n->profile_status, "time_ms", -1);
+}
+
 /* A validating node whose check did not pass in time. */
 static void timed_out(struct state *st, int64_t id, const json_t *ro, json_t *e, struct node *n,
                       int64_t now)
@@ -817,15 +832,18 @@ static int advance(struct state *st, int64_t id, json_t *ro, json_t *e, int64_t 
 		}
 		if (n->admin != NODE_DRAINED)
 			return 0;
-		nodes_set_profile(
-		        st, n, json_object_get(json_object_get(ro, "profiles"), str(e, "profile")));
+		nodes_set_profile(st, n, target_of(ro, e));
+		/* what its agent said before it had this profile is no answer */
+		json_object_set_new(e, "status_at", json_integer(status_time(n, e)));
 		set_phase(e, FLEET_CONVERGING, now);
 		p = FLEET_CONVERGING;
 		moved = 1;
 	}
 	char why[256];
-	enum fleet_hold h = fleet_hold_reason(str(e, "profile"), str(e, "hash"), n->profile_status,
-	                                      why, sizeof(why));
+	enum fleet_hold h =
+	        fleet_hold_reason(target_of(ro, e), n->profile_status, why, sizeof(why));
+	if (status_time(n, e) >= 0 && status_time(n, e) == jv_int(e, "status_at", -1))
+		h = FLEET_HOLD_WAIT; /* no word from its agent since the profile went out */
 	if (h == FLEET_HOLD_STUCK) {
 		node_failed(st, id, e, n, why, 1, now);
 		return 1;

@@ -431,7 +431,12 @@ void nodes_profile_hold(struct state *st, struct node *n)
 	if (n->profile) {
 		const char *name = profile_name(n), *hash = profile_hash(n);
 		enum fleet_hold h =
-		        fleet_hold_reason(name, hash, n->profile_status, why, sizeof(why));
+		        fleet_hold_reason(n->profile, n->profile_status, why, sizeof(why));
+		if (n->converge_pending) { /* its last word is stale until the next */
+			h = FLEET_HOLD_WAIT;
+			text_printf(why, sizeof(why),
+			            "its agent is asked to converge to profile %s again", name);
+		}
 		stuck = h == FLEET_HOLD_STUCK;
 		if (h == FLEET_HOLD_NONE && strcmp(n->profile_checked, hash) != 0) {
 			stuck = n->check_failed[0] != 0;
@@ -474,7 +479,50 @@ void nodes_set_profile(struct state *st, struct node *n, const json_t *profile)
 	else
 		state_event(st, "node.profile", 0, n->id, "node %s: profile removed", n->name);
 	state_bump(st, n); /* the sync answer carries it: wake the long poll */
+	/* A profile its agent ran before (sent again after a removal, say): it
+	 * may not run it again by itself, and its last status is stale. */
+	if (profile && strcmp(jv_str(n->profile_status, "hash", ""), profile_hash(n)) == 0)
+		nodes_request_converge(st, n);
 	nodes_profile_hold(st, n);
+}
+
+void nodes_request_converge(struct state *st, struct node *n)
+{
+	if (!n->profile)
+		return;
+	text_printf(n->converge_wanted, sizeof(n->converge_wanted), "%s", profile_hash(n));
+	n->converge_pending = 1;
+	state_event(st, "node.profile", 0, n->id,
+	            "node %s: its agent is asked to converge to profile %s again", n->name,
+	            profile_name(n));
+	nodes_profile_hold(st, n);
+}
+
+int state_node_next_converge(struct state *st, int64_t *node_id, char *hash, size_t hashlen)
+{
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (!n->converge_wanted[0] || n->state != NODE_READY)
+			continue;
+		*node_id = n->id;
+		snprintf(hash, hashlen, "%s", n->converge_wanted);
+		n->converge_wanted[0] = '\0'; /* asked once; an apply asks again */
+		return 0;
+	}
+	return ERR_NOTFOUND;
+}
+
+void state_node_converge_asked(struct state *st, int64_t node_id, const char *hash, int rc,
+                               const char *why)
+{
+	struct node *n = state_node(st, node_id);
+	if (!n || rc == 0)
+		return;
+	n->converge_pending = 0; /* it will not: what it said last stands */
+	nodes_profile_hold(st, n);
+	state_event(st, "node.profile", 0, n->id,
+	            "node %s: asking its agent to converge to profile %.12s again failed: %s",
+	            n->name, hash, why);
 }
 
 /* An event when what the agent says changed in kind: another hash or state. */
@@ -485,8 +533,7 @@ static void status_event(struct state *st, struct node *n, const json_t *was, co
 	    strcmp(jv_str(was, "hash", ""), jv_str(now, "hash", "")) == 0)
 		return;
 	char why[sizeof(n->hold)];
-	if (n->profile && fleet_hold_reason(profile_name(n), profile_hash(n), now, why,
-	                                    sizeof(why)) == FLEET_HOLD_STUCK)
+	if (n->profile && fleet_hold_reason(n->profile, now, why, sizeof(why)) == FLEET_HOLD_STUCK)
 		state_event(st, "node.profile", 0, n->id, "node %s: %s", n->name, why);
 	else
 		state_event(st, "node.profile", 0, n->id, "node %s: profile %.12s %s (%zu steps)",
@@ -501,12 +548,16 @@ void state_node_profile_status(struct state *st, struct node *n, const json_t *s
 	status_event(st, n, n->profile_status, status);
 	json_decref(n->profile_status);
 	n->profile_status = json_deep_copy(status);
+	n->converge_pending = 0;
 	state_mark_node(st, n);
 	st->core->fleet_kick = 1;
 	nodes_profile_hold(st, n);
 }
 
-/* What a check of n's profile expects: its GPUs, their model, the driver. */
+/* What a check of n's profile expects: its GPUs and their model. Not the
+ * driver: the check compares a driver version exactly, while a profile
+ * pins one by the converging steps' rule ("550" matches 550.54.15,
+ * fleet/steps.h), which the profile's own driver step has already judged. */
 static json_t *profile_expectations(const struct node *n)
 {
 	const json_t *spec = json_object_get(n->profile, "spec");
@@ -514,8 +565,6 @@ static json_t *profile_expectations(const struct node *n)
 	json_t *e = json_pack("{s:I}", "gpus", (json_int_t)jv_int(gpu, "count", 0));
 	if (jv_str(gpu, "model", NULL) && jv_int(gpu, "count", 0) > 0)
 		json_object_set_new(e, "gpu_model", json_string(jv_str(gpu, "model", "")));
-	if (jv_str(spec, "driver", NULL))
-		json_object_set_new(e, "driver_version", json_string(jv_str(spec, "driver", "")));
 	return e;
 }
 

@@ -74,6 +74,10 @@ void nodes_profile_hold(struct state *st, struct node *n);
  * copied; NULL: none): the node's long poll is woken and it is held until
  * converged and checked for it. Nothing when it is the same. */
 void nodes_set_profile(struct state *st, struct node *n, const json_t *profile);
+/* Asks n's agent, through the checker threads (state_node_next_converge),
+ * to run its profile's steps again: how an apply fixes a node that failed
+ * or drifted, which its agent never does by itself. */
+void nodes_request_converge(struct state *st, struct node *n);
 /* Draining nodes whose last attempt has ended become drained. */
 void state_nodes_settle(struct state *st);
 

@@ -358,11 +358,31 @@ static int write_client_file(const struct server_config *c, const struct server 
 	return rc;
 }
 
-/* The fleet's node checks (server/fleet.h): a node converged to its
- * profile is validated by the same check as POST /v1/nodes/NAME/check,
- * outside the state lock, by CHECKERS threads, one check each at a time.
- * Shutdown waits for a check in flight (at most its timeout). */
+/* The fleet's calls to agents (server/fleet.h): a node converged to its
+ * profile is validated by the same check as POST /v1/nodes/NAME/check, and
+ * an agent whose node failed or drifted is asked to converge again (an
+ * apply's "reconverge"), outside the state lock, by CHECKERS threads, one
+ * call each at a time. Shutdown waits for a call in flight (at most its
+ * timeout). */
 #define CHECKERS 2
+
+/* An agent to ask to converge again, if one waits: 1 when one was asked. */
+static int converge_one(struct server *s)
+{
+	int64_t id = 0;
+	char hash[72], why[300] = "";
+	state_lock(&s->state);
+	int rc = state_node_next_converge(&s->state, &id, hash, sizeof(hash));
+	state_unlock(&s->state);
+	if (rc)
+		return 0;
+	rc = api_nodes_converge(s, id, hash, why, sizeof(why));
+	state_lock(&s->state);
+	state_node_converge_asked(&s->state, id, hash, rc, why);
+	state_flush(&s->state);
+	state_unlock(&s->state);
+	return 1;
+}
 
 static void *checker(void *arg)
 {
@@ -371,6 +391,8 @@ static void *checker(void *arg)
 		int64_t id = 0;
 		char hash[72], text[300] = "";
 		json_t *expect = NULL, *result = NULL;
+		if (converge_one(s))
+			continue;
 		state_lock(&s->state);
 		int rc = state_node_next_check(&s->state, wall_ms(), &id, hash, sizeof(hash),
 		                               &expect);

@@ -88,6 +88,11 @@ void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
  * Without the state lock: the agent may take minutes. */
 int api_nodes_check(struct server *s, int64_t node_id, json_t *expect, json_t **result, char *err,
                     size_t errlen);
+/* Asks node node_id's agent to run its profile's steps again (POST
+ * /v1/profile/converge {"hash"}; docs/api.md, "Agent endpoints"): 0 once it
+ * took the request, else an error and why in err. Without the state lock. */
+int api_nodes_converge(struct server *s, int64_t node_id, const char *hash, char *err,
+                       size_t errlen);
 /* "gpu_count: 7 GPUs (expected 8); driver_version: ..." of a check
  * result's failed checks, or its summary when none failed. */
 void api_nodes_check_text(const json_t *result, char *out, size_t len);

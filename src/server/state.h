@@ -211,6 +211,14 @@ int state_node_next_check(struct state *st, int64_t now, int64_t *node_id, char 
  * profile changed since. */
 void state_node_checked(struct state *st, int64_t node_id, const char *hash, int ok,
                         const char *summary, int ran);
+/* The next node whose agent is to be asked to converge to its profile again
+ * (POST /v1/profile/converge {"hash"}): 0 with the node and the hash, the
+ * request taken; ERR_NOTFOUND when none waits. Its agent answering, the
+ * result comes as a profile_status; state_node_converge_asked records a
+ * refusal (rc, why). */
+int state_node_next_converge(struct state *st, int64_t *node_id, char *hash, size_t hashlen);
+void state_node_converge_asked(struct state *st, int64_t node_id, const char *hash, int rc,
+                               const char *why);
 /* Applies a sync's health report: findings, GPU states, node fault. */
 void state_node_health(struct state *st, struct node *n, const json_t *health);
 /* The node fault its agent reports now, or NULL. */

@@ -250,6 +250,11 @@ struct node {
 	char check_failed[200];
 	int checking;
 	int64_t check_after_ms;
+	/* In memory: the profile hash its agent is to be asked to converge to
+	 * again (POST /v1/profile/converge: it never fixes a failed or drifted
+	 * node by itself); "": nothing asked. */
+	char converge_wanted[65];
+	int converge_pending; /* asked, and no status since: it waits for one */
 	int64_t changes;      /* in memory: bumped when its facts, pool or labels change */
 	int64_t last_seen_ms; /* monotonic */
 	int dirty;

@@ -3,9 +3,9 @@
 long-polls /v1/agent/sync with its node secret, reports the ranks it is told
 to run as running (and as ended by SIGTERM once they are gone), serves the
 node check (POST /v1/check) that the server runs to validate a profile, and
-reports its profile_status as the test tells it to converge: what a real
-agent converging with src/agent/converge.c sends, without touching the
-machine. Standard library only."""
+reports its profile_status as the test tells it to converge (and again when
+the server asks, POST /v1/profile/converge): what a real agent converging
+with src/agent/converge.c sends, without touching the machine. Standard library only."""
 import http.server
 import json
 import threading
@@ -33,6 +33,7 @@ class FakeAgent:
         self.status = None  # what it says of it
         self.status_sent = None
         self.checks = []  # the expectations of every check asked
+        self.converges = []  # every request to converge again
         self.generation = 0
         self.stopping = False
         self._serve()
@@ -47,6 +48,16 @@ class FakeAgent:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"] or 0)))
+                if self.path == "/v1/profile/converge":  # run the steps again
+                    agent.converges.append(body)
+                    with agent.lock:
+                        ok = agent.profile and body.get("hash") == agent.profile["hash"]
+                        if ok:
+                            agent.status = agent._converge(agent.profile)
+                    self.send_response(202 if ok else 409)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 agent.checks.append(body)
                 ok = agent.check_ok and body.get("driver_version", agent.driver) == agent.driver
                 out = json.dumps({"ok": ok, "backend": "sim",

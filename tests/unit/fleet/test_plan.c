@@ -437,31 +437,71 @@ static json_t *status(const char *hash, const char *state, const char *steps)
 TEST(hold_reasons)
 {
 	char why[300];
-	CHECK_INT(fleet_hold_reason("h200", "abc", NULL, why, sizeof(why)), FLEET_HOLD_WAIT);
+	json_t *spec = compile(SPEC);
+	json_t *p = json_pack("{s:s,s:s,s:O}", "name", "h200", "hash", "abc", "spec",
+	                      profile_named(spec, "h200"));
+	CHECK_INT(fleet_hold_reason(p, NULL, why, sizeof(why)), FLEET_HOLD_WAIT);
 	CHECK_STR(why, "waiting for its agent to converge to profile h200");
+	/* the steps so far of a run under way, out of the profile's three
+	 * (gpu, driver, sysctl vm.swappiness: fleet/steps.h) */
 	json_t *s = status("abc", "converging",
-	                   "[{\"name\":\"a\",\"status\":\"ok\"},{\"name\":\"b\",\"status\":"
-	                   "\"changed\"},{\"name\":\"c\",\"status\":\"skipped\"},{\"name\":\"d\","
-	                   "\"status\":\"skipped\"}]");
-	CHECK_INT(fleet_hold_reason("h200", "abc", s, why, sizeof(why)), FLEET_HOLD_WAIT);
-	CHECK_STR(why, "converging to profile h200 (step 3 of 4)");
-	CHECK_INT(fleet_hold_reason("h200", "other", s, why, sizeof(why)), FLEET_HOLD_WAIT);
+	                   "[{\"name\":\"gpu\",\"status\":\"ok\"},{\"name\":\"driver\","
+	                   "\"status\":\"ok\"}]");
+	CHECK_INT(fleet_hold_reason(p, s, why, sizeof(why)), FLEET_HOLD_WAIT);
+	CHECK_STR(why, "converging to profile h200 (step 3 of 3)");
+	json_object_set_new(p, "hash", json_string("other"));
+	CHECK_INT(fleet_hold_reason(p, s, why, sizeof(why)), FLEET_HOLD_WAIT);
+	CHECK_STR(why, "waiting for its agent to converge to profile h200");
+	json_object_set_new(p, "hash", json_string("abc"));
 	json_decref(s);
 	s = status("abc", "failed",
 	           "[{\"name\":\"a\",\"status\":\"ok\"},{\"name\":\"mount /mnt/nvme\",\"status\":"
 	           "\"failed\",\"detail\":\"mount: wrong fs type\"}]");
-	CHECK_INT(fleet_hold_reason("h200", "abc", s, why, sizeof(why)), FLEET_HOLD_STUCK);
+	CHECK_INT(fleet_hold_reason(p, s, why, sizeof(why)), FLEET_HOLD_STUCK);
 	CHECK_STR(why, "profile h200 failed at step 'mount /mnt/nvme': mount: wrong fs type");
 	json_decref(s);
 	s = status("abc", "drifted", "[{\"name\":\"sysctl vm.swappiness\",\"status\":\"failed\"}]");
-	CHECK_INT(fleet_hold_reason("h200", "abc", s, why, sizeof(why)), FLEET_HOLD_STUCK);
+	CHECK_INT(fleet_hold_reason(p, s, why, sizeof(why)), FLEET_HOLD_STUCK);
 	CHECK_STR(why, "drifted from profile h200 at step 'sysctl vm.swappiness'");
 	json_decref(s);
 	s = status("abc", "converged", "[]");
-	CHECK_INT(fleet_hold_reason("h200", "abc", s, why, sizeof(why)), FLEET_HOLD_NONE);
+	CHECK_INT(fleet_hold_reason(p, s, why, sizeof(why)), FLEET_HOLD_NONE);
 	json_decref(s);
 	CHECK(fleet_status_state_ok("drifted"));
 	CHECK(!fleet_status_state_ok("done"));
+	json_decref(p);
+	json_decref(spec);
+}
+
+/* A node that keeps its profile but failed or drifted from it: an apply of
+ * the same spec asks its agent to converge again. */
+TEST(failed_or_drifted_nodes_converge_again)
+{
+	json_t *spec = compile(SPEC);
+	json_t *obs = observed_of(spec, 1);
+	json_t *n = observed_node(obs, "h-2");
+	const char *hash =
+	        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
+	json_object_set_new(n, "status",
+	                    status(hash, "drifted",
+	                           "[{\"name\":\"sysctl vm.swappiness\",\"status\":\"failed\","
+	                           "\"detail\":\"60\"}]"));
+	json_t *plan = fleet_plan(spec, obs);
+	CHECK_INT(count(plan), 1);
+	const json_t *c = at(plan, "nodes", "change", 0);
+	CHECK_STR(s_of(c, "name"), "h-2");
+	CHECK_STR(s_of(json_object_get(c, "reconverge"), "why"),
+	          "drifted from profile h200 at step 'sysctl vm.swappiness': 60");
+	CHECK(json_object_get(c, "profile") == NULL);
+	CHECK_INT(json_array_size(json_object_get(plan, "drain")), 0);
+	json_decref(plan);
+	/* a status for another profile is no reason: the new one is being sent */
+	json_object_set_new(json_object_get(n, "status"), "hash", json_string("old"));
+	plan = fleet_plan(spec, obs);
+	CHECK_INT(count(plan), 0);
+	json_decref(plan);
+	json_decref(obs);
+	json_decref(spec);
 }
 
 TEST(drift_report)
@@ -477,7 +517,7 @@ TEST(drift_report)
 		                    status(hash, i == 1 ? "drifted" : "converged", "[]"));
 		json_object_set_new(n, "facts",
 		                    json_pack("{s:s,s:s,s:i,s:s}", "driver_version",
-		                              i == 2 ? "535.1" : "550.127.05", "cuda_version",
+		                              i == 2 ? "535.1" : "sim-550.127.05", "cuda_version",
 		                              "12.4", "gpu_count", 8, "gpu_model", "nvidia h200"));
 	}
 	json_t *d = fleet_drift(obs);

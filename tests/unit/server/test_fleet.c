@@ -459,6 +459,84 @@ TEST(an_operator_taking_a_draining_node_back_stops_the_rollout)
 	sfx_close(f);
 }
 
+/* The converge requests the checker threads take, as (node, hash). */
+static int next_converge(struct sfx *f)
+{
+	int64_t id = 0;
+	char hash[72];
+	if (state_node_next_converge(&f->st, &id, hash, sizeof(hash)))
+		return -1;
+	CHECK_STR(hash, hash_of(f, (int)id - 1));
+	return (int)id - 1;
+}
+
+/* A drifted node keeps its profile: the plan asks its agent to converge
+ * again (it never does by itself), and it is back in service once it did. */
+TEST(an_apply_asks_a_drifted_node_to_converge_again)
+{
+	struct sfx *f = sfx_open(2, 4);
+	CHECK_INT(apply_rev(f, NODRAIN), 1);
+	converge(f, 0);
+	converge(f, 1);
+	report(f, 1, "drifted", "vm.swappiness is 60");
+	CHECK_STR(shown(f, 1), "held");
+	CHECK_INT(next_converge(f), -1);
+	json_t *out = apply(f, NODRAIN);
+	CHECK_INT(jv_int(out, "revision", 0), 2);
+	const json_t *c = json_array_get(
+	        json_object_get(json_object_get(json_object_get(out, "plan"), "nodes"), "change"),
+	        0);
+	CHECK_STR(jv_str(c, "name", ""), "node-2");
+	CHECK_CONTAINS(jv_str(json_object_get(c, "reconverge"), "why", ""),
+	               "drifted from profile p at step 'mount /mnt/nvme'");
+	json_decref(out);
+	CHECK_INT(next_converge(f), 1);
+	CHECK_INT(next_converge(f), -1); /* asked once */
+	report(f, 1, "converging", NULL);
+	report(f, 1, "converged", NULL);
+	CHECK_STR(shown(f, 1), "ready"); /* its check passed for this profile already */
+	sfx_close(f);
+}
+
+/* A node removed and named again gets the profile it had: its agent's last
+ * word on it is stale, so it is asked to converge again, and the rollout
+ * waits for a fresh report. */
+TEST(a_node_back_in_the_spec_converges_afresh)
+{
+	struct sfx *f = sfx_open(2, 4);
+	const char *both = SPEC_HEAD "    driver: '550.1'\n" SPEC_GROUPS POLICY(2, 2);
+	CHECK_INT(apply_rev(f, both), 1);
+	step(f);
+	converge(f, 0);
+	converge(f, 1);
+	step(f);
+	CHECK_STR(shown(f, 1), "ready");
+	const char *one = SPEC_HEAD "    driver: '550.1'\n"
+	                            "groups:\n"
+	                            "  a: {pool: onprem, profile: p, nodes: node-1, labels: {gpu: "
+	                            "h200}, topology: {block: a}}\n"
+	                            "queues:\n"
+	                            "  prod: {priority: 10, quotas: {search: 8}}\n"
+	                            "teams:\n"
+	                            "  search: {weight: 2}\n" POLICY(2, 2);
+	CHECK_INT(apply_rev(f, one), 2);
+	CHECK_STR(shown(f, 1), "drained");
+	CHECK_INT(apply_rev(f, both), 3); /* back: its first profile again, rolled out */
+	step(f);
+	CHECK_STR(phase_now(f, 1), "converging");
+	CHECK_INT(next_converge(f), 1);
+	step(f);
+	CHECK_STR(phase_now(f, 1), "converging"); /* its old "converged" is no answer */
+	report(f, 1, "converging", NULL);
+	report(f, 1, "converged", NULL);
+	step(f);
+	check(f, 1, 1);
+	step(f);
+	CHECK_STR(phase_now(f, 1), "done");
+	CHECK_STR(shown(f, 1), "ready");
+	sfx_close(f);
+}
+
 TEST(restart_continues_the_rollout)
 {
 	struct sfx *f = sfx_open(2, 4);
