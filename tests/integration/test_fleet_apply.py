@@ -298,31 +298,53 @@ def bad_input_is_named(c, f):
     assert p.returncode == 0 and "no spec applied yet" in p.stdout, p.stdout
 
 
-def test_a_real_agent_is_sent_its_profile():
-    """A real `anvil agent` takes the sync answer with its profile (and, until
-    it converges profiles, reports none): the node stays in its long poll,
-    and is held from new work with the reason."""
-    spec = ("name: one\npools: {onprem: }\n"
-            "profiles: {p: {gpu: {model: NVIDIA H200, count: 4}, sysctl: {vm.swappiness: 1}}}\n"
-            "groups: {g: {pool: onprem, profile: p, nodes: node-1}}\n")
-    with cluster(agents=1, gpus=4, name="fleetreal") as c:
-        path = os.path.join(c.dir, "one.yaml")
-        with open(path, "w") as f:
-            f.write(spec)
-        p = c.cli("fleet", "apply", "--no-wait", path)
-        assert p.returncode == 0 and "revision 1 applied" in p.stdout, (p.stdout, p.stderr)
-        n = wait_for(lambda: (lambda x: x if x["profile"] else None)(
-            c.api("GET", "/v1/nodes/node-1")["node"]), what="the profile on node-1")
-        assert n["state"] in ("converging", "ready"), n
-        if n["profile_status"] is None:  # an agent that does not converge profiles yet
-            assert n["reason"] == "waiting for its agent to converge to profile p", n
-            job = c.submit(["true"], gpus=1)
-            assert c.job(job["id"])["state"] == "pending"
-        seen = c.api("GET", "/v1/nodes/node-1")["node"]["last_seen_ms_ago"]
-        assert seen < 30000 and c.agents[0].poll() is None, seen  # still syncing
+def test_real_agents_converge_and_roll_out():
+    """Real `anvil agent`s (simulated GPUs) end to end: the profile goes out,
+    each agent converges (its cache directory made under the test's
+    directory; GPUs and driver checked by the version rule: the simulated
+    driver is sim-550.54.15), reports it, the server checks the node and it
+    takes work; a driver pin that needs a drain rolls out node by node with a
+    running checkpointing job requeued, and the rollout ends done."""
+    with cluster(agents=2, gpus=4, name="fleetreal") as c:
+        def spec(driver, path):
+            text = ("name: real\npools: {onprem: }\n"
+                    "profiles: {p: {gpu: {model: NVIDIA H200, count: 4}, driver: '%s',"
+                    " cache_dir: %s}}\n"
+                    "groups: {g: {pool: onprem, profile: p, nodes: 'node-[1-2]',"
+                    " topology: {block: b1}}}\n"
+                    "upgrade: {max_unavailable: 1, validation_timeout: 30s}\n"
+                    % (driver, os.path.join(c.dir, "cache")))
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+        p = c.cli("fleet", "apply", "--timeout", "60s", spec("550", os.path.join(c.dir, "a.yaml")),
+                  timeout=90)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert "rollout of revision 1: done" in p.stdout, p.stdout
+        n = c.api("GET", "/v1/nodes/node-1")["node"]
+        assert n["state"] == "ready" and n["profile_status"]["state"] == "converged", n
+        assert n["profile_checked"] == n["profile"]["hash"], n
+        steps = [(x["name"], x["status"]) for x in n["profile_status"]["steps"]]
+        assert steps[0] == ("gpu", "ok") and steps[1] == ("driver", "ok"), steps
+        assert os.path.isdir(os.path.join(c.dir, "cache")), os.listdir(c.dir)
+        job = c.submit(["sleep", "600"], gpus=4, checkpointing=True, grace_ms=1000)
+        wait_for(lambda: c.job(job["id"])["state"] == "running", what="the job running")
+        p = c.cli("fleet", "apply", "--timeout", "90s",
+                  spec("550.54", os.path.join(c.dir, "b.yaml")), timeout=120)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert "driver 550 -> 550.54 (needs a drain)" in p.stdout, p.stdout
+        assert "rollout of revision 2: done" in p.stdout, p.stdout
+        j = c.job(job["id"])
+        assert len(j["attempts"]) >= 2 and "rollout of revision 2" in \
+            j["attempts"][0]["end_reason"], j["attempts"]
+        for name in ("node-1", "node-2"):
+            n = c.api("GET", "/v1/nodes/" + name)["node"]
+            assert n["state"] == "ready" and n["reason"] == "", n
+            assert n["profile_status"]["hash"] == n["profile"]["hash"], n
+        c.api("POST", "/v1/jobs/%d/cancel" % job["id"])
 
 
-run_tests([test_a_real_agent_is_sent_its_profile,
+run_tests([test_real_agents_converge_and_roll_out,
            with_fleet(plan_apply_history_idempotence),
            with_fleet(saved_plan_refused_when_the_cluster_changed),
            with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
