@@ -1,8 +1,8 @@
 #include "base/hash.h"
+#include "base/crypto_lazy.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,13 +1,14 @@
-/* lazy.c - libcurl, libevent and libmicrohttpd loaded on first use
- * (curl_lazy.h, event_lazy.h, mhd_lazy.h): dlopen, then every function the
+/* lazy.c - libcurl, libevent, libmicrohttpd and libcrypto loaded on first use
+ * (curl_lazy.h, event_lazy.h, mhd_lazy.h, crypto_lazy.h): dlopen, then every function the
  * project calls bound by name into its table. A library or symbol missing
- * is reported and aborts: all three are dependencies of the package. */
+ * is reported and aborts: all four are dependencies of the package. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/crypto_lazy.h"
 #include "base/curl_lazy.h"
 #include "base/event_lazy.h"
 #include "base/log.h"
@@ -149,8 +150,29 @@ static void mhd_load(void)
 	BIND(mhd_lazy, lib, so, add_response_header, "MHD_add_response_header");
 }
 
+struct crypto_api crypto_lazy;
+
+static void crypto_load(void)
+{
+	static const char so[] = "libcrypto.so.3";
+	void *lib = lazy_open(so);
+	BIND(crypto_lazy, lib, so, md_ctx_new, "EVP_MD_CTX_new");
+	BIND(crypto_lazy, lib, so, md_ctx_free, "EVP_MD_CTX_free");
+	BIND(crypto_lazy, lib, so, digest_init_ex, "EVP_DigestInit_ex");
+	BIND(crypto_lazy, lib, so, digest_update, "EVP_DigestUpdate");
+	BIND(crypto_lazy, lib, so, digest_final_ex, "EVP_DigestFinal_ex");
+	BIND(crypto_lazy, lib, so, digest, "EVP_Digest");
+	BIND(crypto_lazy, lib, so, sha256, "EVP_sha256");
+	BIND(crypto_lazy, lib, so, sha1, "EVP_sha1");
+}
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT, event_once = PTHREAD_ONCE_INIT,
-                      mhd_once = PTHREAD_ONCE_INIT;
+                      mhd_once = PTHREAD_ONCE_INIT, crypto_once = PTHREAD_ONCE_INIT;
+
+void crypto_lazy_load(void)
+{
+	pthread_once(&crypto_once, crypto_load);
+}
 
 void curl_lazy_load(void)
 {

@@ -23,6 +23,11 @@
  * as its long poll is answered): it is asked after about 1, 2, 4, ... ms,
  * then every WAIT_POLL_MS; a pending one from WAIT_POLL_MS up. */
 #define WAIT_PLACED_MS 1
+/* How long the server may hold the ask while the job stays placed, or
+ * queued (a reason that changes while it is queued shows at the next
+ * answer). */
+#define WAIT_PLACED_HOLD_MS 1000
+#define WAIT_QUEUED_HOLD_MS 500
 
 static const struct cliargs_opt opts[] = {
         SUBMIT_JOB_OPTS,
@@ -105,9 +110,14 @@ static int wait_running(struct verb_ctx *v, int64_t id)
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old[i]);
 	int ret = -1;
+	char waiting[128] = "";
 	while (ret < 0) {
 		json_t *resp = NULL;
-		if ((ret = cliconn_call(&v->conn, "GET", path, NULL, &resp)) != CLI_EXIT_OK)
+		/* the server holds the request while the job stays in the state
+		 * last seen (api_wait.c); one that does not answers at once */
+		char ask[200];
+		snprintf(ask, sizeof(ask), "%s%s", path, waiting);
+		if ((ret = cliconn_call(&v->conn, "GET", ask, NULL, &resp)) != CLI_EXIT_OK)
 			break;
 		ret = -1;
 		const json_t *j = json_object_get(resp, "job");
@@ -124,6 +134,9 @@ static int wait_running(struct verb_ctx *v, int64_t id)
 			snprintf(said, sizeof(said), "%s", now);
 		}
 		int placed = strcmp(state, "scheduled") == 0;
+		snprintf(waiting, sizeof(waiting), "?wait_ms=%d&while=%s",
+		         placed ? WAIT_PLACED_HOLD_MS : WAIT_QUEUED_HOLD_MS,
+		         placed ? "scheduled" : "pending");
 		json_decref(resp);
 		if (ret < 0 && !interrupted) {
 			int64_t cap = placed ? WAIT_POLL_MS : WAIT_POLL_MAX_MS;

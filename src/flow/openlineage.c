@@ -2,12 +2,12 @@
  * (openlineage.h). Pure. */
 #include "flow/openlineage.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/crypto_lazy.h"
 #include "base/jv.h"
 #include "base/mem.h"
 

@@ -1,11 +1,11 @@
 #include "flow/run.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/crypto_lazy.h"
 #include "base/mem.h"
 #include "flow/spec.h"
 

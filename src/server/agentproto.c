@@ -214,6 +214,7 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 		httpd_error(req, rc, "cannot persist the reports");
 		return HTTPD_DONE;
 	}
+	api_wait_check(s, now_ms()); /* a rank that started or ended: a job moved */
 	if (n->waiter)
 		agentproto_wake(st, n); /* superseded by this newer poll */
 	int64_t wait = jv_int(body, "wait_ms", 0);

@@ -442,6 +442,12 @@ int server_handle(struct httpd_req *req, void *ctx)
 		return HTTPD_DONE;
 	if (!admin_ok(s, req))
 		return HTTPD_DONE;
+	int64_t wait_id = strncmp(p, "/v1/jobs/", 9) == 0 && strcmp(req->method, "GET") == 0 &&
+	                                  httpd_query(req, "wait_ms")
+	                          ? api_path_id(p + 9, strlen(p + 9))
+	                          : 0;
+	if (wait_id) /* a job's long poll: GET /v1/jobs/ID?wait_ms=N&while=STATE */
+		return api_job_wait(s, req, wait_id);
 	if (strncmp(p, "/v1/jobs", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
 		route_jobs(s, req, p + 8);
 	else if (strncmp(p, "/v1/nodes", 9) == 0 && (p[9] == '\0' || p[9] == '/'))

@@ -421,6 +421,7 @@ static void *housekeeping(void *arg)
 		state_lock(&s->state);
 		int64_t now = now_ms();
 		agentproto_expire(s, now);
+		api_wait_check(s, now);
 		state_check_nodes(&s->state, now);
 		state_schedule_tick(&s->state, now);
 		state_flush(&s->state);
@@ -544,6 +545,9 @@ int server_main(int argc, char **argv)
 		pause();
 	log_info("stopping signal=%d", stop_signal());
 	agentproto_release_all(s);
+	state_lock(&s->state);
+	api_wait_check(s, INT64_MAX); /* stopping: every job long poll answered now */
+	state_unlock(&s->state);
 	pthread_join(hk, NULL);
 	for (int i = 0; i < CHECKERS; i++)
 		pthread_join(checks[i], NULL);
@@ -551,6 +555,7 @@ int server_main(int argc, char **argv)
 	state_close(&s->state);
 	blob_close(s->state.objects);
 	pthread_mutex_destroy(&s->objects_mu);
+	free(s->waiters);
 	free(s);
 	return 0;
 }

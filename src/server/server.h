@@ -32,6 +32,9 @@ struct server {
 	 * the lock that keeps named puts one at a time (store/blob.h). */
 	int64_t object_max;
 	pthread_mutex_t objects_mu;
+	/* Suspended GET /v1/jobs/ID?wait_ms=&while= (api_wait.c), state lock */
+	struct job_waiter *waiters;
+	int nwaiters, capwaiters;
 };
 
 int server_main(int argc, char **argv);
@@ -44,6 +47,11 @@ int agentproto_sync(struct server *s, struct httpd_req *req);
 void agentproto_wake(struct state *st, struct node *n);
 void agentproto_expire(struct server *s, int64_t now);
 void agentproto_release_all(struct server *s);
+/* A job's long poll (api_wait.c): GET /v1/jobs/ID?wait_ms=N&while=STATE,
+ * suspended while the job is in STATE; api_wait_check answers those due
+ * (lock held). */
+int api_job_wait(struct server *s, struct httpd_req *req, int64_t id);
+void api_wait_check(struct server *s, int64_t now);
 
 /* GET /metrics (metrics.c). */
 void server_metrics(struct server *s, struct buf *out);

@@ -25,6 +25,7 @@ LAYERS = {
     "fleet.c": 5,
     "entry.c": 6,
     "api_util.c": 7,
+    "api_wait.c": 7,
     "agentproto.c": 8,
     "metrics.c": 8,
     "api_nodes.c": 8,
