@@ -19,10 +19,11 @@
  *   4  schedule.c    the scheduler glue (glue.h)
  *   5  flows.c       the workflow engine: executions' runs as jobs
  *                    (flows.h, flow/engine.h); fleet.c: the fleet as
- *                    code: plans, applies, revisions and the rolling
- *                    upgrade's controller (fleet.h, fleet/plan.h,
- *                    fleet/rollout.h)
- *   6  entry.c       the entry points that compose them (state.h)
+ *                    code: plans, applies, revisions, joining and the
+ *                    views (fleet.h, fleet_int.h, fleet/plan.h)
+ *   6  fleet_rollout.c  the rolling upgrade's controller: moves a
+ *                    rollout's nodes along (fleet.h, fleet/rollout.h)
+ *   7  entry.c       the entry points that compose them (state.h)
  *
  * Every function runs with the state lock held.
  */
@@ -46,7 +47,7 @@ struct event {
 
 struct scratch; /* the scheduler glue's own (schedule.c) */
 struct flows;   /* the workflow engine's own (flows.c) */
-struct fleet;   /* the fleet's own (fleet.c) */
+struct fleet;   /* the fleet's own (fleet.c, fleet_int.h) */
 
 struct state_core {
 	struct store *store;
@@ -81,10 +82,11 @@ struct state_core {
 	int (*flows_flush)(struct state *st, struct store *store);
 	void (*flows_flushed)(struct state *st);
 	void (*flows_free)(struct state *st);
-	/* The fleet (fleet.c), alike: its records, the revisions loaded for
-	 * it (until fleet_open takes them), its part of a flush, and a kick:
-	 * something a rollout waits for may have happened (a node's profile
-	 * status, a check, a drain), so its next step should not wait. */
+	/* The fleet (fleet.c; its rollouts: fleet_rollout.c), alike: its
+	 * records, the revisions loaded for it (until fleet_open takes them),
+	 * its part of a flush, and a kick: something a rollout waits for may
+	 * have happened (a node's profile status, a check, a drain), so its
+	 * next step should not wait. */
 	struct fleet *fleet;
 	json_t *fleet_loaded; /* [[id, doc]] */
 	int fleet_dirty;

@@ -8,8 +8,11 @@
  * state_put_queue and state_put_team; a node's pool and labels with
  * state_node_relabel (the path of POST /v1/nodes/NAME); its profile with
  * nodes_set_profile, which the node's sync answer then carries; drains and
- * cordons with state_node_set_admin. Layer 5 of the state files (core.h);
- * every function runs with the state lock held.
+ * cordons with state_node_set_admin. Two state files (core.h) carry it:
+ * fleet.c (layer 5: revisions, plans, applies, joining, the views) and,
+ * above it, fleet_rollout.c (layer 6: the rollout's controller, fleet_step
+ * and fleet_stop); fleet_int.h is what they share. Every function runs
+ * with the state lock held.
  *
  * An apply that changes anything records a revision: {"id", "time_ms",
  * "who" (what the client says), "identity" (the credential: "admin"),
