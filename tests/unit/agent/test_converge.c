@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,7 @@ static pid_t fork_agent(int *port_w)
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test takes its agent along */
 		close(fds[1]);
 		int port = 0;
 		if (read(fds[0], &port, sizeof(port)) != (ssize_t)sizeof(port))
