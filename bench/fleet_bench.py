@@ -495,6 +495,8 @@ def reference_rep(args, work, r, cache_root, sysctl, packages):
             rc = rolling_change(c, s2, p2, [n for n, _ in names], 0.02, args.timeout)
             rc["change"] = f"driver {frm} -> {to}"
             res["rolling"].append(rc)
+            if rc["nodes_not_ready_after"] or not rc["all_done"]:
+                log(f"WARNING: after the rollout, not ready: {rc['nodes_not_ready_after']}")
             log(f"reference rep {r + 1}: rolling change {rc['change']}: "
                 f"{rc['nodes_rolled']} nodes in {rc['rollout_done_s']} s")
     except BaseException:
