@@ -257,8 +257,31 @@ static json_t *report(struct syncer *s, struct call *c, const struct exec_status
 	return o;
 }
 
-/* The sync request (proto/wire.h, wire_sync_request). */
-static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
+enum record { RECORD_FACTS, RECORD_HEALTH, RECORD_PROFILE };
+
+/* Whether a request in flight other than c carries a version of the record.
+ * A record rides on one request in flight at most: the two connections'
+ * requests may reach the server's threads in either order, and a newer
+ * profile status applied before an older one would leave the server with
+ * the older (a node "converging" for ever after it said "converged"). A
+ * newer version waits for the carrier's answer; as the server answers a
+ * request only after applying it, it then applies the versions in order. */
+static int carried_elsewhere(const struct syncer *s, const struct call *c, enum record rec)
+{
+	for (int i = 0; i < CALLS; i++) {
+		const struct call *o = &s->calls[i];
+		uint64_t v = rec == RECORD_FACTS    ? o->facts_version
+		             : rec == RECORD_HEALTH ? o->health_version
+		                                    : o->profile_version;
+		if (o != c && o->active && v)
+			return 1;
+	}
+	return 0;
+}
+
+/* The sync request (proto/wire.h, wire_sync_request); *withheld is set when
+ * a record to send waits for the answer of the request that carries it. */
+static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms, int *withheld)
 {
 	const struct wire_record *r = &wire_sync_request;
 	struct exec *ex = s->cfg.exec;
@@ -275,18 +298,20 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 	wire_set(o, r, "generation", json_integer(s->generation));
 	wire_set(o, r, "wait_ms", json_integer(wait_ms));
 	wire_set(o, r, "ranks", ranks);
-	c->facts_version = 0;
-	if (s->facts) {
+	int wait_facts = s->facts && carried_elsewhere(s, c, RECORD_FACTS);
+	int wait_health = s->health && carried_elsewhere(s, c, RECORD_HEALTH);
+	int wait_profile = s->profile_status && carried_elsewhere(s, c, RECORD_PROFILE);
+	*withheld = wait_facts || wait_health || wait_profile;
+	c->facts_version = c->health_version = c->profile_version = 0;
+	if (s->facts && !wait_facts) {
 		wire_set(o, r, "facts", json_incref(s->facts));
 		c->facts_version = s->facts_version;
 	}
-	c->health_version = 0;
-	if (s->health) {
+	if (s->health && !wait_health) {
 		wire_set(o, r, "health", json_incref(s->health));
 		c->health_version = s->health_version;
 	}
-	c->profile_version = 0;
-	if (s->profile_status) {
+	if (s->profile_status && !wait_profile) {
 		wire_set(o, r, "profile_status", json_incref(s->profile_status));
 		c->profile_version = s->profile_version;
 	}
@@ -297,7 +322,8 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms)
 
 static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
 {
-	c->body = build_request(s, c, wait_ms);
+	int withheld;
+	c->body = build_request(s, c, wait_ms, &withheld);
 	char auth[300];
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->secret);
 	c->hdrs = curl_slist_append(NULL, auth);
@@ -321,7 +347,9 @@ static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(wait_ms + 10000));
 	c->seq = ++s->sent;
 	c->active = 1;
-	s->dirty = 0;
+	/* a withheld record goes once the request carrying it is answered; this
+	 * one, parked at the server in its place, has the server answer that */
+	s->dirty = withheld;
 	curl_multi_add_handle(s->multi, h);
 }
 

@@ -9,7 +9,10 @@
  * (syncer_changed), a second request goes out at once on a second
  * keep-alive connection; the server answers the superseded one itself. At
  * most two requests are in flight; an answer older than one already
- * applied only acknowledges reports. Failures back off from 50 ms to 1 s,
+ * applied only acknowledges reports. The facts, the health report and the
+ * profile status each ride on one request in flight at most: the server's
+ * threads may take the two connections' requests in either order, so a
+ * newer version waits for the answer to the request carrying the older. Failures back off from 50 ms to 1 s,
  * logged once per outage; ranks keep running meanwhile.
  *
  * Sessions: a running session rank's report carries how long its GPUs

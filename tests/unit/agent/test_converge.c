@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +32,12 @@ static json_t *statuses;  /* every profile_status received, in order */
 static json_t *first;     /* the first sync request of the current agent */
 static int syncs_without; /* sync requests without a status since the last with one */
 static char agent_url[256];
+/* A slow server: the first request with a status is held this long before
+ * it is applied (0: none is); the one applied last, in the server's order;
+ * the most requests with a status in the server at once. */
+static int slow_first_ms;
+static json_t *applied;
+static int carrying, max_carrying;
 
 static void fake_sync(struct httpd_req *req, json_t *body)
 {
@@ -47,6 +54,19 @@ static void fake_sync(struct httpd_req *req, json_t *body)
 	const char *url = jv_str(json_object_get(body, "facts"), "agent_url", NULL);
 	if (url)
 		snprintf(agent_url, sizeof(agent_url), "%s", url);
+	int hold = st && slow_first_ms > 0 ? slow_first_ms : 0;
+	if (hold)
+		slow_first_ms = 0;
+	if (st && ++carrying > max_carrying)
+		max_carrying = carrying;
+	pthread_mutex_unlock(&mu);
+	sleep_ms(hold);
+	pthread_mutex_lock(&mu);
+	if (st) {
+		json_decref(applied);
+		applied = json_incref(st);
+		carrying--;
+	}
 	pthread_mutex_unlock(&mu);
 	if (jv_int(body, "wait_ms", 0) > 0 && !st)
 		sleep_ms(100); /* a poor man's long poll */
@@ -97,6 +117,7 @@ static pid_t fork_agent(int *port_w)
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test takes its agent along */
 		close(fds[1]);
 		int port = 0;
 		if (read(fds[0], &port, sizeof(port)) != (ssize_t)sizeof(port))
@@ -360,6 +381,48 @@ TEST(converges_reports_checks_drift_and_reruns)
 	CHECK_CONTAINS(out.data, "\"profile\":null");
 	buf_cleanup(&out);
 
+	stop_agent(agent);
+	httpd_stop(h);
+	rm_rf(work);
+	unlink(gpus_file);
+}
+
+/* The agent's two connections may reach the server's threads in either
+ * order: a status sent while an older one is still in the server must not
+ * overtake it, or the server would keep the older ("converging") for ever.
+ * The fake holds the first status it gets while the steps go on. */
+TEST(a_newer_status_waits_for_the_request_that_carries_the_older)
+{
+	setup();
+	int port_w;
+	pid_t agent = fork_agent(&port_w);
+	char spec[2048];
+	spec_text(spec, sizeof(spec), SPEC);
+	set_profile("h1", spec);
+	slow_first_ms = 600;
+	struct httpd *h = serve(port_w);
+	json_t *st = wait_status(0, "h1", "converged", NULL);
+	json_decref(st);
+	int64_t end = now_ms() + 10000;
+	for (;;) { /* the converged status, applied last */
+		pthread_mutex_lock(&mu);
+		int done = slow_first_ms == 0 && carrying == 0 &&
+		           strcmp(jv_str(applied, "state", ""), "converged") == 0;
+		char *last = applied ? jv_dump(applied) : NULL;
+		size_t n = json_array_size(statuses);
+		pthread_mutex_unlock(&mu);
+		if (done) {
+			free(last);
+			break;
+		}
+		if (now_ms() > end)
+			FAIL_AT("the server applied last (of %zu): %s", n, last ? last : "none");
+		free(last);
+		sleep_ms(20);
+	}
+	pthread_mutex_lock(&mu);
+	CHECK_INT(max_carrying, 1);
+	pthread_mutex_unlock(&mu);
 	stop_agent(agent);
 	httpd_stop(h);
 	rm_rf(work);
