@@ -45,6 +45,7 @@ struct call {
 	uint64_t facts_version;   /* of the facts it carried; 0: none */
 	uint64_t health_version;  /* of the health report it carried; 0: none */
 	uint64_t profile_version; /* of the profile status it carried; 0: none */
+	json_t *profile_sent;     /* that status, for the log of its answer */
 	char *body;
 	struct curl_slist *hdrs;
 	struct buf answer;
@@ -113,6 +114,8 @@ static void call_reset(struct syncer *s, struct call *c)
 	free(c->acks);
 	c->acks = NULL;
 	c->nacks = 0;
+	json_decref(c->profile_sent);
+	c->profile_sent = NULL;
 	buf_reset(&c->answer);
 }
 
@@ -314,6 +317,7 @@ static char *build_request(struct syncer *s, struct call *c, int64_t wait_ms, in
 	if (s->profile_status && !wait_profile) {
 		wire_set(o, r, "profile_status", json_incref(s->profile_status));
 		c->profile_version = s->profile_version;
+		c->profile_sent = json_incref(s->profile_status);
 	}
 	char *body = jv_dump(o);
 	json_decref(o);
@@ -591,10 +595,11 @@ static void answered(struct syncer *s, struct call *c)
 		json_decref(s->health);
 		s->health = NULL;
 	}
-	if (c->profile_version && c->profile_version == s->profile_version) {
+	/* logged for every version the server took, a newer one pending or not */
+	if (c->profile_version)
 		log_debug("profile status acknowledged hash=%.12s state=%s",
-		          jv_str(s->profile_status, "hash", ""),
-		          jv_str(s->profile_status, "state", ""));
+		          jv_str(c->profile_sent, "hash", ""), jv_str(c->profile_sent, "state", ""));
+	if (c->profile_version && c->profile_version == s->profile_version) {
 		json_decref(s->profile_status);
 		s->profile_status = NULL;
 	}
