@@ -598,7 +598,8 @@ static void answered(struct syncer *s, struct call *c)
 	/* logged for every version the server took, a newer one pending or not */
 	if (c->profile_version)
 		log_debug("profile status acknowledged hash=%.12s state=%s",
-		          jv_str(c->profile_sent, "hash", ""), jv_str(c->profile_sent, "state", ""));
+		          jv_str(c->profile_sent, "hash", ""),
+		          jv_str(c->profile_sent, "state", ""));
 	if (c->profile_version && c->profile_version == s->profile_version) {
 		json_decref(s->profile_status);
 		s->profile_status = NULL;

@@ -206,6 +206,7 @@ static void node_header(const json_t *node, int64_t now_ms, struct buf *out)
 	field(out, "backend", s);
 	field(out, "driver", verb_str(node, "driver_version"));
 	field(out, "cuda", verb_str(node, "cuda_version"));
+	field(out, "agent", verb_str(node, "agent_version"));
 	buf_reset(&tmp);
 	labels_text(json_object_get(node, "labels"), &tmp);
 	field(out, "labels", tmp.len ? tmp.data : "");

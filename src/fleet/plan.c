@@ -575,7 +575,9 @@ static void facts_issues(const json_t *spec, const json_t *facts, json_t *issues
 {
 	static const struct {
 		const char *key, *fact, *what;
-	} pins[] = {{"driver", "driver_version", "driver"}, {"cuda", "cuda_version", "CUDA"}};
+	} pins[] = {{"driver", "driver_version", "driver"},
+	            {"cuda", "cuda_version", "CUDA"},
+	            {"agent", "agent_version", "agent"}};
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
 		const char *want = json_string_value(json_object_get(spec, pins[i].key));
 		const char *have = str(facts, pins[i].fact);

@@ -142,6 +142,8 @@ static const struct wire_field facts_fields[] = {
         {"memory_bytes", JV_INT, 0, 0, INT64_MAX, "physical memory"},
         {"driver_version", JV_STRING, 0, 0, 63, "the GPU driver's version"},
         {"cuda_version", JV_STRING, 0, 0, 63, "the CUDA version the driver supports"},
+        {"agent_version", JV_STRING, 0, 0, 63,
+         "the agent's own version (`anvil version`), which a profile's `agent` pins"},
         {"gpu_groups", JV_ARRAY, 0, 0, 64,
          "bit masks of GPU indexes that share NVLink, else a PCIe switch, else a NUMA node: "
          "what the scheduler packs ranks into"},

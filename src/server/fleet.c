@@ -187,9 +187,10 @@ static json_t *pending_targets(struct fleet *f)
 
 static json_t *facts_of(const struct node *n)
 {
-	return json_pack("{s:s,s:s,s:i,s:s,s:s}", "driver_version",
+	return json_pack("{s:s,s:s,s:s,s:i,s:s,s:s}", "driver_version",
 	                 jv_str(n->facts, "driver_version", ""), "cuda_version",
-	                 jv_str(n->facts, "cuda_version", ""), "gpu_count", n->ngpus, "gpu_model",
+	                 jv_str(n->facts, "cuda_version", ""), "agent_version",
+	                 jv_str(n->facts, "agent_version", ""), "gpu_count", n->ngpus, "gpu_model",
 	                 n->ngpus ? n->gpus[0].model : "", "address", n->address);
 }
 

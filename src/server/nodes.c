@@ -726,8 +726,9 @@ json_t *state_node_json(struct state *st, const struct node *n, int detail)
 	json_object_set_new(o, "pool", n->pool ? json_string(n->pool) : json_null());
 	profile_json(n, o, detail);
 	if (detail) {
-		static const char *const keys[] = {"driver_version", "cuda_version", "rdma",
-		                                   "gpu_groups", "gpu_near_groups"};
+		static const char *const keys[] = {"driver_version", "cuda_version",
+		                                   "agent_version",  "rdma",
+		                                   "gpu_groups",     "gpu_near_groups"};
 		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
 			json_t *v = json_object_get(n->facts, keys[k]);
 			if (v)

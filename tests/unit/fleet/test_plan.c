@@ -539,4 +539,40 @@ TEST(drift_report)
 	json_decref(spec);
 }
 
+/* A profile's agent pin is compared with the version each agent reports,
+ * by the converging steps' rule: 0.2 holds 0.2.1, not 0.1.0 nor nothing. */
+TEST(drift_report_compares_the_agent_version)
+{
+	json_t *spec = compile_edit("    sysctl:", "    agent: '0.2'\n    sysctl:");
+	json_t *obs = observed_of(spec, 1);
+	static const char *const seen[] = {"0.2.1", "0.1.0", NULL};
+	size_t i;
+	json_t *n;
+	json_array_foreach (json_object_get(obs, "nodes"), i, n) {
+		const char *hash =
+		        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
+		json_object_set_new(n, "status", status(hash, "converged", "[]"));
+		json_t *f = json_pack("{s:s,s:s,s:i,s:s}", "driver_version", "550.127.05",
+		                      "cuda_version", "12.4", "gpu_count", 8, "gpu_model",
+		                      "NVIDIA H200");
+		if (seen[i])
+			json_object_set_new(f, "agent_version", json_string(seen[i]));
+		json_object_set_new(n, "facts", f);
+	}
+	json_t *d = fleet_drift(obs);
+	const json_t *nodes = json_object_get(d, "nodes");
+	CHECK_INT(json_array_size(nodes), 2);
+	CHECK_STR(s_of(json_array_get(nodes, 0), "name"), "h-2");
+	CHECK_STR(json_string_value(
+	                  json_array_get(json_object_get(json_array_get(nodes, 0), "issues"), 0)),
+	          "agent: the profile pins 0.2, the node reports 0.1.0");
+	CHECK_STR(s_of(json_array_get(nodes, 1), "name"), "h-3");
+	CHECK_STR(json_string_value(
+	                  json_array_get(json_object_get(json_array_get(nodes, 1), "issues"), 0)),
+	          "agent: the profile pins 0.2, the node reports none");
+	json_decref(d);
+	json_decref(obs);
+	json_decref(spec);
+}
+
 TEST_MAIN()
