@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "agent/bundles.h"
 #include "agent/converge.h"
 #include "agent/exec.h"
 #include "agent/gpuwatch.h"
@@ -39,7 +40,7 @@ struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
 	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
-	const char *profile_check_interval;
+	const char *profile_check_interval, *bundle_keep;
 	/* By flags[] index: where the config file wrote the value in force
 	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
 	 * it came from the command line or is the default. */
@@ -47,7 +48,7 @@ struct agent_opts {
 	int check_only;
 	char host[256];
 	int port;
-	int64_t wait, spares, sample_ms, check_interval_ms;
+	int64_t wait, spares, sample_ms, check_interval_ms, bundle_keep_ms;
 	enum log_level level;
 };
 
@@ -71,6 +72,7 @@ struct agent {
 	json_t *facts;
 	struct ident id;
 	uint64_t contexts_published; /* exec_context_version last given to serve */
+	int64_t next_sweep_ms;       /* of the code bundles (agent/bundles.h) */
 };
 
 struct flag {
@@ -100,6 +102,8 @@ static const struct flag flags[] = {
         {"log-level", OPT(log_level), "error, warn, info or debug (info)"},
         {"profile-check-interval", OPT(profile_check_interval),
          "how often the node's profile is checked for drift: 60s, 5m; 0: never (60s)"},
+        {"bundle-keep", OPT(bundle_keep),
+         "remove a code bundle unused this long: 72h, 168h; 0: keep all (72h)"},
         {"spare-shims", OPT(spare_shims),
          "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
         {"config", OPT(config),
@@ -236,6 +240,12 @@ static int check_values(struct agent_opts *o)
 	     (o->check_interval_ms < 1000 || o->check_interval_ms > 86400000)))
 		rc = bad_value(o, "profile-check-interval",
 		               "expected a duration from 1s to 24h (60s, 5m), or 0 for never");
+	if (parse_duration_ms(o->bundle_keep, &o->bundle_keep_ms) != 0 ||
+	    (o->bundle_keep_ms != 0 &&
+	     (o->bundle_keep_ms < BUNDLES_KEEP_MIN_MS || o->bundle_keep_ms > 365LL * 86400000)))
+		rc = bad_value(
+		        o, "bundle-keep",
+		        "expected a duration from 1h to 8760h (72h, 168h), or 0 to keep all");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		rc = bad_value(o, "log-level", "expected error, warn, info or debug");
 	if (check_listen(o))
@@ -640,6 +650,10 @@ static int64_t earliest(int64_t x, int64_t y)
 static void run(struct agent *a)
 {
 	for (;;) {
+		if (a->o.bundle_keep_ms > 0 && now_ms() >= a->next_sweep_ms) {
+			bundles_sweep_start(a->o.work_dir, a->o.bundle_keep_ms);
+			a->next_sweep_ms = now_ms() + BUNDLES_SWEEP_EVERY_MS;
+		}
 		if (syncer_needs_register(a->sync))
 			reregister(a);
 		syncer_step(a->sync);
@@ -707,6 +721,7 @@ static int configure(struct agent *a, int argc, char **argv, char *hostname, siz
 	                           .spare_shims = "auto",
 	                           .gpu_sample_ms = "2000",
 	                           .profile_check_interval = "60s",
+	                           .bundle_keep = "72h",
 	                           .sysfs_root = "/sys",
 	                           .log_level = "info"};
 	char err[8192];
@@ -730,13 +745,14 @@ static void print_config(const struct agent *a)
 	const struct agent_opts *o = &a->o;
 	printf("configuration ok: config=%s server=%s work-dir=%s name=%s listen=%s:%d "
 	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s profile-check-interval=%s "
-	       "log-level=%s\n",
+	       "bundle-keep=%s log-level=%s\n",
 	       a->conf.file ? a->conf.file : "none", o->server, o->work_dir, o->name, o->host,
 	       o->port, o->address,
 	       o->gpu_backend ? o->gpu_backend
 	       : o->gpus_file ? "sim"
 	                      : "nvml",
-	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->log_level);
+	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->bundle_keep,
+	       o->log_level);
 }
 
 int agent_main(int argc, char **argv)

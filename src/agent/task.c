@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "agent/bundles.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
@@ -339,12 +341,20 @@ char *task_direct_cwd(const json_t *d, const char *work_dir)
 	char *dir = NULL;
 	if (task_doc_parse(text, &doc, err, sizeof(err)) == 0 && doc.bundle && !doc.nfetch &&
 	    !doc.nrender && !doc.noutputs && !doc.checkpoint && objects_key_hash(doc.bundle, hex)) {
+		/* found (renamed there whole: complete) and marked used under its
+		 * lock, not waited for: a busy lock leaves it to the wrapper */
 		struct stat sb;
-		dir = xasprintf("%s/bundles/%s", work_dir, hex);
-		if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { /* renamed in whole: complete */
+		char *bundles = xasprintf("%s/bundles", work_dir);
+		dir = xasprintf("%s/%s", bundles, hex);
+		int fd = bundles_lock(bundles, hex, 1);
+		if (fd < 0 || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+		    bundles_touch(dir) != 0) {
 			free(dir);
 			dir = NULL;
 		}
+		if (fd >= 0)
+			close(fd);
+		free(bundles);
 	}
 	task_doc_cleanup(&doc);
 	return dir;

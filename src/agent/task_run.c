@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/bundles.h"
 #include "agent/task.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -249,19 +250,18 @@ static int fetch_bundle(struct wrapper *w)
 	objects_key_hash(w->doc.bundle, hex);
 	char *dir = xasprintf("%s/bundles", w->work_dir);
 	w->bundle_dir = xasprintf("%s/%s", dir, hex);
-	int rc = 0;
-	if (!is_dir(w->bundle_dir)) { /* in place: renamed there whole, so complete */
-		char *lock = xasprintf("%s/%s.lock", dir, hex);
-		int fd = mkdir_p(dir, 0755) == 0 ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)
-		                                 : -1;
-		if (fd < 0 || flock(fd, LOCK_EX) < 0)
-			rc = fail("cannot lock %s: %s", lock, strerror(errno));
-		else if (!is_dir(w->bundle_dir)) /* another rank may have done it meanwhile */
-			rc = unpack_bundle(w, w->bundle_dir);
-		if (fd >= 0)
-			close(fd); /* and the lock with it */
-		free(lock);
-	}
+	/* under the lock: found or unpacked (renamed there whole, so complete),
+	 * then marked used, so that no sweep takes it (agent/bundles.h) */
+	int rc = mkdir_p(dir, 0755);
+	int fd = rc ? rc : bundles_lock(dir, hex, 0);
+	if (fd < 0)
+		rc = fail("cannot lock %s/%s.lock: %s", dir, hex, strerror(-fd));
+	else if (!is_dir(w->bundle_dir)) /* another rank may have done it meanwhile */
+		rc = unpack_bundle(w, w->bundle_dir);
+	if (rc == 0 && (rc = bundles_touch(w->bundle_dir)))
+		fail("cannot mark %s used: %s", w->bundle_dir, strerror(-rc));
+	if (fd >= 0)
+		close(fd); /* and the lock with it */
 	free(dir);
 	return rc;
 }

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import ANVIL, cluster, run_tests, sim_gpus, wait_for
+from harness import ANVIL, Cluster, cluster, run_tests, sim_gpus, wait_for
 
 PY = sys.executable
 
@@ -435,6 +436,38 @@ def test_bundle_is_unpacked_once_by_racing_ranks():
             sha(bundle), sha(bundle) + ".lock"]
 
 
+def test_the_agent_removes_bundles_nothing_used_for_its_keep():
+    """A restarted agent's first sweep (agent/bundles.h): of three bundles
+    last used two hours ago under --bundle-keep 1h, the one a process still
+    works in stays, the others go; one used a minute ago stays; a killed
+    unpack's scratch tree goes."""
+    c = Cluster(agents=0, gpus=1, name="task-sweep", agent_args=["--bundle-keep", "1h"])
+    sleeper = None
+    try:
+        bundles = os.path.join(c.dir, "node-1", "bundles")
+        old, busy, fresh = ("%064x" % i for i in (0xa1, 0xb2, 0xc3))
+        now = time.time()
+        for h, age in ((old, 7200), (busy, 7200), (fresh, 60), (old + ".partial", 60)):
+            os.makedirs(os.path.join(bundles, h, "src"))
+            os.utime(os.path.join(bundles, h), (now - age, now - age))
+        sleeper = subprocess.Popen(["sleep", "120"], cwd=os.path.join(bundles, busy, "src"))
+        c.start_agent(0)
+        c.wait_ready(1)
+        wait_for(lambda: "bundles: removed 1 unused for 3600s, 1 leftovers; kept 1, 1 in use"
+                 in c.log("node-1.log"), what="the sweep's line")
+        left = lambda: sorted(n for n in os.listdir(bundles) if not n.endswith(".lock"))
+        wait_for(lambda: left() == [busy, fresh], what="only the used bundles left")
+    except BaseException:
+        c.dump_logs()
+        raise
+    finally:
+        if sleeper:
+            sleeper.kill()
+            sleeper.wait()
+        c.stop()
+    shutil.rmtree(c.dir, ignore_errors=True)
+
+
 # The checkpointing program: resumes from $ANVIL_CHECKPOINT_DIR/step,
 # writes the next step, and on SIGTERM (or when told to ignore it) writes
 # what it has before it goes.
@@ -718,6 +751,7 @@ def test_a_workflow_hands_outputs_through_the_store():
 if __name__ == "__main__":
     run_tests([test_objects_by_content_and_by_name, test_task_with_bundle_inputs_and_outputs,
                test_bundle_is_unpacked_once_by_racing_ranks,
+               test_the_agent_removes_bundles_nothing_used_for_its_keep,
                test_checkpoint_is_restored_and_saved_after_sigterm,
                test_failures_are_one_line_and_never_a_crash,
                test_an_agent_runs_a_task_rank_under_the_wrapper,
