@@ -99,22 +99,24 @@ int relay_run(int a, int b, const void *to_a, size_t to_a_len, const void *to_b,
 	struct pipe_dir d[2];
 	dir_init(&d[0], a, b, to_b, to_b_len);
 	dir_init(&d[1], b, a, to_a, to_a_len);
-	int rc = 0, ending = 0;
-	int64_t deadline = 0;
+	int rc = 0;
+	int64_t deadline = 0;   /* set once a side has ended: the linger's end */
+	int done[2] = {0, 0};   /* a direction whose src ended (EOF or failure) */
 	int broken[2] = {0, 0}; /* a direction whose dst failed: drop its bytes */
+	int shut[2] = {0, 0};   /* its dst told of the end (shutdown SHUT_WR) */
 	for (;;) {
 		struct pollfd p[2];
 		int n = 0;
 		for (int i = 0; i < 2; i++) {
-			if (!ending && d[i].len < d[i].cap)
+			if (!done[i] && !broken[i] && d[i].len < d[i].cap)
 				want(p, &n, d[i].src, POLLIN);
 			if (d[i].len && !broken[i])
 				want(p, &n, d[i].dst, POLLOUT);
 		}
 		if (n == 0)
-			break; /* ending, and everything delivered */
+			break; /* both directions ended, everything deliverable delivered */
 		int timeout = -1;
-		if (ending) {
+		if (deadline) {
 			int64_t left = deadline - now_ms();
 			if (left <= 0)
 				break;
@@ -128,11 +130,13 @@ int relay_run(int a, int b, const void *to_a, size_t to_a_len, const void *to_b,
 		}
 		for (int i = 0; i < 2; i++) {
 			short rv = revents(p, n, d[i].src);
-			if (!ending && d[i].len < d[i].cap && (rv & (POLLIN | POLLHUP | POLLERR))) {
+			if (!done[i] && !broken[i] && d[i].len < d[i].cap &&
+			    (rv & (POLLIN | POLLHUP | POLLERR))) {
 				int r = dir_read(&d[i]);
 				if (r) {
-					ending = 1;
-					deadline = now_ms() + RELAY_LINGER_MS;
+					done[i] = 1;
+					if (!deadline)
+						deadline = now_ms() + RELAY_LINGER_MS;
 					if (r < 0 && !rc)
 						rc = r;
 				}
@@ -142,12 +146,17 @@ int relay_run(int a, int b, const void *to_a, size_t to_a_len, const void *to_b,
 				int w = dir_write(&d[i]);
 				if (w < 0) {
 					broken[i] = 1;
-					ending = 1;
 					if (!deadline)
 						deadline = now_ms() + RELAY_LINGER_MS;
 					if (!rc)
 						rc = w;
 				}
+			}
+			/* the end passed on once delivered: the next hop ends its
+			 * side in turn, and its last words still come back */
+			if (done[i] && !d[i].len && !broken[i] && !shut[i]) {
+				shutdown(d[i].dst, SHUT_WR);
+				shut[i] = 1;
 			}
 		}
 	}

@@ -5,9 +5,13 @@
  * hop (the agent's upgraded connection, the session holder's Unix socket,
  * the exec helper's socketpair) and back, without reading them. relay_run()
  * does that with poll() and a buffer per direction, so a slow reader on one
- * side never stops the other direction, until either side closes or fails;
- * what is buffered for the other side is then still delivered (for up to
- * RELAY_LINGER_MS) and relay_run returns. It closes neither fd.
+ * side never stops the other direction. When one side closes or fails,
+ * what is buffered for the other is still delivered, that end is passed on
+ * (shutdown SHUT_WR), and the other direction goes on, for up to
+ * RELAY_LINGER_MS in all, until it ends too: so a side's last words (the
+ * session holder's output and exit status, sent as it closes) still reach
+ * the client when the client's own bytes could no longer be delivered. It
+ * closes neither fd.
  *
  * One call per stream, on the stream's own thread; no locks, no globals.
  */
@@ -24,7 +28,8 @@ struct relay_stats {
 	uint64_t a_to_b, b_to_a; /* bytes delivered */
 };
 
-/* Splices a and b (both made non-blocking) until one side ends. to_a and
+/* Splices a and b (both made non-blocking) until both sides ended (or
+ * RELAY_LINGER_MS after the first did, or one fails to take). to_a and
  * to_b are bytes already read from the other side (past an HTTP upgrade),
  * sent first. 0 when a side closed, or the negative errno of a failure on
  * either side. stats may be NULL. */
