@@ -21,6 +21,9 @@ packages=(
   python3-mpi4py       # its MPI program, an allreduce across two nodes
   git                  # code bundles list a work tree's tracked files (src/cli/bundle.c)
   tar                  # deterministic archives: bundles, outputs, checkpoints (base/tarball.h)
+  openssh-client       # ssh: `anvil fleet bootstrap` installs agents over it
+  openssh-server       # sshd: the bootstrap integration test runs one per network namespace
+                       # (its own config, key and address); a system sshd it may start is not used
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 

@@ -13,6 +13,8 @@
  *   rollback REV                 POST /v1/fleet/rollback, followed as apply
  *   status                       GET /v1/fleet/status
  *   stop                         POST /v1/fleet/stop: the running rollout stops
+ *   bootstrap FILE | ADDR[=NAME]...   installs and starts the agent on
+ *                                machines over SSH (cli/fleetboot.h)
  *
  * A spec is compiled here first (its errors with their positions), then
  * sent as the YAML reads it; the server compiles it again. A saved plan is
@@ -28,6 +30,7 @@
 #include "base/util.h"
 #include "base/ydoc.h"
 #include "cli/cli.h"
+#include "cli/fleetboot.h"
 #include "cli/fleetshow.h"
 #include "cli/verb.h"
 #include "fleet/spec.h"
@@ -39,14 +42,42 @@
 #define WAIT_DEFAULT   (30 * 60 * 1000) /* --timeout */
 
 static const struct cliargs_opt opts[] = {
-        {"json", 0, CLIARGS_FLAG, NULL, "print JSON: the compiled spec, or the server's answer"},
+        {"json", 0, CLIARGS_FLAG, NULL,
+         "print JSON: the compiled spec, the server's answer, or each machine bootstrapped"},
         {"out", 'o', CLIARGS_STR, "PLAN", "plan: save the plan to PLAN for `apply PLAN`"},
         {"who", 0, CLIARGS_STR, "NAME",
          "apply, rollback, stop: who does it, for the history (default $USER)"},
         {"no-wait", 0, CLIARGS_FLAG, NULL,
          "apply, rollback: return once applied; do not follow the rollout"},
         {"timeout", 0, CLIARGS_DURATION, "DUR",
-         "apply, rollback: stop following after DUR (default 30m); the rollout goes on"},
+         "apply, rollback: stop following after DUR (default 30m); the rollout goes on; "
+         "bootstrap: wait for the nodes to register for DUR (default 2m)"},
+        {"agent-server", 0, CLIARGS_STR, "URL",
+         "bootstrap: the URL the agents join (default: the server this command uses)"},
+        {"join-token-file", 0, CLIARGS_STR, "FILE",
+         "bootstrap: the join token (default: the server's, when it runs here)"},
+        {"node", 0, CLIARGS_STR, "NAMES",
+         "bootstrap: only these nodes of the spec (a,b or a-[01-04])"},
+        {"group", 0, CLIARGS_STR, "GROUPS", "bootstrap: only the nodes of these groups (a,b)"},
+        {"ssh-user", 0, CLIARGS_STR, "USER", "bootstrap: log in as USER (default: ssh's)"},
+        {"ssh-port", 0, CLIARGS_INT, "PORT", "bootstrap: ssh to PORT (default: ssh's, 22)"},
+        {"identity", 'i', CLIARGS_STR, "KEY", "bootstrap: ssh's -i: the private key"},
+        {"ssh-option", 0, CLIARGS_KV, "KEY=VALUE",
+         "bootstrap: passed to ssh as -o KEY=VALUE (repeatable; these come first, so they "
+         "win)"},
+        {"sudo", 0, CLIARGS_FLAG, NULL, "bootstrap: run the steps with sudo -n (not as root)"},
+        {"parallel", 0, CLIARGS_INT, "N", "bootstrap: machines at once (default 10)"},
+        {"dry-run", 0, CLIARGS_FLAG, NULL,
+         "bootstrap: inspect each machine and say what would change; change nothing"},
+        {"binary", 0, CLIARGS_STR, "PATH", "bootstrap: the anvil to install (default: this one)"},
+        {"prefix", 0, CLIARGS_STR, "DIR", "bootstrap: the binary's directory (/usr/local/bin)"},
+        {"config-dir", 0, CLIARGS_STR, "DIR",
+         "bootstrap: agent.yaml and join.token go here (/etc/anvil)"},
+        {"unit-dir", 0, CLIARGS_STR, "DIR", "bootstrap: the systemd unit's (/etc/systemd/system)"},
+        {"work-dir", 0, CLIARGS_STR, "DIR",
+         "bootstrap: the agent's work-dir (/var/lib/anvil/agent)"},
+        {"agent-option", 0, CLIARGS_KV, "KEY=VALUE",
+         "bootstrap: one more line of agent.yaml (repeatable): log-level=debug, listen=..."},
         {NULL, 0, 0, NULL, NULL},
 };
 
@@ -421,14 +452,14 @@ static int stop(struct verb_ctx *v)
 
 struct sub {
 	const char *name;
-	int npos; /* positionals after the subcommand: 1, 0, or -1 (0 or 1) */
+	int npos; /* positionals after the subcommand: 1, 0, -1 (0 or 1), or -2 (1 or more) */
 	const char *usage;
 };
 
 static const struct sub subs[] = {
         {"check", 1, "FILE"}, {"plan", 1, "FILE"},      {"apply", 1, "FILE or PLAN"},
         {"refresh", 0, ""},   {"history", -1, "[REV]"}, {"rollback", 1, "REV"},
-        {"status", 0, ""},    {"stop", 0, ""},
+        {"status", 0, ""},    {"stop", 0, ""},          {"bootstrap", -2, "FILE or ADDR..."},
 };
 
 static int fleet_fn(struct verb_ctx *v)
@@ -441,8 +472,14 @@ static int fleet_fn(struct verb_ctx *v)
 	if (!s)
 		return verb_usage_error(v,
 		                        "unknown subcommand '%s' (check, plan, apply, refresh, "
-		                        "history, rollback, status, stop)",
+		                        "history, rollback, status, stop, bootstrap)",
 		                        sub);
+	if (s->npos == -2)
+		return arg ? fleetboot_run(v)
+		           : verb_usage_error(
+		                     v, "fleet bootstrap takes a spec FILE or ADDR[=NAME]...");
+	if (v->args.npos > 2)
+		return verb_usage_error(v, "unexpected argument \"%s\"", v->args.pos[2]);
 	if ((s->npos == 1 && !arg) || (s->npos == 0 && arg))
 		return verb_usage_error(
 		        v, "fleet %s takes %s", sub,
@@ -470,13 +507,15 @@ const struct verb verb_fleet = {
         .fn = fleet_fn,
         .opts = opts,
         .min_pos = 1,
-        .max_pos = 2,
+        .max_pos = 1 + FLEET_MAX_NODES, /* bootstrap ADDR...; the others take at most 1 */
         .usage = "check [--json] FILE\n"
                  "   or: anvil fleet plan [--json] [--out PLAN] FILE\n"
                  "   or: anvil fleet apply [--who NAME] [--no-wait] [--timeout DUR] FILE|PLAN\n"
                  "   or: anvil fleet rollback [--who NAME] [--no-wait] REV\n"
-                 "   or: anvil fleet refresh | status | history [REV] | stop",
-        .summary = "the fleet as code: check, plan, apply, roll back a cluster spec",
+                 "   or: anvil fleet refresh | status | history [REV] | stop\n"
+                 "   or: anvil fleet bootstrap [options] FILE | ADDR[=NAME]...",
+        .summary = "the fleet as code: check, plan, apply, roll back a cluster spec; bootstrap "
+                   "nodes over SSH",
         .help = "check FILE     compiles the cluster spec FILE (YAML; - reads stdin) and prints\n"
                 "               every error as FILE:LINE:COLUMN: PATH: what is wrong, or\n"
                 "               \"fleet NAME: N nodes in M groups: ok\"; --json prints the\n"
@@ -497,6 +536,14 @@ const struct verb verb_fleet = {
                 "rollback REV   applies revision REV's spec again, as apply does.\n"
                 "status         the revision, its rollout node by node, nodes not ready.\n"
                 "stop           stops the running rollout where it is.\n"
+                "bootstrap FILE installs and starts the agent over SSH on every node of the\n"
+                "               spec FILE (its groups' addresses; --node, --group pick some),\n"
+                "               or on each ADDR[=NAME]: the binary, agent.yaml, the join token\n"
+                "               (0600, sent on ssh's stdin) and the systemd unit, then\n"
+                "               `anvil agent --check-config` and systemctl enable --now (no\n"
+                "               systemd there: the agent detached). A rerun changes what\n"
+                "               differs only. Each machine's steps: ok, changed or failed with\n"
+                "               why; then each node as it registers. Exit 1 when one failed.\n"
                 "\n"
                 "The file's reference and the workflow (edit, plan, review, apply) are in\n"
                 "docs/fleet.md; examples/fleet/reference.yaml is the reference fleet.\n",

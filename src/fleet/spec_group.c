@@ -32,9 +32,7 @@ static const struct schema_field topology_fields[] = {
 
 /* ---- names and addresses ---- */
 
-/* The agent's rule for a node name (agent.c): 1 to 63 letters, digits,
- * '-', '_' or '.'. */
-static int is_node_name(const char *s)
+int spec_is_node_name(const char *s)
 {
 	size_t n = strlen(s);
 	return n >= 1 && n <= 63 &&
@@ -62,7 +60,7 @@ static int is_host_name(const char *s)
 	}
 }
 
-static int is_address(const char *s)
+int spec_is_address(const char *s)
 {
 	unsigned char buf[16];
 	return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1 ||
@@ -285,9 +283,13 @@ static json_t *addresses(struct fleet_ctx *c, const json_t *src, const json_t *n
 	if (!v)
 		return json_array();
 	schema_join(sub, sizeof(sub), path, "addresses");
-	struct spelling sp = {
-	        "an address", 0,     is_address, "an IPv4 or IPv6 address or a host name",
-	        c->addr_at,   names, name};
+	struct spelling sp = {"an address",
+	                      0,
+	                      spec_is_address,
+	                      "an IPv4 or IPv6 address or a host name",
+	                      c->addr_at,
+	                      names,
+	                      name};
 	json_t *addrs = spell(c, &sp, v, sub);
 	if (json_array_size(addrs) != json_array_size(names) && json_array_size(names))
 		schema_add(c->e, sub,
@@ -322,9 +324,13 @@ json_t *spec_group(struct fleet_ctx *c, const char *name, const json_t *src, con
 		           json_object_size(all), FLEET_MAX_LABELS);
 	json_decref(all);
 	schema_join(sub, sizeof(sub), path, "nodes");
-	struct spelling sp = {
-	        "a node name", 1,    is_node_name, "1 to 63 letters, digits, '-', '_' or '.'",
-	        c->node_at,    NULL, name};
+	struct spelling sp = {"a node name",
+	                      1,
+	                      spec_is_node_name,
+	                      "1 to 63 letters, digits, '-', '_' or '.'",
+	                      c->node_at,
+	                      NULL,
+	                      name};
 	json_t *names = json_object_get(src, "nodes")
 	                        ? spell(c, &sp, json_object_get(src, "nodes"), sub)
 	                        : json_array();

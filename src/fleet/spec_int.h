@@ -1,6 +1,7 @@
 /* spec_int.h - what the files of the fleet spec share (spec.c: the whole,
  * pools, queues, teams and upgrade policy; spec_profile.c: node profiles;
- * spec_group.c: node groups and the nodes they expand to). Not for use
+ * spec_group.c: node groups and the nodes they expand to; bootstrap.c checks
+ * the names and addresses it is given by the same rules). Not for use
  * outside src/fleet.
  */
 #ifndef ANVIL_FLEET_SPEC_INT_H
@@ -38,5 +39,12 @@ int spec_ref(struct fleet_ctx *c, const char *section, const char *kind, const c
  * and returns the value as text, or NULL when it is none. */
 json_t *spec_label_value(const json_t *v, const char *path, struct schema_errors *e);
 int spec_label_key_ok(const char *k);
+
+/* The agent's rule for a node name (agent.c): 1 to 63 letters, digits,
+ * '-', '_' or '.'. */
+int spec_is_node_name(const char *s);
+/* An IPv4 or IPv6 address, or a host name (dot-separated labels of
+ * letters, digits and '-', the last not all digits). */
+int spec_is_address(const char *s);
 
 #endif

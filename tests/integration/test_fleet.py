@@ -91,8 +91,13 @@ def test_unreadable_stdin_and_usage():
     assert p.returncode == 1 and p.stderr.startswith("-:2:1: "), p.stderr
     p = fleet("check")
     assert p.returncode == 2 and "fleet check takes one FILE" in p.stderr, p.stderr
-    p = fleet("bootstrap", "-")
-    assert p.returncode == 2 and "unknown subcommand 'bootstrap'" in p.stderr, p.stderr
+    p = fleet("frobnicate", "-")
+    assert p.returncode == 2 and "unknown subcommand 'frobnicate'" in p.stderr, p.stderr
+    p = fleet("bootstrap")
+    assert p.returncode == 2 and "fleet bootstrap takes a spec FILE or ADDR[=NAME]" in p.stderr, \
+        p.stderr
+    p = fleet("history", "1", "2")
+    assert p.returncode == 2 and 'unexpected argument "2"' in p.stderr, p.stderr
     p = subprocess.run([ANVIL, "help", "fleet"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and "docs/fleet.md" in p.stdout, p.stdout
 
