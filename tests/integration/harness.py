@@ -2,7 +2,9 @@
 ports and temporary directories.
 
 A Cluster starts `anvil server` and N `anvil agent`s (simulated GPUs), talks
-to the API over real HTTP, and runs the real CLI. Daemon logs are kept in the
+to the API over real HTTP, and runs the real CLI. Given hosts (netns.py), it
+runs each agent on a host of its own instead: a network namespace with its
+own address. Daemon logs are kept in the
 cluster's directory and printed when a test fails. Standard library only.
 """
 import fcntl
@@ -68,8 +70,12 @@ class ApiError(Exception):
 
 
 class Cluster:
+    """hosts: a netns.Hosts: agent i runs inside host i, listening on and
+    reporting that host's address, and the server listens on the hosts'
+    gateway (where they reach it); without it, everything is on 127.0.0.1."""
+
     def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
-                 agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None):
+                 agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None, hosts=None):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -82,6 +88,7 @@ class Cluster:
         self.topo = topo
         self.gpu_reset_ms = gpu_reset_ms
         self.ngpus = gpus
+        self.hosts = hosts
         self.server = None
         self.port = 0
         self.agents = {}
@@ -96,11 +103,13 @@ class Cluster:
             raise
 
     # ---- processes ----
-    def _spawn(self, args, logname, extra_env=None):
+    def _spawn(self, args, logname, extra_env=None, host=None):
         log = open(os.path.join(self.logs, logname), "ab")
         env = dict(os.environ, ANVIL_HOME=self.home, **(extra_env or {}))
-        return subprocess.Popen([ANVIL] + args, stdout=log, stderr=log, env=env,
-                                start_new_session=True)
+        argv = [ANVIL] + args
+        if host is not None:
+            argv = self.hosts.wrap(host, argv)
+        return subprocess.Popen(argv, stdout=log, stderr=log, env=env, start_new_session=True)
 
     def start_server(self):
         client = os.path.join(self.home, "client.json")
@@ -108,8 +117,9 @@ class Cluster:
             os.unlink(client)
         # --no-config: what the test says, whatever /etc/anvil holds on this machine
         self.server = self._spawn(["server", "--no-config", "--state-dir", self.state_dir,
-                                   "--listen", "127.0.0.1:%d" % self.port, "--home", self.home,
-                                   "--node-timeout", self.node_timeout] + self.server_args,
+                                   "--listen", "%s:%d" % (self.listen_host(), self.port),
+                                   "--home", self.home, "--node-timeout", self.node_timeout]
+                                  + self.server_args,
                                   "server.log")
         wait_for(lambda: os.path.exists(client) or self.server.poll() is not None,
                  what="server client file")
@@ -122,20 +132,31 @@ class Cluster:
         with open(os.path.join(self.state_dir, "join.token")) as f:
             self.join_token = f.read().strip()
 
-    def start_agent(self, i):
+    def listen_host(self):
+        return self.hosts.gateway if self.hosts else "127.0.0.1"
+
+    def start_agent(self, i, args=()):
         name = "node-%d" % (i + 1)
-        work = os.path.join(self.dir, name)
+        work = self.work_dir(i)
         os.makedirs(work, exist_ok=True)
         gpus = os.path.join(work, "gpus.json")
         if not os.path.exists(gpus):
             sim_gpus(gpus, self.ngpus, node=i, topo=self.topo, reset_ms=self.gpu_reset_ms)
+        where = []
+        if self.hosts:
+            addr = self.hosts.address(i)
+            where = ["--listen", addr + ":0", "--address", addr]
         self.agents[i] = self._spawn(["agent", "--no-config", "--server", self.url,
                                       "--join-token", self.join_token, "--name", name,
                                       "--work-dir", work,
                                       "--gpus-file", gpus, "--log-level", "debug"]
-                                     + self.agent_args,
-                                     "%s.log" % name, self.agent_env)
+                                     + where + self.agent_args + list(args),
+                                     "%s.log" % name, self.agent_env,
+                                     host=i if self.hosts else None)
         return self.agents[i]
+
+    def work_dir(self, i):
+        return os.path.join(self.dir, "node-%d" % (i + 1))
 
     def node_secret(self, i=0):
         """Agent i's node secret, from its identity file (written once it has

@@ -5,7 +5,9 @@ node check): plan on a cluster, apply, idempotence, queue and quota changes,
 a saved plan refused once the cluster changed, a profile change rolled out
 node by node with a running job requeued, a failing node stopping the
 rollout, rollback, drift, a server restart in the middle of a rollout, and
-bad input named."""
+bad input named. test_fleet_hosts.py runs the scenarios that depend on
+what the agents do (apply, a rollout stopped by a failing node, rollback)
+with real agents, each on a host of its own."""
 import json
 import os
 import shutil
@@ -21,13 +23,12 @@ profiles:
   h200:
     gpu: {model: NVIDIA H200, count: 4}
     driver: "%(driver)s"
-    sysctl: {vm.swappiness: 1}
-groups:
+%(steps)sgroups:
   h:
     pool: onprem
     profile: h200
     nodes: node-[1-3]
-    labels: {gpu: h200}
+%(addresses)s    labels: {gpu: h200}
     topology: {rack: r1, block: b1}
 queues:
   prod: {priority: 100, borrowing: false, quotas: {search: %(quota)d}}
@@ -39,7 +40,14 @@ upgrade: {max_unavailable: 1, max_unavailable_per_block: 1, validation_timeout: 
 
 class Fleet:
     """A server, two agents (node-1, node-2; node-3 of the spec never
-    joins) and a directory for spec files."""
+    joins) and a directory for spec files. What differs between these fake
+    agents and real ones (test_fleet_hosts.py's HostFleet) is here: the
+    scenarios below run over both."""
+
+    drivers = ("550.1", "560.2")  # a driver pin, and the one a rollout changes it to
+    steps = "    sysctl: {vm.swappiness: 1}\n"  # the profile's steps after its driver
+    # why node-1 fails its turn in a rollout once fail_rollout() was called
+    failure = "profile h200 failed at step 'package nvidia-driver'"
 
     def __init__(self, c, mode="converge"):
         self.c = c
@@ -48,11 +56,30 @@ class Fleet:
                        for i in range(2)]
         wait_for(lambda: len(c.nodes()) == 2, what="2 nodes")
 
-    def spec(self, driver="550.1", quota=8, name="fleet.yaml"):
+    def spec(self, driver=None, quota=8, name="fleet.yaml"):
         path = os.path.join(self.dir, name)
         with open(path, "w") as f:
-            f.write(SPEC % {"driver": driver, "quota": quota})
+            f.write(SPEC % {"driver": driver or self.drivers[0], "quota": quota,
+                            "steps": self.steps, "addresses": self.addresses()})
         return path
+
+    def addresses(self):
+        """The group's addresses key, if any."""
+        return ""
+
+    def assert_checked(self, i):
+        """Agent i's node check was asked for the profile's GPUs; its driver
+        was judged by its own step, by its rule."""
+        assert self.agents[i].checks[-1] == {"gpus": 4, "gpu_model": "NVIDIA H200"}, \
+            self.agents[i].checks
+
+    def fail_rollout(self):
+        for a in self.agents:  # the new driver cannot be installed anywhere
+            a.mode = "fail"
+
+    def repair(self):
+        for a in self.agents:
+            a.mode = "converge"
 
     def fleet(self, *args, timeout=90):
         return self.c.cli("fleet", *args, timeout=timeout, env={"USER": "alice"})
@@ -84,7 +111,8 @@ def plan_apply_history_idempotence(c, f):
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert "fleet lab: planned against a cluster no spec was applied to" in p.stdout, p.stdout
     assert "  + node-3  group h, pool onprem, profile h200" in p.stdout, p.stdout
-    assert "  ~ node-1" in p.stdout and "driver none -> 550.1 (needs a drain)" in p.stdout
+    assert "  ~ node-1" in p.stdout, p.stdout
+    assert "driver none -> %s (needs a drain)" % f.drivers[0] in p.stdout, p.stdout
     assert "rolling upgrade: 2 nodes, at most 1 out at once" in p.stdout, p.stdout
     assert "  + prod" in p.stdout and "  + search" in p.stdout, p.stdout
     j = json.loads(f.fleet("plan", "--json", spec).stdout)
@@ -100,9 +128,7 @@ def plan_apply_history_idempotence(c, f):
     assert n["labels"] == {"gpu": "h200", "rack": "r1", "block": "b1"}, n["labels"]
     assert n["profile"]["name"] == "h200" and n["profile_status"]["state"] == "converged", n
     assert n["profile_checked"] == n["profile"]["hash"], n
-        # the profile's GPUs; its driver was judged by its own step, by its rule
-    assert f.agents[0].checks[-1] == {"gpus": 4, "gpu_model": "NVIDIA H200"}, \
-        f.agents[0].checks
+    f.assert_checked(0)
     q = {x["name"]: x for x in c.api("GET", "/v1/queues")["queues"]}["prod"]
     assert q["priority"] == 100 and q["borrowing"] is False, q
     assert q["quotas"][0]["team"] == "search" and q["quotas"][0]["nominal_gpus"] == 8, q
@@ -123,7 +149,8 @@ def plan_apply_history_idempotence(c, f):
     assert lines[1].split()[0] == "2" and "alice" in lines[1] and "1 queue" in lines[1], lines
     assert "rolled out to 2 node(s)" in lines[2], lines
     p = f.fleet("history", "1")
-    assert "revision 1 of fleet lab" in p.stdout and "driver: \"550.1\"" in p.stdout, p.stdout
+    assert "revision 1 of fleet lab" in p.stdout, p.stdout
+    assert "driver: \"%s\"" % f.drivers[0] in p.stdout, p.stdout
     p = c.cli("nodes", "show", "node-1")
     assert "  profile     h200 (" in p.stdout and "): converged, checked" in p.stdout, p.stdout
     p = f.fleet("status")
@@ -154,21 +181,28 @@ def saved_plan_refused_when_the_cluster_changed(c, f):
     assert "node-[1-3]" in rev["text"], rev
 
 
+def running_jobs(c, n):
+    """The ids of n checkpointing jobs of 4 GPUs each, once all run."""
+    jobs = [c.submit(["sleep", "600"], gpus=4, checkpointing=True, grace_ms=1000)["id"]
+            for _ in range(n)]
+    wait_for(lambda: all(c.job(j)["state"] == "running" for j in jobs), what="jobs running")
+    return jobs
+
+
 def rollout_requeues_stops_at_a_failure_and_rolls_back(c, f):
     assert f.fleet("apply", f.spec()).returncode == 0
-    jobs = [c.submit(["train"], gpus=4, checkpointing=True)["id"] for _ in range(2)]
-    wait_for(lambda: all(c.job(j)["state"] == "running" for j in jobs), what="jobs running")
+    jobs = running_jobs(c, 2)
     on1 = [j for j in jobs if c.job(j)["attempts"][-1]["ranks"][0]["node"] == "node-1"][0]
-    for a in f.agents:  # the new driver cannot be installed anywhere
-        a.mode = "fail"
-    p = f.fleet("apply", f.spec(driver="560.2"))
+    f.fail_rollout()
+    p = f.fleet("apply", f.spec(driver=f.drivers[1]))
     assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "  ~ node-1" in p.stdout and "driver 550.1 -> 560.2 (needs a drain)" in p.stdout
-    assert "  node-1  failed: profile h200 failed at step 'package nvidia-driver'" in p.stdout
+    assert "  ~ node-1" in p.stdout, p.stdout
+    assert "driver %s -> %s (needs a drain)" % f.drivers in p.stdout, p.stdout
+    assert "  node-1  failed: " + f.failure in p.stdout, p.stdout
     assert "rollout of revision 2: stopped: node node-1:" in p.stdout, p.stdout
     n = f.node("node-1")
     assert n["state"] == "cordoned", n
-    assert n["reason"].startswith("rollout of revision 2 stopped here: profile h200 failed"), n
+    assert n["reason"].startswith("rollout of revision 2 stopped here: " + f.failure), n
     assert f.node("node-2")["state"] == "ready"  # never taken out
     # node-1's job was drained off it (its checkpoint kept) and waits: node-2 is busy
     j = c.job(on1)
@@ -177,11 +211,11 @@ def rollout_requeues_stops_at_a_failure_and_rolls_back(c, f):
         "node node-1 draining: rollout of revision 2"), j["attempts"][0]
     p = f.fleet("status")
     assert "rollout of revision 2: stopped" in p.stdout, p.stdout
-    for a in f.agents:
-        a.mode = "converge"
+    f.repair()
     p = f.fleet("rollback", "1")
     assert p.returncode == 0, (p.stdout, p.stderr)
-    assert "revision 3 applied" in p.stdout and "driver 560.2 -> 550.1" in p.stdout, p.stdout
+    assert "revision 3 applied" in p.stdout, p.stdout
+    assert "driver %s -> %s" % (f.drivers[1], f.drivers[0]) in p.stdout, p.stdout
     assert "rollout of revision 3: done" in p.stdout, p.stdout
     n = f.node("node-1")
     assert n["state"] == "ready" and n["reason"] == "", n
@@ -298,57 +332,11 @@ def bad_input_is_named(c, f):
     assert p.returncode == 0 and "no spec applied yet" in p.stdout, p.stdout
 
 
-def test_real_agents_converge_and_roll_out():
-    """Real `anvil agent`s (simulated GPUs) end to end: the profile goes out,
-    each agent converges (its cache directory made under the test's
-    directory; GPUs and driver checked by the version rule: the simulated
-    driver is sim-550.54.15), reports it, the server checks the node and it
-    takes work; a driver pin that needs a drain rolls out node by node with a
-    running checkpointing job requeued, and the rollout ends done."""
-    with cluster(agents=2, gpus=4, name="fleetreal") as c:
-        def spec(driver, path):
-            text = ("name: real\npools: {onprem: }\n"
-                    "profiles: {p: {gpu: {model: NVIDIA H200, count: 4}, driver: '%s',"
-                    " cache_dir: %s}}\n"
-                    "groups: {g: {pool: onprem, profile: p, nodes: 'node-[1-2]',"
-                    " topology: {block: b1}}}\n"
-                    "upgrade: {max_unavailable: 1, validation_timeout: 30s}\n"
-                    % (driver, os.path.join(c.dir, "cache")))
-            with open(path, "w") as f:
-                f.write(text)
-            return path
-        p = c.cli("fleet", "apply", "--timeout", "60s", spec("550", os.path.join(c.dir, "a.yaml")),
-                  timeout=90)
-        assert p.returncode == 0, (p.stdout, p.stderr)
-        assert "rollout of revision 1: done" in p.stdout, p.stdout
-        n = c.api("GET", "/v1/nodes/node-1")["node"]
-        assert n["state"] == "ready" and n["profile_status"]["state"] == "converged", n
-        assert n["profile_checked"] == n["profile"]["hash"], n
-        steps = [(x["name"], x["status"]) for x in n["profile_status"]["steps"]]
-        assert steps[0] == ("gpu", "ok") and steps[1] == ("driver", "ok"), steps
-        assert os.path.isdir(os.path.join(c.dir, "cache")), os.listdir(c.dir)
-        job = c.submit(["sleep", "600"], gpus=4, checkpointing=True, grace_ms=1000)
-        wait_for(lambda: c.job(job["id"])["state"] == "running", what="the job running")
-        p = c.cli("fleet", "apply", "--timeout", "90s",
-                  spec("550.54", os.path.join(c.dir, "b.yaml")), timeout=120)
-        assert p.returncode == 0, (p.stdout, p.stderr)
-        assert "driver 550 -> 550.54 (needs a drain)" in p.stdout, p.stdout
-        assert "rollout of revision 2: done" in p.stdout, p.stdout
-        j = c.job(job["id"])
-        assert len(j["attempts"]) >= 2 and "rollout of revision 2" in \
-            j["attempts"][0]["end_reason"], j["attempts"]
-        for name in ("node-1", "node-2"):
-            n = c.api("GET", "/v1/nodes/" + name)["node"]
-            assert n["state"] == "ready" and n["reason"] == "", n
-            assert n["profile_status"]["hash"] == n["profile"]["hash"], n
-        c.api("POST", "/v1/jobs/%d/cancel" % job["id"])
-
-
-run_tests([test_real_agents_converge_and_roll_out,
-           with_fleet(plan_apply_history_idempotence),
-           with_fleet(saved_plan_refused_when_the_cluster_changed),
-           with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
-           with_fleet(refresh_reports_drift),
-           with_fleet(restart_mid_rollout),
-           with_fleet(stop_a_rollout),
-           with_fleet(bad_input_is_named)])
+if __name__ == "__main__":
+    run_tests([with_fleet(plan_apply_history_idempotence),
+               with_fleet(saved_plan_refused_when_the_cluster_changed),
+               with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
+               with_fleet(refresh_reports_drift),
+               with_fleet(restart_mid_rollout),
+               with_fleet(stop_a_rollout),
+               with_fleet(bad_input_is_named)])
