@@ -618,6 +618,11 @@ static json_t *node_drift(const json_t *n, struct drift_counts *c)
 	}
 	size_t before = json_array_size(issues);
 	facts_issues(json_object_get(profile, "spec"), json_object_get(n, "facts"), issues);
+	const char *want = str(n, "spec_address"),
+	           *have = str(json_object_get(n, "facts"), "address");
+	if (*want && strcmp(want, have) != 0)
+		say(issues, "address: the spec says %s, the node reports %s", want,
+		    *have ? have : "none");
 	c->mismatched += json_array_size(issues) > before;
 	if (json_array_size(issues) == 0) {
 		json_decref(issues);

@@ -112,8 +112,10 @@ json_t *fleet_digest_changes(const json_t *before, const json_t *now);
  * [{"name", "profile", "state", "issues": [text]}], "counts": {"profiled",
  * "converged", "converging", "unreported", "drifted", "failed",
  * "mismatched"}}. A node is listed when its agent reports it failed or
- * drifted, or its facts differ from the profile (driver, CUDA, GPU count or
- * model, versions compared by the agent's rule, steps.h); converging and
+ * drifted, or its facts differ from the profile (driver, CUDA, agent
+ * version, GPU count or model, versions compared by the agent's rule,
+ * steps.h), or its address differs from an observed node's
+ * "spec_address" (the applied spec's, when it gives one); converging and
  * unreported nodes are only counted. */
 json_t *fleet_drift(const json_t *observed);
 

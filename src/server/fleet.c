@@ -734,9 +734,23 @@ json_t *fleet_status(struct state *st)
 	                 rollout, "nodes", nodes);
 }
 
+/* Each observed node's address in the applied spec, as "spec_address". */
+static void spec_addresses(const struct fleet *f, json_t *obs)
+{
+	size_t i, k;
+	json_t *n, *m;
+	json_array_foreach (json_object_get(obs, "nodes"), i, n)
+		json_array_foreach (json_object_get(f->spec, "nodes"), k, m)
+			if (strcmp(str(m, "name"), str(n, "name")) == 0 && *str(m, "address")) {
+				json_object_set(n, "spec_address", json_object_get(m, "address"));
+				break;
+			}
+}
+
 json_t *fleet_refresh(struct state *st)
 {
 	json_t *obs = fleet_observed(st);
+	spec_addresses(fleet_of(st), obs);
 	json_t *drift = fleet_drift(obs);
 	json_object_set(drift, "revision", json_object_get(obs, "revision"));
 	json_decref(obs);

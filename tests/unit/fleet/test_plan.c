@@ -575,4 +575,34 @@ TEST(drift_report_compares_the_agent_version)
 	json_decref(spec);
 }
 
+/* An address the applied spec gives a node, against the one it reports. */
+TEST(drift_report_compares_the_spec_address)
+{
+	json_t *spec = compile(SPEC);
+	json_t *obs = observed_of(spec, 1);
+	size_t i;
+	json_t *n;
+	json_array_foreach (json_object_get(obs, "nodes"), i, n) {
+		const char *hash =
+		        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
+		json_object_set_new(n, "status", status(hash, "converged", "[]"));
+		json_object_set_new(n, "facts",
+		                    json_pack("{s:s,s:i,s:s,s:s}", "driver_version", "550.127.05",
+		                              "gpu_count", 8, "gpu_model", "NVIDIA H200", "address",
+		                              i == 0 ? "10.0.0.9" : "10.0.0.1"));
+		if (i < 2)
+			json_object_set_new(n, "spec_address", json_string("10.0.0.1"));
+	}
+	json_t *d = fleet_drift(obs);
+	const json_t *nodes = json_object_get(d, "nodes");
+	CHECK_INT(json_array_size(nodes), 1);
+	CHECK_STR(s_of(json_array_get(nodes, 0), "name"), "h-1");
+	CHECK_STR(json_string_value(
+	                  json_array_get(json_object_get(json_array_get(nodes, 0), "issues"), 0)),
+	          "address: the spec says 10.0.0.1, the node reports 10.0.0.9");
+	json_decref(d);
+	json_decref(obs);
+	json_decref(spec);
+}
+
 TEST_MAIN()
