@@ -17,11 +17,18 @@ Standard library only.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
 
 _available = None
+# `ip netns exec NS` puts the files of ETC_NETNS/NS over /etc's: each host's
+# resolv.conf names no name server, so a name lookup there (Open MPI's of
+# node names, say) fails at once instead of timing out on the machine's
+# name server, which no host can reach.
+ETC_NETNS = "/etc/netns"
+RESOLV_CONF = "# a test host (tests/integration/netns.py): no name server\n"
 
 
 def _ip(*args, check=True):
@@ -70,6 +77,7 @@ def _sweep():
         if m and not _alive(int(m.group(2))):
             _kill_inside(m.group(1))
             _ip("netns", "del", m.group(1), check=False)
+            shutil.rmtree(os.path.join(ETC_NETNS, m.group(1)), ignore_errors=True)
     for line in _ip("-o", "link", "show", "type", "bridge", check=False).stdout.splitlines():
         m = re.match(r"\d+: (anvb(\d+)):", line)
         if m and not _alive(int(m.group(2))):
@@ -138,6 +146,9 @@ class Hosts:
         for i, ns in enumerate(self.names):
             outside = "anvv%dh%d" % (self.pid, i)
             _ip("netns", "add", ns)
+            os.makedirs(os.path.join(ETC_NETNS, ns), exist_ok=True)
+            with open(os.path.join(ETC_NETNS, ns, "resolv.conf"), "w") as f:
+                f.write(RESOLV_CONF)
             _ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", outside, "master", self.bridge, "up")
             _ip("-n", ns, "addr", "add", self.address(i) + "/24", "dev", "eth0")
@@ -179,5 +190,6 @@ class Hosts:
             while _kill_inside(ns) and time.time() < deadline:
                 time.sleep(0.05)
             _ip("netns", "del", ns, check=False)  # takes its end of the veth with it
+            shutil.rmtree(os.path.join(ETC_NETNS, ns), ignore_errors=True)
         _ip("link", "del", self.bridge, check=False)
         self.made = False
