@@ -309,7 +309,7 @@ void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, 
 static json_t *rank_env(const struct job *j, const struct attempt *a, const struct rank *k,
                         const struct node *n)
 {
-	json_t *env = json_deep_copy(j->env);
+	json_t *env = json_copy(j->env); /* its values are shared, never changed */
 	char cuda[4 * MODEL_MAX_GPUS + 1] = "";
 	char uuids[98 * MODEL_MAX_GPUS + 1] = "";
 	for (int i = 0; i < n->ngpus; i++) {

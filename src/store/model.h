@@ -138,6 +138,9 @@ struct attempt {
 	struct rank *ranks;
 };
 
+/* A job as submitted never changes: once it is written, only state,
+ * start_ms, end_ms, has_exit/exit_code, cancel_requested and reason (and
+ * its attempts) do, and that is all store_put_job_state() writes again. */
 struct job {
 	int64_t id;
 	char *name;

@@ -23,6 +23,7 @@ enum {
 	ST_TEAM_PUT,
 	ST_NODE_PUT,
 	ST_JOB_PUT,
+	ST_JOB_STATE,
 	ST_ATTEMPT_PUT,
 	ST_EVENT_ADD,
 	ST_FLOW_EXEC_PUT,
@@ -51,6 +52,8 @@ static const char *sql_text[ST_N] = {
                        "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
                        "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
                        "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+        [ST_JOB_STATE] = "UPDATE jobs SET state = ?2, start_ms = ?3, end_ms = ?4, exit_code = ?5, "
+                         "cancel_requested = ?6, reason = ?7 WHERE id = ?1",
         [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
                            "master_addr, master_port, start_ms, end_ms, ranks, extra, "
                            "end_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
@@ -460,6 +463,27 @@ int store_put_job(struct store *st, const struct job *j)
 	free(command);
 	free(env);
 	int rc = step_done(st, s, "job put");
+	for (int i = 0; rc == 0 && i < j->nattempts; i++)
+		rc = put_attempt(st, j->attempts[i]);
+	return rc;
+}
+
+int store_put_job_state(struct store *st, const struct job *j)
+{
+	sqlite3_stmt *s = st->st[ST_JOB_STATE];
+	sqlite3_bind_int64(s, 1, j->id);
+	sqlite3_bind_text(s, 2, job_state_name(j->state), -1, SQLITE_STATIC);
+	bind_opt_ms(s, 3, j->start_ms);
+	bind_opt_ms(s, 4, j->end_ms);
+	if (j->has_exit)
+		sqlite3_bind_int(s, 5, j->exit_code);
+	else
+		sqlite3_bind_null(s, 5);
+	sqlite3_bind_int(s, 6, j->cancel_requested);
+	sqlite3_bind_text(s, 7, j->reason, -1, SQLITE_STATIC);
+	int rc = step_done(st, s, "job state put");
+	if (rc == 0 && sqlite3_changes(st->db) == 0)
+		return store_put_job(st, j); /* not written yet: all of it */
 	for (int i = 0; rc == 0 && i < j->nattempts; i++)
 		rc = put_attempt(st, j->attempts[i]);
 	return rc;
