@@ -114,10 +114,35 @@ static const char *const migrations[] = {
               " doc TEXT NOT NULL);",
 };
 
+/* A job's command, environment and exported names as last written, by
+ * the value's identity: a job's never change (model.h) and an array's
+ * members share theirs (server/jobs.c), so a run of members is dumped
+ * once, not once each (the exported environment is kilobytes). The
+ * reference held keeps the identity from being reused. */
+enum { MEMO_COMMAND, MEMO_ENV, MEMO_EXPORTED, MEMO_N };
+
+struct memo {
+	json_t *value;
+	char *text;
+};
+
 struct store {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
+	struct memo memo[MEMO_N];
 };
+
+static const char *memo_text(struct store *st, int slot, json_t *v)
+{
+	struct memo *m = &st->memo[slot];
+	if (m->value != v) {
+		json_decref(m->value);
+		free(m->text);
+		m->value = json_incref(v);
+		m->text = jv_dump(v);
+	}
+	return m->text;
+}
 
 const char *store_error(struct store *st)
 {
@@ -220,6 +245,10 @@ void store_close(struct store *st)
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(st->st[i]);
 	sqlite3_close(st->db);
+	for (int i = 0; i < MEMO_N; i++) {
+		json_decref(st->memo[i].value);
+		free(st->memo[i].text);
+	}
 	free(st);
 }
 
@@ -405,16 +434,14 @@ static int put_attempt(struct store *st, const struct attempt *a)
 int store_put_job(struct store *st, const struct job *j)
 {
 	sqlite3_stmt *s = st->st[ST_JOB_PUT];
-	char *command = jv_dump(j->command);
-	char *env = jv_dump(j->env);
 	sqlite3_bind_int64(s, 1, j->id);
 	sqlite3_bind_text(s, 2, j->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, j->queue, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 4, j->priority);
 	sqlite3_bind_int(s, 5, j->gpus);
 	sqlite3_bind_int(s, 6, j->nodes);
-	sqlite3_bind_text(s, 7, command, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(s, 8, env, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 7, memo_text(st, MEMO_COMMAND, j->command), -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 8, memo_text(st, MEMO_ENV, j->env), -1, SQLITE_STATIC);
 	if (j->cwd)
 		sqlite3_bind_text(s, 9, j->cwd, -1, SQLITE_STATIC);
 	else
@@ -437,8 +464,6 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
 		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
-	if (j->exported)
-		json_object_set(extra, "exported", j->exported);
 	if (j->after)
 		json_object_set(extra, "after", j->after);
 	if (j->array_id)
@@ -458,10 +483,18 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "mpi", json_true());
 	if (j->task)
 		json_object_set(extra, "task", j->task);
-	bind_json(s, 18, extra);
+	char *text = jv_dump(extra);
+	if (j->exported) { /* spliced in: {...} becomes {...,"exported":[...]} */
+		const char *names = memo_text(st, MEMO_EXPORTED, j->exported);
+		size_t len = strlen(text);
+		char *with = xasprintf("%.*s%s\"exported\":%s}", (int)(len - 1), text,
+		                       len > 2 ? "," : "", names);
+		free(text);
+		text = with;
+	}
+	sqlite3_bind_text(s, 18, text, -1, SQLITE_TRANSIENT);
+	free(text);
 	json_decref(extra);
-	free(command);
-	free(env);
 	int rc = step_done(st, s, "job put");
 	for (int i = 0; rc == 0 && i < j->nattempts; i++)
 		rc = put_attempt(st, j->attempts[i]);

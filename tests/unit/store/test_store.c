@@ -208,6 +208,67 @@ TEST(job_state_put_keeps_the_submitted_row)
 	rm_rf(dir);
 }
 
+/* Collects every loaded job by id (1..4). */
+static void on_job_each(void *ctx, struct job *j)
+{
+	struct job **all = ctx;
+	if (j->id >= 1 && j->id <= 4 && !all[j->id - 1])
+		all[j->id - 1] = j;
+	else
+		job_free(j);
+}
+
+/* Jobs that share their command and environment (an array's members) and
+ * jobs that do not, written in turns: each row has its own, and the
+ * exported names (spliced into extra) sit beside the rest of extra. */
+TEST(shared_and_own_environments_round_trip)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *js[4];
+	for (int i = 0; i < 4; i++) {
+		js[i] = sample_job();
+		js[i]->id = i + 1;
+		js[i]->attempts[0]->id = 10 + i;
+		js[i]->attempts[0]->job_id = i + 1;
+	}
+	json_decref(js[1]->env); /* 2 and 4 share 1's; 3 has its own, no exported */
+	js[1]->env = json_incref(js[0]->env);
+	json_decref(js[3]->env);
+	js[3]->env = json_incref(js[0]->env);
+	json_decref(js[2]->env);
+	js[2]->env = json_pack("{s:s}", "ONLY", "three");
+	json_decref(js[2]->exported);
+	js[2]->exported = NULL;
+	CHECK_INT(store_begin(st), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(store_put_job(st, js[i]), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *all[4] = {0};
+	struct store_loader ld = {
+	        .ctx = all, .queue = on_queue, .node = on_node, .job = on_job_each};
+	CHECK_INT(store_load(st, &ld), 0);
+	for (int i = 0; i < 4; i++) {
+		CHECK(all[i] != NULL);
+		CHECK_STR(all[i]->team, "vision");
+		CHECK_STR(jv_str(all[i]->env, "LR", ""), i == 2 ? "" : "3e-4");
+		CHECK_STR(jv_str(all[i]->env, "ONLY", ""), i == 2 ? "three" : "");
+		CHECK_INT(json_array_size(all[i]->exported), i == 2 ? 0 : 1);
+		CHECK_INT(all[i]->checkpointing, 1);
+		job_free(all[i]);
+		job_free(js[i]);
+	}
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
 /* A database written at schema version 2 (no end_reason column) opens,
  * migrates, keeps its attempts (with no end reason) and stores new ones. */
 TEST(version_2_database_migrates)
