@@ -555,8 +555,10 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 	struct exec *ex = s->cfg.exec;
 	size_t i;
 	json_t *d;
+	exec_batch(ex); /* the spares fork while the next start is prepared */
 	json_array_foreach (ranks, i, d)
 		start_desired(s, d);
+	exec_settle(ex);
 	json_decref(s->desired);
 	s->desired = json_incref((json_t *)ranks);
 	deliver_notices(s, ranks);
