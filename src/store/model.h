@@ -85,8 +85,10 @@ struct rank {
 	char reason[200];
 	int64_t stop_gen; /* in memory: the node generation that dropped it */
 	/* in memory: its entry in the node's desired set, rebuilt only when
-	 * its attempt's notice changes (a session, server/ranks.c) */
+	 * its attempt's notice changes (a session, server/ranks.c), and the
+	 * entry as JSON text (NULL until an answer needs it) */
 	json_t *desired;
+	char *desired_text;
 	/* in memory, a session's rank: how long its GPUs had been idle when
 	 * its agent last said (gpu_idle_ms), and when that was (monotonic);
 	 * has_gpu_idle: 0 until the agent could tell */
