@@ -54,10 +54,18 @@ static const char *sql_text[ST_N] = {
                        "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         [ST_JOB_STATE] = "UPDATE jobs SET state = ?2, start_ms = ?3, end_ms = ?4, exit_code = ?5, "
                          "cancel_requested = ?6, reason = ?7 WHERE id = ?1",
-        [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
+        /* An upsert, not INSERT OR REPLACE: a written attempt's row is
+         * updated in place, not deleted and inserted again with its index
+         * entry (an attempt is written at each of its job's transitions). */
+        [ST_ATTEMPT_PUT] = "INSERT INTO attempts(id, job_id, number, state, ending, "
                            "master_addr, master_port, start_ms, end_ms, ranks, extra, "
                            "end_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                           "?12)",
+                           "?12) ON CONFLICT(id) DO UPDATE SET job_id = excluded.job_id, "
+                           "number = excluded.number, state = excluded.state, "
+                           "ending = excluded.ending, master_addr = excluded.master_addr, "
+                           "master_port = excluded.master_port, start_ms = excluded.start_ms, "
+                           "end_ms = excluded.end_ms, ranks = excluded.ranks, "
+                           "extra = excluded.extra, end_reason = excluded.end_reason",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
         [ST_FLOW_EXEC_PUT] = "INSERT OR REPLACE INTO flow_execs(id, doc) VALUES (?1, ?2)",
