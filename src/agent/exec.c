@@ -236,6 +236,7 @@ static void stop_rank(struct rank *r, int64_t cap_ms)
 
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms)
 {
+	exec_settle(e);
 	struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	if (!r)
 		return ERR_NOTFOUND;
@@ -245,6 +246,7 @@ int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms)
 
 void exec_stop_all(struct exec *e, int64_t cap_ms)
 {
+	exec_settle(e);
 	for (size_t i = 0; i < e->n; i++)
 		stop_rank(e->ranks[i], cap_ms);
 }
@@ -327,6 +329,7 @@ int exec_poll_running(struct exec *e, struct rank *r, int64_t now, int live)
 
 int exec_poll(struct exec *e)
 {
+	exec_settle(e); /* a shim's socket says SHIM_STARTED first */
 	int changed = 0;
 	int64_t now = now_ms();
 	exec_journal_refresh(e);
@@ -468,6 +471,7 @@ void exec_free(struct exec *e)
 {
 	if (!e)
 		return;
+	exec_settle(e);
 	logpool_stop(e->logs);
 	for (int i = 0; i < e->nspares; i++)
 		exec_spares_discard(e, &e->spares[i]);

@@ -164,6 +164,14 @@ int exec_device_isolation(const struct exec *e);
  * FAILED with the reason); -EEXIST when the executor knows it already;
  * -EALREADY when it ran here before (its log exists): ranks never rerun. */
 int exec_start(struct exec *e, const struct exec_spec *spec);
+/* Starting several ranks: after exec_batch, a start through a spare shim
+ * returns once its launch is sent, and the rank runs with its pid not yet
+ * known (0) until exec_settle() reads it, so that the spares fork their
+ * commands while the next launch is prepared instead of the agent waiting
+ * for each in turn. exec_settle ends the batch; exec_poll, exec_stop and
+ * exec_stop_all call it first, and so does exec_free. */
+void exec_batch(struct exec *e);
+void exec_settle(struct exec *e);
 /* SIGTERM now, SIGKILL after the rank's grace (at most cap_ms if cap_ms is
  * >= 0). 0, or ERR_NOTFOUND. A rank that is not RUNNING is left alone. */
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms);

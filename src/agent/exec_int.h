@@ -62,6 +62,9 @@ struct rank {
 	int session;       /* runs under a session holder: remove its socket at the end */
 	char **env;        /* as launched (exec.h, exec_context); NULL: not known */
 	char *cwd;
+	/* Started in a batch (exec_batch): its spare has the launch, and its
+	 * SHIM_STARTED (the pid) is read by exec_settle; nlimits for its log. */
+	int launching, nlimits;
 };
 
 /* A spare shim ready for the next rank (shim.h), in its own cgroup. */
@@ -83,6 +86,8 @@ struct exec {
 	struct rank **ranks;
 	size_t n, cap;
 	uint64_t started, started_spare, reused;
+	int batch;         /* exec_batch: spare launches do not wait for the pid */
+	size_t nlaunching; /* ranks with launching set */
 	struct spare spares[EXEC_SPARES_MAX]; /* oldest first */
 	int nspares, want_spares;
 	int trim; /* exec_set_spares lowered the number: end extras now */

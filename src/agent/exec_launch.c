@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -430,6 +431,52 @@ static void start_failed(struct exec *e, struct rank *r, const char *why)
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
 
+static void log_started(const struct rank *r)
+{
+	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d "
+	          "limits=%d",
+	          (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
+	          r->cgroup ? "yes" : "no", r->spare, r->nlimits);
+}
+
+void exec_batch(struct exec *e)
+{
+	e->batch = 1;
+}
+
+/* A batched start's spare took the launch and ended without a word: what
+ * exec_start does when that happens unbatched. */
+static void launch_lost(struct exec *e, struct rank *r)
+{
+	log_warn("spare shim failed attempt=%lld rank=%d pid=%d error=\"%s\"",
+	         (long long)r->attempt_id, r->rank, (int)r->shim, strerror(ECHILD));
+	epoll_ctl(e->epoll_fd, EPOLL_CTL_DEL, r->sock, NULL);
+	struct spare s = {.shim = {.pid = r->shim, .sock = r->sock}};
+	exec_spares_discard(e, &s); /* closes, kills and reaps it */
+	r->sock = -1;
+	r->shim = -r->shim;
+	r->own = 0;
+	e->ctx_version++;
+	start_failed(e, r, "the spare shim ended before reporting the command");
+}
+
+void exec_settle(struct exec *e)
+{
+	e->batch = 0;
+	for (size_t i = 0; e->nlaunching > 0 && i < e->n; i++) {
+		struct rank *r = e->ranks[i];
+		if (!r->launching)
+			continue;
+		r->launching = 0;
+		e->nlaunching--;
+		struct shim sh = {.pid = r->shim, .sock = r->sock};
+		if (shim_spare_started(&sh, &r->pgid) == 0)
+			log_started(r);
+		else
+			launch_lost(e, r);
+	}
+}
+
 int exec_start(struct exec *e, const struct exec_spec *spec)
 {
 	if (exec_rank_find(e, spec->attempt_id, spec->rank, NULL))
@@ -468,7 +515,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 		exec_limits_prepare(e, r, spec, &la);
 		rc = launch(e, r, &la, err, sizeof(err));
 	}
-	int nlimits = la.l.njoin;
+	r->nlimits = la.l.njoin;
 	char **la_env = NULL, *la_cwd = NULL;
 	if (rc == 0) {
 		la_env = la.env.v;
@@ -488,10 +535,8 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	r->env = la_env;
 	r->cwd = la_cwd;
 	e->ctx_version++;
-	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d "
-	          "limits=%d",
-	          (long long)r->attempt_id, r->rank, (long long)r->job_id, (int)r->pgid,
-	          r->cgroup ? "yes" : "no", r->spare, nlimits);
+	if (!r->launching)
+		log_started(r);
 	return 0;
 }
 

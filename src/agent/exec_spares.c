@@ -46,10 +46,16 @@ int exec_spares_launch(struct exec *e, struct rank *r, struct launch *la)
 	free(s.cgroup);
 	s.cgroup = NULL; /* it is the rank's now */
 	exec_limits_inline(e, r, la->spec);
-	int rc = shim_spare_launch(&s.shim, &la->l, &r->pgid);
+	/* In a batch the pid is read later (exec_settle): this spare forks the
+	 * command while the next rank's launch is prepared. */
+	int rc = shim_spare_send(&s.shim, &la->l);
+	if (rc == 0 && !e->batch)
+		rc = shim_spare_started(&s.shim, &r->pgid);
 	if (rc == 0) {
 		exec_rank_watch(e, r, s.shim);
 		r->spare = 1;
+		r->launching = e->batch;
+		e->nlaunching += (size_t)e->batch;
 		e->started_spare++;
 		return 0;
 	}

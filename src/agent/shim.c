@@ -530,7 +530,7 @@ static int send_launch(int sock, const char *buf, size_t len, const int *fds, in
 	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
 }
 
-int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid)
+int shim_spare_send(struct shim *s, const struct shim_launch *l)
 {
 	size_t len;
 	char *buf = encode_launch(l, &len);
@@ -542,7 +542,12 @@ int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid)
 		fds[nfds++] = l->join_fds[i];
 	int rc = send_launch(s->sock, buf, len, fds, nfds);
 	free(buf);
-	return rc ? rc : wait_started(s->sock, pgid);
+	return rc;
+}
+
+int shim_spare_started(struct shim *s, pid_t *pgid)
+{
+	return wait_started(s->sock, pgid);
 }
 
 int shim_ended(struct shim *s, int *wait_status)

@@ -32,7 +32,7 @@
  * EOF (the agent closed it, exited or was killed) exits; one started
  * directly (shim_spawn) exits after SHIM_ENDED.
  *
- *   shim_spare_fork ──► WAITING ──shim_spare_launch──► RUNNING a rank
+ *   shim_spare_fork ──► WAITING ──shim_spare_send──► RUNNING a rank
  *                        ▲  └──shim_close / agent gone: EOF──► exits 0
  *                        └───────(command ended: SHIM_ENDED)──────┘
  *
@@ -87,14 +87,18 @@ int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out);
 /* 1 when l can go to a spare (size and count caps; no cgroup_fd). */
 int shim_spare_fits(const struct shim_launch *l);
 
-/* Sends l (with its log_fd, err_fd, record_fd and join_fds; null_fd is unused,
- * cgroup_fd must be -1) and waits until the spare has forked the command,
- * as shim_spawn does. 0: the spare runs the rank and *pgid is set as by shim_spawn.
- * -E2BIG: l does not fit, nothing was sent. -ECHILD: the spare took the
- * launch but ended without a word, so whether the command started is
- * unknown. Another negative errno: the launch could not be sent (the spare
- * had died): nothing started. On any error, close and reap the spare. */
-int shim_spare_launch(struct shim *s, const struct shim_launch *l, pid_t *pgid);
+/* A launch, in two halves, so that the spares of several ranks fork their
+ * commands while the next launch is prepared (exec.h, exec_batch).
+ * shim_spare_send sends l (with its log_fd, err_fd, record_fd and join_fds;
+ * null_fd is unused, cgroup_fd must be -1): 0; -E2BIG: l does not fit,
+ * nothing was sent; another negative errno: the launch could not be sent
+ * (the spare had died), nothing started. shim_spare_started then waits
+ * until the spare has forked the command, as shim_spawn does: 0 with *pgid
+ * set as by shim_spawn; -ECHILD: the spare took the launch but ended
+ * without a word, so whether the command started is unknown. On any
+ * error, close and reap the spare. */
+int shim_spare_send(struct shim *s, const struct shim_launch *l);
+int shim_spare_started(struct shim *s, pid_t *pgid);
 
 /* Whether the rank's command has ended, without blocking: 1 with its wait
  * status (a spare shim now waits for its next launch), 0 while it runs,

@@ -409,19 +409,21 @@ static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int
 static void start_desired(struct syncer *s, const json_t *d)
 {
 	char why[256];
+	/* A rank started here already is all but every entry of an answer
+	 * (each lists the node's whole set): it was checked when it started.
+	 * One running already (adopted after a restart) may still need its
+	 * environment rebuilt for exec into it (exec.h, exec_describe). */
+	struct exec_status st;
+	int64_t attempt_id = jv_int(d, "attempt_id", 0);
+	int rank = (int)jv_int(d, "rank", 0);
+	int known = exec_find(s->cfg.exec, attempt_id, rank, &st) == 0;
+	if (known && exec_described(s->cfg.exec, attempt_id, rank))
+		return;
 	json_t *o = wire_known(d, &wire_desired);
 	if (wire_check(o, &wire_desired, why, sizeof(why)) != 0) {
 		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
 		goto out;
 	}
-	int64_t attempt_id = jv_int(o, "attempt_id", 0);
-	int rank = (int)jv_int(o, "rank", 0);
-	struct exec_status st;
-	/* A rank running already (adopted after a restart) may still need its
-	 * environment rebuilt for exec into it (exec.h, exec_describe). */
-	int known = exec_find(s->cfg.exec, attempt_id, rank, &st) == 0;
-	if (known && exec_described(s->cfg.exec, attempt_id, rank))
-		goto out;
 	json_t *cmd = json_object_get(o, "command"), *env = json_object_get(o, "env"), *v;
 	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
 	char **envv;
@@ -553,8 +555,10 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 	struct exec *ex = s->cfg.exec;
 	size_t i;
 	json_t *d;
+	exec_batch(ex); /* the spares fork while the next start is prepared */
 	json_array_foreach (ranks, i, d)
 		start_desired(s, d);
+	exec_settle(ex);
 	json_decref(s->desired);
 	s->desired = json_incref((json_t *)ranks);
 	deliver_notices(s, ranks);

@@ -37,8 +37,9 @@ static void show_value(const json_t *v, char *out, size_t n)
 
 static int check_one(const json_t *v, const struct jv_field *f, char *err, size_t errlen)
 {
+	/* The value as an error shows it: dumped only for an error (a sync's
+	 * answer carries every rank's environment, dumped for nothing else). */
 	char shown[64];
-	show_value(v, shown, sizeof(shown));
 	switch (f->type) {
 	case JV_STRING:
 		if (!json_is_string(v))
@@ -62,11 +63,13 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 			break;
 		json_int_t x = json_integer_value(v);
 		if (x < f->min) {
+			show_value(v, shown, sizeof(shown));
 			snprintf(err, errlen, "field '%s': %s is below the minimum %lld", f->name,
 			         shown, (long long)f->min);
 			return ERR_INVALID;
 		}
 		if (x > f->max) {
+			show_value(v, shown, sizeof(shown));
 			snprintf(err, errlen, "field '%s': %s is above the maximum %lld", f->name,
 			         shown, (long long)f->max);
 			return ERR_INVALID;
@@ -150,6 +153,7 @@ static int check_one(const json_t *v, const struct jv_field *f, char *err, size_
 		return 0;
 	}
 	}
+	show_value(v, shown, sizeof(shown));
 	snprintf(err, errlen, "field '%s': %s is not %s", f->name, shown, type_word(f->type));
 	return ERR_INVALID;
 }

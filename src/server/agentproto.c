@@ -133,11 +133,9 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 
 static void answer(struct state *st, struct node *n, struct httpd_req *req)
 {
-	json_t *o = state_desired(st, n);
-	char *text = jv_dump(o);
+	char *text = state_desired_text(st, n);
 	httpd_json(req, 200, text);
 	free(text);
-	json_decref(o);
 }
 
 /* Lock held. Answers the node's waiting poll, if any. */

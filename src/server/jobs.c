@@ -279,7 +279,9 @@ static json_t *constraints_of(const json_t *body)
 	return c;
 }
 
-static struct job *job_from_body(struct state *st, const json_t *body)
+/* like: an array's first member, whose command, environment and exported
+ * names the others share (never changed: store/model.h), or NULL. */
+static struct job *job_from_body(struct state *st, const json_t *body, const struct job *like)
 {
 	struct job *j = xcalloc(1, sizeof(*j));
 	j->id = st->njobs + 1;
@@ -289,11 +291,17 @@ static struct job *job_from_body(struct state *st, const json_t *body)
 	j->priority = (int)jv_int(body, "priority", 0);
 	j->gpus = (int)jv_int(body, "gpus", 1);
 	j->nodes = (int)jv_int(body, "nodes", 1);
-	j->command = json_deep_copy(json_object_get(body, "command"));
 	const json_t *env = json_object_get(body, "env");
-	j->env = json_is_object(env) ? json_deep_copy(env) : json_object();
 	const json_t *exported = json_object_get(body, "exported");
-	j->exported = json_array_size(exported) ? json_deep_copy(exported) : NULL;
+	if (like) {
+		j->command = json_incref(like->command);
+		j->env = json_incref(like->env);
+		j->exported = json_incref(like->exported);
+	} else {
+		j->command = json_deep_copy(json_object_get(body, "command"));
+		j->env = json_is_object(env) ? json_deep_copy(env) : json_object();
+		j->exported = json_array_size(exported) ? json_deep_copy(exported) : NULL;
+	}
 	const char *cwd = jv_str(body, "cwd", NULL);
 	j->cwd = cwd ? xstrdup(cwd) : NULL;
 	j->grace_ms = jv_int(body, "grace_ms", 10000);
@@ -329,7 +337,7 @@ int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, 
 	*n = arr ? (int)json_array_size(idx) : 1;
 	*out = xcalloc((size_t)*n, sizeof(**out));
 	for (int k = 0; k < *n; k++) {
-		struct job *j = job_from_body(st, body);
+		struct job *j = job_from_body(st, body, k ? (*out)[0] : NULL);
 		j->id = st->njobs + 1 + k;
 		if (arr) {
 			j->array_id = st->njobs + 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/log.h"
@@ -309,7 +310,7 @@ void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, 
 static json_t *rank_env(const struct job *j, const struct attempt *a, const struct rank *k,
                         const struct node *n)
 {
-	json_t *env = json_deep_copy(j->env);
+	json_t *env = json_copy(j->env); /* its values are shared, never changed */
 	char cuda[4 * MODEL_MAX_GPUS + 1] = "";
 	char uuids[98 * MODEL_MAX_GPUS + 1] = "";
 	for (int i = 0; i < n->ngpus; i++) {
@@ -403,9 +404,10 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	return d;
 }
 
-json_t *state_desired(struct state *st, struct node *n)
+/* Calls each(rank's entry) for the ranks node n should run. */
+static void each_desired(struct state *st, struct node *n, void (*each)(struct rank *, void *),
+                         void *ctx)
 {
-	json_t *ranks = json_array();
 	for (int i = 0; i < st->core->nactive; i++) {
 		struct attempt *a = st->core->active[i];
 		if (a->ending)
@@ -419,16 +421,64 @@ json_t *state_desired(struct state *st, struct node *n)
 			 * (session_notice drops it): build it once. */
 			if (!k->desired)
 				k->desired = desired_entry(st, j, a, k, n);
-			json_array_append(ranks, k->desired);
+			each(k, ctx);
 		}
 	}
+}
+
+/* The answer without its ranks. */
+static json_t *answer_rest(struct state *st, struct node *n)
+{
 	json_t *o = json_object();
 	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
 	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->config.node_timeout_ms));
-	wire_set(o, &wire_sync_answer, "ranks", ranks);
 	if (n->profile) /* a fleet member: what it must converge to (docs/fleet.md) */
 		wire_set(o, &wire_sync_answer, "profile", json_incref(n->profile));
 	return o;
+}
+
+static void append_entry(struct rank *k, void *ranks)
+{
+	json_array_append(ranks, k->desired);
+}
+
+json_t *state_desired(struct state *st, struct node *n)
+{
+	json_t *ranks = json_array();
+	each_desired(st, n, append_entry, ranks);
+	json_t *o = answer_rest(st, n);
+	wire_set(o, &wire_sync_answer, "ranks", ranks);
+	return o;
+}
+
+struct answer_text {
+	struct buf b;
+	int n;
+};
+
+static void append_text(struct rank *k, void *out)
+{
+	struct answer_text *t = out;
+	if (!k->desired_text)
+		k->desired_text = jv_dump(k->desired);
+	if (t->n++)
+		buf_adds(&t->b, ",");
+	buf_adds(&t->b, k->desired_text);
+}
+
+char *state_desired_text(struct state *st, struct node *n)
+{
+	struct answer_text t = {.n = 0};
+	buf_init(&t.b);
+	buf_adds(&t.b, "{\"ranks\":[");
+	each_desired(st, n, append_text, &t);
+	json_t *rest = answer_rest(st, n); /* never empty: it has the generation */
+	char *text = jv_dump(rest);
+	json_decref(rest);
+	buf_adds(&t.b, "],");
+	buf_adds(&t.b, text + 1);
+	free(text);
+	return buf_detach(&t.b);
 }
 
 /* ---- nodes lost, time limits ---- */
@@ -509,6 +559,8 @@ static void session_notice(struct state *st, const struct job *j, struct attempt
 			continue;
 		json_decref(k->desired);
 		k->desired = NULL;
+		free(k->desired_text);
+		k->desired_text = NULL;
 		state_bump(st, state_node(st, k->node_id));
 	}
 	state_event(st, "job.notice", j->id, 0, "attempt %lld: %s", (long long)a->id, a->notice);

@@ -214,7 +214,7 @@ int state_flush(struct state *st)
 		return 0;
 	int rc = store_begin(st->core->store);
 	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
-		rc = store_put_job(st->core->store, st->core->dirty_jobs[i]);
+		rc = store_put_job_state(st->core->store, st->core->dirty_jobs[i]);
 	for (int i = 0; rc == 0 && st->core->nodes_dirty && i < st->nnodes; i++)
 		if (st->nodes[i]->dirty)
 			rc = store_put_node(st->core->store, st->nodes[i]);

@@ -170,8 +170,11 @@ void state_node_facts(struct state *st, struct node *n, const json_t *facts);
 /* Applies one sync's rank reports (agent_gen: the generation the agent
  * last applied), then settles. */
 void state_reports(struct state *st, struct node *n, const json_t *ranks, int64_t agent_gen);
-/* The node's desired set, as the sync answer (proto/wire.h). */
+/* The node's desired set, as the sync answer (proto/wire.h); and the same
+ * as JSON text, each rank's entry dumped once in its life, not once per
+ * answer (to free). */
 json_t *state_desired(struct state *st, struct node *n);
+char *state_desired_text(struct state *st, struct node *n);
 /* Housekeeping: time limits, sessions' warnings and idle timeouts, silent
  * nodes, then settles. */
 void state_check_nodes(struct state *st, int64_t now);

@@ -104,8 +104,10 @@ void attempt_free(struct attempt *a)
 {
 	if (!a)
 		return;
-	for (int r = 0; r < a->nranks; r++)
+	for (int r = 0; r < a->nranks; r++) {
 		json_decref(a->ranks[r].desired);
+		free(a->ranks[r].desired_text);
+	}
 	free(a->ranks);
 	free(a);
 }

@@ -85,8 +85,10 @@ struct rank {
 	char reason[200];
 	int64_t stop_gen; /* in memory: the node generation that dropped it */
 	/* in memory: its entry in the node's desired set, rebuilt only when
-	 * its attempt's notice changes (a session, server/ranks.c) */
+	 * its attempt's notice changes (a session, server/ranks.c), and the
+	 * entry as JSON text (NULL until an answer needs it) */
 	json_t *desired;
+	char *desired_text;
 	/* in memory, a session's rank: how long its GPUs had been idle when
 	 * its agent last said (gpu_idle_ms), and when that was (monotonic);
 	 * has_gpu_idle: 0 until the agent could tell */
@@ -138,6 +140,9 @@ struct attempt {
 	struct rank *ranks;
 };
 
+/* A job as submitted never changes: once it is written, only state,
+ * start_ms, end_ms, has_exit/exit_code, cancel_requested and reason (and
+ * its attempts) do, and that is all store_put_job_state() writes again. */
 struct job {
 	int64_t id;
 	char *name;

@@ -23,6 +23,7 @@ enum {
 	ST_TEAM_PUT,
 	ST_NODE_PUT,
 	ST_JOB_PUT,
+	ST_JOB_STATE,
 	ST_ATTEMPT_PUT,
 	ST_EVENT_ADD,
 	ST_FLOW_EXEC_PUT,
@@ -51,10 +52,20 @@ static const char *sql_text[ST_N] = {
                        "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
                        "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
                        "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-        [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(id, job_id, number, state, ending, "
+        [ST_JOB_STATE] = "UPDATE jobs SET state = ?2, start_ms = ?3, end_ms = ?4, exit_code = ?5, "
+                         "cancel_requested = ?6, reason = ?7 WHERE id = ?1",
+        /* An upsert, not INSERT OR REPLACE: a written attempt's row is
+         * updated in place, not deleted and inserted again with its index
+         * entry (an attempt is written at each of its job's transitions). */
+        [ST_ATTEMPT_PUT] = "INSERT INTO attempts(id, job_id, number, state, ending, "
                            "master_addr, master_port, start_ms, end_ms, ranks, extra, "
                            "end_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                           "?12)",
+                           "?12) ON CONFLICT(id) DO UPDATE SET job_id = excluded.job_id, "
+                           "number = excluded.number, state = excluded.state, "
+                           "ending = excluded.ending, master_addr = excluded.master_addr, "
+                           "master_port = excluded.master_port, start_ms = excluded.start_ms, "
+                           "end_ms = excluded.end_ms, ranks = excluded.ranks, "
+                           "extra = excluded.extra, end_reason = excluded.end_reason",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
         [ST_FLOW_EXEC_PUT] = "INSERT OR REPLACE INTO flow_execs(id, doc) VALUES (?1, ?2)",
@@ -111,10 +122,35 @@ static const char *const migrations[] = {
               " doc TEXT NOT NULL);",
 };
 
+/* A job's command, environment and exported names as last written, by
+ * the value's identity: a job's never change (model.h) and an array's
+ * members share theirs (server/jobs.c), so a run of members is dumped
+ * once, not once each (the exported environment is kilobytes). The
+ * reference held keeps the identity from being reused. */
+enum { MEMO_COMMAND, MEMO_ENV, MEMO_EXPORTED, MEMO_N };
+
+struct memo {
+	json_t *value;
+	char *text;
+};
+
 struct store {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
+	struct memo memo[MEMO_N];
 };
+
+static const char *memo_text(struct store *st, int slot, json_t *v)
+{
+	struct memo *m = &st->memo[slot];
+	if (m->value != v) {
+		json_decref(m->value);
+		free(m->text);
+		m->value = json_incref(v);
+		m->text = jv_dump(v);
+	}
+	return m->text;
+}
 
 const char *store_error(struct store *st)
 {
@@ -217,6 +253,10 @@ void store_close(struct store *st)
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(st->st[i]);
 	sqlite3_close(st->db);
+	for (int i = 0; i < MEMO_N; i++) {
+		json_decref(st->memo[i].value);
+		free(st->memo[i].text);
+	}
 	free(st);
 }
 
@@ -402,16 +442,14 @@ static int put_attempt(struct store *st, const struct attempt *a)
 int store_put_job(struct store *st, const struct job *j)
 {
 	sqlite3_stmt *s = st->st[ST_JOB_PUT];
-	char *command = jv_dump(j->command);
-	char *env = jv_dump(j->env);
 	sqlite3_bind_int64(s, 1, j->id);
 	sqlite3_bind_text(s, 2, j->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, j->queue, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 4, j->priority);
 	sqlite3_bind_int(s, 5, j->gpus);
 	sqlite3_bind_int(s, 6, j->nodes);
-	sqlite3_bind_text(s, 7, command, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(s, 8, env, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 7, memo_text(st, MEMO_COMMAND, j->command), -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 8, memo_text(st, MEMO_ENV, j->env), -1, SQLITE_STATIC);
 	if (j->cwd)
 		sqlite3_bind_text(s, 9, j->cwd, -1, SQLITE_STATIC);
 	else
@@ -434,8 +472,6 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
 		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
-	if (j->exported)
-		json_object_set(extra, "exported", j->exported);
 	if (j->after)
 		json_object_set(extra, "after", j->after);
 	if (j->array_id)
@@ -455,11 +491,40 @@ int store_put_job(struct store *st, const struct job *j)
 		json_object_set_new(extra, "mpi", json_true());
 	if (j->task)
 		json_object_set(extra, "task", j->task);
-	bind_json(s, 18, extra);
+	char *text = jv_dump(extra);
+	if (j->exported) { /* spliced in: {...} becomes {...,"exported":[...]} */
+		const char *names = memo_text(st, MEMO_EXPORTED, j->exported);
+		size_t len = strlen(text);
+		char *with = xasprintf("%.*s%s\"exported\":%s}", (int)(len - 1), text,
+		                       len > 2 ? "," : "", names);
+		free(text);
+		text = with;
+	}
+	sqlite3_bind_text(s, 18, text, -1, SQLITE_TRANSIENT);
+	free(text);
 	json_decref(extra);
-	free(command);
-	free(env);
 	int rc = step_done(st, s, "job put");
+	for (int i = 0; rc == 0 && i < j->nattempts; i++)
+		rc = put_attempt(st, j->attempts[i]);
+	return rc;
+}
+
+int store_put_job_state(struct store *st, const struct job *j)
+{
+	sqlite3_stmt *s = st->st[ST_JOB_STATE];
+	sqlite3_bind_int64(s, 1, j->id);
+	sqlite3_bind_text(s, 2, job_state_name(j->state), -1, SQLITE_STATIC);
+	bind_opt_ms(s, 3, j->start_ms);
+	bind_opt_ms(s, 4, j->end_ms);
+	if (j->has_exit)
+		sqlite3_bind_int(s, 5, j->exit_code);
+	else
+		sqlite3_bind_null(s, 5);
+	sqlite3_bind_int(s, 6, j->cancel_requested);
+	sqlite3_bind_text(s, 7, j->reason, -1, SQLITE_STATIC);
+	int rc = step_done(st, s, "job state put");
+	if (rc == 0 && sqlite3_changes(st->db) == 0)
+		return store_put_job(st, j); /* not written yet: all of it */
 	for (int i = 0; rc == 0 && i < j->nattempts; i++)
 		rc = put_attempt(st, j->attempts[i]);
 	return rc;

@@ -36,6 +36,12 @@ int store_put_queue(struct store *st, const char *name, int priority, const json
 int store_put_team(struct store *st, const char *name, const json_t *extra);
 int store_put_node(struct store *st, const struct node *n);
 int store_put_job(struct store *st, const struct job *j); /* with its attempts */
+/* What changes in a written job (model.h: its state, start, end, exit code,
+ * cancel request and reason), with its attempts: the rest of a job row is
+ * what it was submitted with, and rewriting it (the client's exported
+ * environment, kilobytes of JSON) was most of the server's work per
+ * transition. A job not written yet is written whole. */
+int store_put_job_state(struct store *st, const struct job *j);
 int store_add_event(struct store *st, const char *kind, int64_t job_id, int64_t node_id,
                     const char *message);
 

@@ -453,6 +453,58 @@ TEST(reused_shim_runs_the_next_rank)
 	teardown(e);
 }
 
+/* In a batch, starts through spares return before the commands' pids are
+ * known; exec_settle reads them, and the ranks run and end as any other. */
+TEST(batched_starts_settle_with_their_pids)
+{
+	struct exec *e = setup();
+	exec_batch(e);
+	start(e, 60, "exit 3", NULL);
+	start(e, 61, "echo hi", NULL);
+	struct exec_status st;
+	CHECK_INT(exec_find(e, 60, 0, &st), 0);
+	CHECK_INT(st.state, EXEC_RUNNING);
+	CHECK_INT(st.pid, 0); /* not read yet */
+	exec_settle(e);
+	CHECK_INT(exec_find(e, 60, 0, &st), 0);
+	CHECK(st.pid > 0);
+	CHECK_INT(exec_find(e, 61, 0, &st), 0);
+	CHECK(st.pid > 0);
+	CHECK_INT(exec_started_spare_total(e), 2);
+	CHECK_INT(exec_fx_wait_final(e, 60, 5000).exit_code, 3);
+	CHECK_INT(exec_fx_wait_final(e, 61, 5000).exit_code, 0);
+	char *log = exec_fx_log(work, 61);
+	CHECK_STR(log, "hi\n");
+	free(log);
+	/* Outside a batch a start waits for its pid again. */
+	start(e, 62, "exit 0", NULL);
+	CHECK_INT(exec_find(e, 62, 0, &st), 0);
+	CHECK(st.state != EXEC_RUNNING || st.pid > 0);
+	exec_fx_wait_final(e, 62, 5000);
+	teardown(e);
+}
+
+/* A batched start whose spare dies with the launch unread fails to start,
+ * saying so, when the batch settles; the executor goes on. */
+TEST(batched_start_on_a_dead_spare_fails_at_settle)
+{
+	struct exec *e = setup();
+	int pids[EXEC_SPARES_MAX];
+	CHECK_INT(exec_spares(e, pids, EXEC_SPARES_MAX), EXEC_SPARES_DEFAULT);
+	kill(pids[0], SIGSTOP); /* the oldest: the next start's */
+	exec_batch(e);
+	start(e, 70, "exit 0", NULL);
+	kill(pids[0], SIGKILL); /* the launch is never read */
+	exec_settle(e);
+	struct exec_status st;
+	CHECK_INT(exec_find(e, 70, 0, &st), 0);
+	CHECK_INT(st.state, EXEC_FAILED);
+	CHECK_CONTAINS(st.error, "spare shim ended before reporting the command");
+	start(e, 71, "exit 5", NULL);
+	CHECK_INT(exec_fx_wait_final(e, 71, 5000).exit_code, 5);
+	teardown(e);
+}
+
 TEST(no_spare_left_starts_directly)
 {
 	struct exec *e = setup();

@@ -11,6 +11,20 @@
 #include "proto/wire.h"
 #include "server/state.h"
 
+/* The answer as text (state_desired_text, what a sync gets) is the
+ * answer as JSON, twice (the second from the ranks' cached text). */
+static void check_text(struct state *st, struct node *n, const json_t *answer)
+{
+	for (int i = 0; i < 2; i++) {
+		char *text = state_desired_text(st, n);
+		json_t *parsed = test_json(text);
+		if (!json_equal(parsed, answer))
+			FAIL_AT("text %s differs from the answer", text);
+		json_decref(parsed);
+		free(text);
+	}
+}
+
 /* The answer to node-1's sync after submitting job (JSON) to a fresh server
  * with one 2-GPU node; the caller decrefs it. */
 static json_t *desired_for(const char *job)
@@ -34,6 +48,7 @@ static json_t *desired_for(const char *job)
 	json_decref(body);
 	state_schedule(&st);
 	json_t *answer = state_desired(&st, n);
+	check_text(&st, n, answer);
 	CHECK_INT(state_flush(&st), 0);
 	state_unlock(&st);
 	state_close(&st);
@@ -131,6 +146,16 @@ TEST(rank_variables_are_the_listed_ones_and_win_over_the_jobs)
 			FAIL_AT("wire_rank_env lists %s, which the server does not set",
 			        wire_rank_env[i]);
 	json_decref(m);
+	json_decref(a);
+}
+
+/* Two ranks on the node (an array of two 1-GPU members): the answer's text
+ * lists both, as the JSON answer does (check_text, in desired_for). */
+TEST(answer_text_lists_every_rank)
+{
+	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1,"
+	                        " \"array\": {\"indices\": [1, 2]}}");
+	CHECK_INT(json_array_size(json_object_get(a, "ranks")), 2);
 	json_decref(a);
 }
 

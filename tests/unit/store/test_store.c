@@ -1,5 +1,6 @@
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../test.h"
 #include "base/jv.h"
@@ -119,6 +120,150 @@ TEST(job_round_trips_through_sqlite)
 	CHECK_STR(json_string_value(json_array_get(l.job->exported, 0)), "LR");
 	job_free(l.job);
 	job_free(j);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
+/* Keeps the job loaded last (the highest id), freeing the one before. */
+static void on_job_last(void *ctx, struct job *j)
+{
+	struct loaded *l = ctx;
+	job_free(l->job);
+	l->job = j;
+}
+
+/* store_put_job_state writes what changes after submission (state, times,
+ * exit code, cancel, reason, attempts) and keeps the rest of the row; a job
+ * not written yet is written whole. */
+TEST(job_state_put_keeps_the_submitted_row)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *j = sample_job(), *k = sample_job();
+	k->id = 2;
+	k->attempts[0]->job_id = 2;
+	k->attempts[0]->id = 8;
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_job(st, j), 0);
+	CHECK_INT(store_put_job_state(st, k), 0); /* no row yet: all of it */
+	CHECK_INT(store_commit(st), 0);
+	j->state = JOB_SUCCEEDED;
+	j->end_ms = 3000;
+	j->has_exit = 1;
+	j->exit_code = 0;
+	snprintf(j->reason, sizeof(j->reason), "exited 0");
+	j->attempts[0]->state = JOB_SUCCEEDED;
+	j->attempts[0]->ranks[1].state = RANK_EXITED;
+	free(j->name); /* not written again: the stored name stays */
+	j->name = xstrdup("renamed");
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_job_state(st, j), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {
+	        .ctx = &l, .queue = on_queue, .node = on_node, .job = on_job_last};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.job != NULL); /* the last loaded: job 2, written whole */
+	CHECK_INT(l.job->id, 2);
+	CHECK_STR(l.job->name, "train");
+	CHECK_STR(jv_str(l.job->env, "LR", ""), "3e-4");
+	CHECK_INT(l.job->nattempts, 1);
+	job_free(l.job);
+	store_close(st);
+
+	sqlite3 *db;
+	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *q;
+	CHECK_INT(sqlite3_prepare_v2(db,
+	                             "SELECT name, state, end_ms, exit_code, reason, env FROM "
+	                             "jobs WHERE id = 1",
+	                             -1, &q, NULL),
+	          SQLITE_OK);
+	CHECK_INT(sqlite3_step(q), SQLITE_ROW);
+	CHECK_STR((const char *)sqlite3_column_text(q, 0), "train");
+	CHECK_STR((const char *)sqlite3_column_text(q, 1), "succeeded");
+	CHECK_INT(sqlite3_column_int64(q, 2), 3000);
+	CHECK_INT(sqlite3_column_type(q, 3), SQLITE_INTEGER);
+	CHECK_STR((const char *)sqlite3_column_text(q, 4), "exited 0");
+	CHECK_STR((const char *)sqlite3_column_text(q, 5), "{\"A\":\"b\",\"LR\":\"3e-4\"}");
+	sqlite3_finalize(q);
+	CHECK_INT(sqlite3_prepare_v2(db, "SELECT state, ranks FROM attempts WHERE id = 7", -1, &q,
+	                             NULL),
+	          SQLITE_OK);
+	CHECK_INT(sqlite3_step(q), SQLITE_ROW);
+	CHECK_STR((const char *)sqlite3_column_text(q, 0), "succeeded");
+	CHECK(strstr((const char *)sqlite3_column_text(q, 1), "\"exited\"") != NULL);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	job_free(j);
+	job_free(k);
+	free(path);
+	rm_rf(dir);
+}
+
+/* Collects every loaded job by id (1..4). */
+static void on_job_each(void *ctx, struct job *j)
+{
+	struct job **all = ctx;
+	if (j->id >= 1 && j->id <= 4 && !all[j->id - 1])
+		all[j->id - 1] = j;
+	else
+		job_free(j);
+}
+
+/* Jobs that share their command and environment (an array's members) and
+ * jobs that do not, written in turns: each row has its own, and the
+ * exported names (spliced into extra) sit beside the rest of extra. */
+TEST(shared_and_own_environments_round_trip)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *js[4];
+	for (int i = 0; i < 4; i++) {
+		js[i] = sample_job();
+		js[i]->id = i + 1;
+		js[i]->attempts[0]->id = 10 + i;
+		js[i]->attempts[0]->job_id = i + 1;
+	}
+	json_decref(js[1]->env); /* 2 and 4 share 1's; 3 has its own, no exported */
+	js[1]->env = json_incref(js[0]->env);
+	json_decref(js[3]->env);
+	js[3]->env = json_incref(js[0]->env);
+	json_decref(js[2]->env);
+	js[2]->env = json_pack("{s:s}", "ONLY", "three");
+	json_decref(js[2]->exported);
+	js[2]->exported = NULL;
+	CHECK_INT(store_begin(st), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(store_put_job(st, js[i]), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *all[4] = {0};
+	struct store_loader ld = {
+	        .ctx = all, .queue = on_queue, .node = on_node, .job = on_job_each};
+	CHECK_INT(store_load(st, &ld), 0);
+	for (int i = 0; i < 4; i++) {
+		CHECK(all[i] != NULL);
+		CHECK_STR(all[i]->team, "vision");
+		CHECK_STR(jv_str(all[i]->env, "LR", ""), i == 2 ? "" : "3e-4");
+		CHECK_STR(jv_str(all[i]->env, "ONLY", ""), i == 2 ? "three" : "");
+		CHECK_INT(json_array_size(all[i]->exported), i == 2 ? 0 : 1);
+		CHECK_INT(all[i]->checkpointing, 1);
+		job_free(all[i]);
+		job_free(js[i]);
+	}
 	store_close(st);
 	free(path);
 	rm_rf(dir);
