@@ -504,9 +504,12 @@ TEST(failed_or_drifted_nodes_converge_again)
 	json_decref(spec);
 }
 
-TEST(drift_report)
+/* Node i of spec's observed cluster with the status state(i) for its
+ * profile and the facts facts(i) (an H200 node of driver sim-550.127.05, CUDA
+ * 12.4, 8 GPUs, by default). */
+static json_t *observed_as(const json_t *spec, const char *(*state)(size_t),
+                           void (*facts)(size_t, json_t *))
 {
-	json_t *spec = compile(SPEC);
 	json_t *obs = observed_of(spec, 1);
 	size_t i;
 	json_t *n;
@@ -514,21 +517,45 @@ TEST(drift_report)
 		const char *hash =
 		        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
 		json_object_set_new(n, "status",
-		                    status(hash, i == 1 ? "drifted" : "converged", "[]"));
-		json_object_set_new(n, "facts",
-		                    json_pack("{s:s,s:s,s:i,s:s}", "driver_version",
-		                              i == 2 ? "535.1" : "sim-550.127.05", "cuda_version",
-		                              "12.4", "gpu_count", 8, "gpu_model", "nvidia h200"));
+		                    status(hash, state ? state(i) : "converged", "[]"));
+		json_t *f = json_pack("{s:s,s:s,s:i,s:s}", "driver_version", "sim-550.127.05",
+		                      "cuda_version", "12.4", "gpu_count", 8, "gpu_model",
+		                      "nvidia h200");
+		if (facts)
+			facts(i, f);
+		json_object_set_new(n, "facts", f);
 	}
+	return obs;
+}
+
+/* The text of the first issue of the k-th node in drift report d. */
+static const char *first_issue(const json_t *d, size_t k)
+{
+	const json_t *n = json_array_get(json_object_get(d, "nodes"), k);
+	return json_string_value(json_array_get(json_object_get(n, "issues"), 0));
+}
+
+static const char *second_drifted(size_t i)
+{
+	return i == 1 ? "drifted" : "converged";
+}
+
+static void third_on_another_driver(size_t i, json_t *f)
+{
+	if (i == 2)
+		json_object_set_new(f, "driver_version", json_string("535.1"));
+}
+
+TEST(drift_report)
+{
+	json_t *spec = compile(SPEC);
+	json_t *obs = observed_as(spec, second_drifted, third_on_another_driver);
 	json_t *d = fleet_drift(obs);
 	const json_t *nodes = json_object_get(d, "nodes");
 	CHECK_INT(json_array_size(nodes), 2);
 	CHECK_STR(s_of(json_array_get(nodes, 0), "name"), "h-2");
 	CHECK_STR(s_of(json_array_get(nodes, 0), "state"), "drifted");
-	const json_t *issue =
-	        json_array_get(json_object_get(json_array_get(nodes, 1), "issues"), 0);
-	CHECK_STR(json_string_value(issue), "driver: the profile pins 550.127.05, the node reports "
-	                                    "535.1");
+	CHECK_STR(first_issue(d, 1), "driver: the profile pins 550.127.05, the node reports 535.1");
 	const json_t *c = json_object_get(d, "counts");
 	CHECK_INT(json_integer_value(json_object_get(c, "profiled")), 3);
 	CHECK_INT(json_integer_value(json_object_get(c, "converged")), 2);
@@ -539,67 +566,50 @@ TEST(drift_report)
 	json_decref(spec);
 }
 
+static void agents_of_two_versions(size_t i, json_t *f)
+{
+	static const char *const seen[] = {"0.2.1", "0.1.0"};
+	if (i < 2)
+		json_object_set_new(f, "agent_version", json_string(seen[i]));
+}
+
 /* A profile's agent pin is compared with the version each agent reports,
  * by the converging steps' rule: 0.2 holds 0.2.1, not 0.1.0 nor nothing. */
 TEST(drift_report_compares_the_agent_version)
 {
 	json_t *spec = compile_edit("    sysctl:", "    agent: '0.2'\n    sysctl:");
-	json_t *obs = observed_of(spec, 1);
-	static const char *const seen[] = {"0.2.1", "0.1.0", NULL};
-	size_t i;
-	json_t *n;
-	json_array_foreach (json_object_get(obs, "nodes"), i, n) {
-		const char *hash =
-		        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
-		json_object_set_new(n, "status", status(hash, "converged", "[]"));
-		json_t *f = json_pack("{s:s,s:s,s:i,s:s}", "driver_version", "550.127.05",
-		                      "cuda_version", "12.4", "gpu_count", 8, "gpu_model",
-		                      "NVIDIA H200");
-		if (seen[i])
-			json_object_set_new(f, "agent_version", json_string(seen[i]));
-		json_object_set_new(n, "facts", f);
-	}
+	json_t *obs = observed_as(spec, NULL, agents_of_two_versions);
 	json_t *d = fleet_drift(obs);
 	const json_t *nodes = json_object_get(d, "nodes");
 	CHECK_INT(json_array_size(nodes), 2);
 	CHECK_STR(s_of(json_array_get(nodes, 0), "name"), "h-2");
-	CHECK_STR(json_string_value(
-	                  json_array_get(json_object_get(json_array_get(nodes, 0), "issues"), 0)),
-	          "agent: the profile pins 0.2, the node reports 0.1.0");
+	CHECK_STR(first_issue(d, 0), "agent: the profile pins 0.2, the node reports 0.1.0");
 	CHECK_STR(s_of(json_array_get(nodes, 1), "name"), "h-3");
-	CHECK_STR(json_string_value(
-	                  json_array_get(json_object_get(json_array_get(nodes, 1), "issues"), 0)),
-	          "agent: the profile pins 0.2, the node reports none");
+	CHECK_STR(first_issue(d, 1), "agent: the profile pins 0.2, the node reports none");
 	json_decref(d);
 	json_decref(obs);
 	json_decref(spec);
+}
+
+static void first_elsewhere(size_t i, json_t *f)
+{
+	json_object_set_new(f, "address", json_string(i == 0 ? "10.0.0.9" : "10.0.0.1"));
 }
 
 /* An address the applied spec gives a node, against the one it reports. */
 TEST(drift_report_compares_the_spec_address)
 {
 	json_t *spec = compile(SPEC);
-	json_t *obs = observed_of(spec, 1);
+	json_t *obs = observed_as(spec, NULL, first_elsewhere);
 	size_t i;
 	json_t *n;
-	json_array_foreach (json_object_get(obs, "nodes"), i, n) {
-		const char *hash =
-		        json_string_value(json_object_get(json_object_get(n, "profile"), "hash"));
-		json_object_set_new(n, "status", status(hash, "converged", "[]"));
-		json_object_set_new(n, "facts",
-		                    json_pack("{s:s,s:i,s:s,s:s}", "driver_version", "550.127.05",
-		                              "gpu_count", 8, "gpu_model", "NVIDIA H200", "address",
-		                              i == 0 ? "10.0.0.9" : "10.0.0.1"));
+	json_array_foreach (json_object_get(obs, "nodes"), i, n)
 		if (i < 2)
 			json_object_set_new(n, "spec_address", json_string("10.0.0.1"));
-	}
 	json_t *d = fleet_drift(obs);
-	const json_t *nodes = json_object_get(d, "nodes");
-	CHECK_INT(json_array_size(nodes), 1);
-	CHECK_STR(s_of(json_array_get(nodes, 0), "name"), "h-1");
-	CHECK_STR(json_string_value(
-	                  json_array_get(json_object_get(json_array_get(nodes, 0), "issues"), 0)),
-	          "address: the spec says 10.0.0.1, the node reports 10.0.0.9");
+	CHECK_INT(json_array_size(json_object_get(d, "nodes")), 1);
+	CHECK_STR(s_of(json_array_get(json_object_get(d, "nodes"), 0), "name"), "h-1");
+	CHECK_STR(first_issue(d, 0), "address: the spec says 10.0.0.1, the node reports 10.0.0.9");
 	json_decref(d);
 	json_decref(obs);
 	json_decref(spec);
