@@ -6,6 +6,7 @@ every host, and the hosts reach each other over the bridge.
 
     with Hosts(2, "fleet") as h:
         h.address(0)                        # 10.211.N.2
+        h.hostname(0)                       # fleet-0, its own host name
         h.run(0, ["ip", "-br", "addr"])     # inside host 0
         p = h.popen(1, [ANVIL, "agent", ...])
 
@@ -159,9 +160,16 @@ class Hosts:
     def address(self, i):
         return "%s.%d" % (self.net, i + 2)
 
+    def hostname(self, i):
+        return "%s-%d" % (self.prefix, i)
+
     def wrap(self, i, argv):
-        """argv run inside host i (ip netns exec execs it: the same pid)."""
-        return ["ip", "netns", "exec", self.names[i]] + list(argv)
+        """argv run inside host i, under the host's own host name (a UTS
+        namespace of its own, as a machine has: Open MPI, for one, tells
+        nodes apart by it). ip netns exec, unshare and sh each exec the
+        next: the same pid."""
+        return (["ip", "netns", "exec", self.names[i], "unshare", "--uts", "--", "sh", "-c",
+                 'hostname "$0" && exec "$@"', self.hostname(i)] + list(argv))
 
     def run(self, i, argv, **kw):
         """subprocess.run of argv inside host i (capture_output and text by

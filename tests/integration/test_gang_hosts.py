@@ -1,5 +1,5 @@
 """Multi-node jobs across hosts (netns.py): two agents, each in a network
-namespace of its own with its own address, so a gang's ranks meet over a
+namespace of its own with its own address and host name, so a gang's ranks meet over a
 real network between two "machines", not over loopback. A torch-style
 rendezvous (rank 0 listens on MASTER_ADDR:MASTER_PORT, the other rank
 connects) proves MASTER_ADDR is rank 0's host address, reachable from the
@@ -103,12 +103,8 @@ def test_an_mpi_allreduce_across_hosts(c, h):
     os.makedirs(d)
     with open(os.path.join(d, "prog.py"), "w") as f:
         f.write(MPI_SUM)
-    # The hosts share one kernel: one host name and one /dev/shm, where Open
-    # MPI's shared-memory transport (vader) names its segments by host name
-    # and local rank, so two "hosts" would collide there; machines of their
-    # own do not. TCP only, then, between hosts and within each.
-    p = c.cli("run", "--mpi", "--nodes", "2", "--gpus", "2", "--cwd", d, "--wait",
-              "--env", "OMPI_MCA_btl=self,tcp", "--", PY, "prog.py", timeout=120)
+    p = c.cli("run", "--mpi", "--nodes", "2", "--gpus", "2", "--cwd", d, "--wait", "--", PY,
+              "prog.py", timeout=120)
     assert p.returncode == 0, (p.stdout, p.stderr)
     jid = c.api("GET", "/v1/jobs")["jobs"][0]["id"]
     res, = lines(c, jid, 0, "MPI")
