@@ -647,11 +647,24 @@ static int64_t earliest(int64_t x, int64_t y)
 }
 
 /* The event loop: until SIGTERM or SIGINT. */
+/* Whether a rank of the attempt is in the executor's table (bundles.h). */
+static int attempt_known(void *ctx, int64_t attempt_id)
+{
+	struct agent *a = ctx;
+	struct exec_status st;
+	for (size_t i = 0; i < exec_count(a->exec); i++) {
+		exec_get(a->exec, i, &st);
+		if (st.attempt_id == attempt_id)
+			return 1;
+	}
+	return 0;
+}
+
 static void run(struct agent *a)
 {
 	for (;;) {
-		if (a->o.bundle_keep_ms > 0 && now_ms() >= a->next_sweep_ms) {
-			bundles_sweep_start(a->o.work_dir, a->o.bundle_keep_ms);
+		if (now_ms() >= a->next_sweep_ms) {
+			bundles_sweep_start(a->o.work_dir, a->o.bundle_keep_ms, attempt_known, a);
 			a->next_sweep_ms = now_ms() + BUNDLES_SWEEP_EVERY_MS;
 		}
 		if (syncer_needs_register(a->sync))

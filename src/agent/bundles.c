@@ -162,8 +162,8 @@ static int leftover(const char *dir, const char *hex, const char *name, int is_l
 	return done;
 }
 
-/* Removes every .gone-<hex> tree of dir; needs no lock: nothing looks
- * for them. */
+/* Removes every .gone-<name> tree of dir (a bundle's hex, or a task's
+ * attempt id); needs no lock: nothing looks for them. */
 static void remove_gone(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -171,9 +171,8 @@ static void remove_gone(const char *dir)
 		return;
 	struct buf gone = {0};
 	struct dirent *e;
-	char hex[HEX_LEN + 1];
 	while ((e = readdir(d)))
-		if (strncmp(e->d_name, ".gone-", 6) == 0 && bundle_name(e->d_name + 6, "", hex))
+		if (strncmp(e->d_name, ".gone-", 6) == 0 && e->d_name[6])
 			buf_printf(&gone, "%s/%s\n", dir, e->d_name);
 	closedir(d);
 	for (char *line = gone.data, *nl; line && *line; line = nl + 1) {
@@ -184,6 +183,33 @@ static void remove_gone(const char *dir)
 			log_warn("bundles: cannot remove %s error=\"%s\"", line, strerror(-rc));
 	}
 	buf_cleanup(&gone);
+}
+
+/* Renames the stale task directories of WORK_DIR/tasks away (see
+ * bundles.h); how many. */
+static int stale_tasks(const char *tasks, int64_t now_s, int (*running)(void *, int64_t), void *ctx)
+{
+	DIR *d = opendir(tasks);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long long id = strtoll(e->d_name, &end, 10);
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end || running(ctx, id))
+			continue;
+		char path[PATH_MAX], gone[PATH_MAX];
+		struct stat sb;
+		snprintf(path, sizeof(path), "%s/%s", tasks, e->d_name);
+		snprintf(gone, sizeof(gone), "%s/.gone-%s", tasks, e->d_name);
+		if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		    now_s - (int64_t)sb.st_mtime >= BUNDLES_TASK_MIN_AGE_S &&
+		    rename(path, gone) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }
 
 int bundles_sweep(const char *work_dir, int64_t keep_ms, int64_t now_s, const char *proc_root,
@@ -236,27 +262,39 @@ static atomic_int removing;
 
 static void *remove_thread(void *arg)
 {
-	char *dir = arg;
-	remove_gone(dir);
-	free(dir);
+	char *work_dir = arg;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/bundles", work_dir);
+	remove_gone(path);
+	snprintf(path, sizeof(path), "%s/tasks", work_dir);
+	remove_gone(path);
+	free(work_dir);
 	atomic_store(&removing, 0);
 	return NULL;
 }
 
-void bundles_sweep_start(const char *work_dir, int64_t keep_ms)
+void bundles_sweep_start(const char *work_dir, int64_t keep_ms,
+                         int (*running)(void *ctx, int64_t attempt_id), void *ctx)
 {
 	if (atomic_load(&removing))
 		return; /* the last sweep's trees are still going */
-	struct bundles_sweep t;
-	int rc = bundles_sweep(work_dir, keep_ms, (int64_t)time(NULL), "/proc", 0, &t);
+	struct bundles_sweep t = {0};
+	int64_t now = (int64_t)time(NULL);
+	int rc = keep_ms > 0 ? bundles_sweep(work_dir, keep_ms, now, "/proc", 0, &t) : 0;
 	if (rc)
 		log_warn("bundles: cannot sweep %s/bundles error=\"%s\"", work_dir, strerror(-rc));
-	if (rc || !(t.removed || t.leftovers))
+	char *tasks = xasprintf("%s/tasks", work_dir);
+	int stale = stale_tasks(tasks, now, running, ctx);
+	free(tasks);
+	if (t.removed || t.leftovers)
+		log_info("bundles: removed %d unused for %llds, %d leftovers; kept %d, %d in use",
+		         t.removed, (long long)(keep_ms / 1000), t.leftovers, t.kept, t.in_use);
+	if (stale)
+		log_info("tasks: removing %d attempt directories their wrappers left", stale);
+	if (!(t.removed || t.leftovers || stale))
 		return;
-	log_info("bundles: removed %d unused for %llds, %d leftovers; kept %d, %d in use",
-	         t.removed, (long long)(keep_ms / 1000), t.leftovers, t.kept, t.in_use);
 	atomic_store(&removing, 1);
-	char *dir = xasprintf("%s/bundles", work_dir);
+	char *dir = xstrdup(work_dir);
 	pthread_t th;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);

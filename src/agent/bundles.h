@@ -70,10 +70,21 @@ int bundles_touch(const char *dir);
 int bundles_sweep(const char *work_dir, int64_t keep_ms, int64_t now_s, const char *proc_root,
                   int remove, struct bundles_sweep *out);
 
-/* The agent's sweep: bundles_sweep() with /proc at the time now, logged
- * when it removed anything, the trees then removed in a detached thread
- * (the main loop must not wait on large trees); nothing while the last
- * sweep's trees are still being removed. From the agent's main thread. */
-void bundles_sweep_start(const char *work_dir, int64_t keep_ms);
+/* A task attempt's directory (WORK_DIR/tasks/<attempt id>: its inputs,
+ * outputs before upload, checkpoint archives) goes with its wrapper; one
+ * whose wrapper was killed (a rank stopped past its grace) stays. Such a
+ * directory is stale once no rank of its attempt is in the agent's table
+ * and it is older than BUNDLES_TASK_MIN_AGE_S. bundles_sweep_start renames
+ * each one running(ctx, id) denies to WORK_DIR/tasks/.gone-<id>, and
+ * removes it with the bundles. */
+#define BUNDLES_TASK_MIN_AGE_S 600
+
+/* The agent's sweep: bundles_sweep() with /proc at the time now, then the
+ * stale task directories, logged when it removed anything, the trees then
+ * removed in a detached thread (the main loop must not wait on large
+ * trees); nothing while the last sweep's trees are still being removed.
+ * From the agent's main thread. */
+void bundles_sweep_start(const char *work_dir, int64_t keep_ms,
+                         int (*running)(void *ctx, int64_t attempt_id), void *ctx);
 
 #endif

@@ -440,7 +440,8 @@ def test_the_agent_removes_bundles_nothing_used_for_its_keep():
     """A restarted agent's first sweep (agent/bundles.h): of three bundles
     last used two hours ago under --bundle-keep 1h, the one a process still
     works in stays, the others go; one used a minute ago stays; a killed
-    unpack's scratch tree goes."""
+    unpack's scratch tree goes; so does an attempt directory of no rank the
+    agent has, older than ten minutes, and not a younger one."""
     c = Cluster(agents=0, gpus=1, name="task-sweep", agent_args=["--bundle-keep", "1h"])
     sleeper = None
     try:
@@ -450,6 +451,11 @@ def test_the_agent_removes_bundles_nothing_used_for_its_keep():
         for h, age in ((old, 7200), (busy, 7200), (fresh, 60), (old + ".partial", 60)):
             os.makedirs(os.path.join(bundles, h, "src"))
             os.utime(os.path.join(bundles, h), (now - age, now - age))
+        # an attempt directory a killed wrapper left, and a fresh one
+        tasks = os.path.join(c.dir, "node-1", "tasks")
+        for attempt, age in (("999", 7200), ("1000", 60)):
+            os.makedirs(os.path.join(tasks, attempt, "in"))
+            os.utime(os.path.join(tasks, attempt), (now - age, now - age))
         sleeper = subprocess.Popen(["sleep", "120"], cwd=os.path.join(bundles, busy, "src"))
         c.start_agent(0)
         c.wait_ready(1)
@@ -457,6 +463,8 @@ def test_the_agent_removes_bundles_nothing_used_for_its_keep():
                  in c.log("node-1.log"), what="the sweep's line")
         left = lambda: sorted(n for n in os.listdir(bundles) if not n.endswith(".lock"))
         wait_for(lambda: left() == [busy, fresh], what="only the used bundles left")
+        assert "tasks: removing 1 attempt directories their wrappers left" in c.log("node-1.log")
+        wait_for(lambda: os.listdir(tasks) == ["1000"], what="only the fresh attempt left")
     except BaseException:
         c.dump_logs()
         raise
