@@ -59,6 +59,9 @@ static void get_metrics(struct serve *s, struct httpd_req *req)
 	       atomic_load(&st->sync_total));
 	metric(o, "anvil_agent_sync_errors_total", "counter",
 	       "Sync requests that failed or were refused.", atomic_load(&st->sync_errors_total));
+	metric(o, "anvil_agent_sync_repeated_total", "counter",
+	       "Sync answers the same as the last one applied, not applied again.",
+	       atomic_load(&st->sync_repeated_total));
 	metric(o, "anvil_agent_gpus", "gauge", "GPUs the backend reports.", atomic_load(&st->gpus));
 	httpd_metrics(s->httpd, "anvil_agent", o);
 	if (s->gw)

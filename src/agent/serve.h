@@ -52,6 +52,7 @@ struct serve_stats {
 	atomic_llong shims_reused_total;
 	atomic_llong sync_total;
 	atomic_llong sync_errors_total;
+	atomic_llong sync_repeated_total;
 	atomic_llong gpus;
 };
 

@@ -76,7 +76,8 @@ struct syncer {
 	int failing; /* an outage is being reported */
 	int64_t failing_since;
 	int auth_failed, auth_tries;
-	json_t *desired; /* the ranks of the last answer applied */
+	json_t *desired;    /* the ranks of the last answer applied */
+	struct buf applied; /* that answer's text, byte for byte; empty: none */
 	struct delivered *notices;
 	size_t nnotices, capnotices;
 };
@@ -97,6 +98,7 @@ struct syncer *syncer_new(const struct syncer_config *cfg)
 			abort();
 		buf_init(&s->calls[i].answer);
 	}
+	buf_init(&s->applied);
 	s->url = xasprintf("%s/v1/agent/sync", cfg->server);
 	s->backoff = BACKOFF_MIN_MS;
 	return s;
@@ -130,6 +132,7 @@ void syncer_free(struct syncer *s)
 	}
 	curl_multi_cleanup(s->multi);
 	json_decref(s->desired);
+	buf_cleanup(&s->applied);
 	free(s->notices);
 	json_decref(s->facts);
 	json_decref(s->health);
@@ -143,6 +146,7 @@ void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
 	s->node_id = node_id;
 	snprintf(s->secret, sizeof(s->secret), "%s", secret);
 	s->generation = 0; /* a new registration may start a new count */
+	buf_reset(&s->applied);
 	s->auth_failed = 0;
 }
 
@@ -549,19 +553,10 @@ static void deliver_notices(struct syncer *s, const json_t *ranks)
 	}
 }
 
-/* Makes the node match the desired set. */
-static void reconcile(struct syncer *s, const json_t *ranks)
+/* Stops the ranks no longer desired and forgets those over and acked. */
+static void retire(struct syncer *s, const json_t *ranks)
 {
 	struct exec *ex = s->cfg.exec;
-	size_t i;
-	json_t *d;
-	exec_batch(ex); /* the spares fork while the next start is prepared */
-	json_array_foreach (ranks, i, d)
-		start_desired(s, d);
-	exec_settle(ex);
-	json_decref(s->desired);
-	s->desired = json_incref((json_t *)ranks);
-	deliver_notices(s, ranks);
 	/* Backwards: exec_forget moves the last rank into the freed slot. */
 	for (size_t k = exec_count(ex); k-- > 0;) {
 		struct exec_status st;
@@ -575,20 +570,26 @@ static void reconcile(struct syncer *s, const json_t *ranks)
 	}
 }
 
-static void answered(struct syncer *s, struct call *c)
+/* Makes the node match the desired set. */
+static void reconcile(struct syncer *s, const json_t *ranks)
 {
-	char why[256];
-	json_t *o = NULL;
-	int rc = jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why));
-	if (rc == 0) {
-		json_t *known = wire_known(o, &wire_sync_answer);
-		rc = wire_check(known, &wire_sync_answer, why, sizeof(why));
-		json_decref(known);
-	}
-	if (rc) {
-		failure(s, "sync answer: %s", why);
-		goto out;
-	}
+	struct exec *ex = s->cfg.exec;
+	size_t i;
+	json_t *d;
+	exec_batch(ex); /* the spares fork while the next start is prepared */
+	json_array_foreach (ranks, i, d)
+		start_desired(s, d);
+	exec_settle(ex);
+	json_decref(s->desired);
+	s->desired = json_incref((json_t *)ranks);
+	deliver_notices(s, ranks);
+	retire(s, ranks);
+}
+
+/* What a 200 answer settles whatever its desired set: the final reports
+ * it acknowledges and the records the server took. */
+static void took(struct syncer *s, struct call *c)
+{
 	for (size_t i = 0; i < c->nacks; i++)
 		exec_ack(s->cfg.exec, c->acks[i].attempt_id, c->acks[i].rank);
 	if (c->facts_version && c->facts_version == s->facts_version) {
@@ -609,6 +610,41 @@ static void answered(struct syncer *s, struct call *c)
 		s->profile_status = NULL;
 	}
 	recovered(s);
+}
+
+/* Whether c's answer is, byte for byte, the last answer applied. A request
+ * that supersedes the node's parked poll has the server answer both with
+ * the same text (the same generation and desired set); the second need not
+ * be parsed, checked and applied again. As answers at least as new as the
+ * last applied are applied, the same text is the same generation: never
+ * an older answer that a newer one has replaced. */
+static int repeated(const struct syncer *s, const struct call *c)
+{
+	return s->applied.len && c->answer.len == s->applied.len &&
+	       memcmp(c->answer.data, s->applied.data, c->answer.len) == 0;
+}
+
+static void answered(struct syncer *s, struct call *c)
+{
+	char why[256];
+	json_t *o = NULL;
+	if (!s->closing && s->desired && repeated(s, c)) {
+		atomic_fetch_add(&s->cfg.stats->sync_repeated_total, 1);
+		took(s, c);
+		retire(s, s->desired); /* the ranks it acknowledged may go now */
+		return;
+	}
+	int rc = jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why));
+	if (rc == 0) {
+		json_t *known = wire_known(o, &wire_sync_answer);
+		rc = wire_check(known, &wire_sync_answer, why, sizeof(why));
+		json_decref(known);
+	}
+	if (rc) {
+		failure(s, "sync answer: %s", why);
+		goto out;
+	}
+	took(s, c);
 	/* Answers on the two connections may arrive out of order, and an
 	 * answer is the desired set as of its generation: apply only answers
 	 * at least as new as the last one applied. Request order is no guide:
@@ -621,6 +657,10 @@ static void answered(struct syncer *s, struct call *c)
 			s->cfg.on_desired(s->cfg.ctx, json_object_get(o, "ranks"));
 		if (s->cfg.on_profile)
 			s->cfg.on_profile(s->cfg.ctx, json_object_get(o, "profile"));
+		/* keep its text (the call's buffer is reset after this) */
+		struct buf t = s->applied;
+		s->applied = c->answer;
+		c->answer = t;
 	}
 out:
 	json_decref(o);

@@ -471,6 +471,7 @@ void nodes_set_profile(struct state *st, struct node *n, const json_t *profile)
 	json_decref(n->profile);
 	n->profile = profile ? json_deep_copy(profile) : NULL;
 	n->profile_checked[0] = '\0'; /* a new profile is checked anew, even one seen before */
+	state_mark_node(st, n);
 	n->check_failed[0] = '\0';
 	n->check_after_ms = 0;
 	if (profile)

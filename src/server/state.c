@@ -218,6 +218,8 @@ int state_flush(struct state *st)
 	for (int i = 0; rc == 0 && st->core->nodes_dirty && i < st->nnodes; i++)
 		if (st->nodes[i]->dirty)
 			rc = store_put_node(st->core->store, st->nodes[i]);
+		else if (st->nodes[i]->gen_dirty)
+			rc = store_put_node_generation(st->core->store, st->nodes[i]);
 	for (int i = 0; rc == 0 && i < st->core->nevents; i++) {
 		struct event *e = &st->core->events[i];
 		rc = store_add_event(st->core->store, e->kind, e->job_id, e->node_id, e->message);
@@ -260,7 +262,7 @@ int state_flush(struct state *st)
 		st->core->fleet_flushed(st);
 	st->core->fleet_dirty = 0;
 	for (int i = 0; st->core->nodes_dirty && i < st->nnodes; i++)
-		st->nodes[i]->dirty = 0;
+		st->nodes[i]->dirty = st->nodes[i]->gen_dirty = 0;
 	st->core->nodes_dirty = 0;
 	for (int i = 0; i < st->core->nevents; i++)
 		free(st->core->events[i].message);
@@ -291,7 +293,9 @@ void state_bump(struct state *st, struct node *n)
 	if (!n)
 		return;
 	n->generation++;
-	state_mark_node(st, n);
+	/* the rest of its row is marked by whatever changes it */
+	n->gen_dirty = 1;
+	st->core->nodes_dirty = 1;
 	if (st->wake)
 		st->wake(st, n);
 }

@@ -22,6 +22,7 @@ enum {
 	ST_QUEUE_PUT,
 	ST_TEAM_PUT,
 	ST_NODE_PUT,
+	ST_NODE_GENERATION,
 	ST_JOB_PUT,
 	ST_JOB_STATE,
 	ST_ATTEMPT_PUT,
@@ -48,6 +49,7 @@ static const char *sql_text[ST_N] = {
                         "ON CONFLICT(name) DO UPDATE SET extra = excluded.extra",
         [ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts, "
                         "extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [ST_NODE_GENERATION] = "UPDATE nodes SET generation = ?2 WHERE id = ?1",
         [ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
                        "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
                        "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
@@ -379,6 +381,14 @@ int store_put_node(struct store *st, const struct node *n)
 	bind_json(s, 7, extra);
 	json_decref(extra);
 	return step_done(st, s, "node put");
+}
+
+int store_put_node_generation(struct store *st, const struct node *n)
+{
+	sqlite3_stmt *s = st->st[ST_NODE_GENERATION];
+	sqlite3_bind_int64(s, 1, n->id);
+	sqlite3_bind_int64(s, 2, n->generation);
+	return step_done(st, s, "node generation put");
 }
 
 static void bind_opt_ms(sqlite3_stmt *s, int i, int64_t v)

@@ -35,6 +35,11 @@ int store_meta_set(struct store *st, const char *key, const char *value);
 int store_put_queue(struct store *st, const char *name, int priority, const json_t *extra);
 int store_put_team(struct store *st, const char *name, const json_t *extra);
 int store_put_node(struct store *st, const struct node *n);
+/* Only a written node's generation: what changes with each change of its
+ * desired set (several times a second while short jobs run there), where
+ * the whole row (its facts, kilobytes of JSON) rewritten was most of the
+ * write. */
+int store_put_node_generation(struct store *st, const struct node *n);
 int store_put_job(struct store *st, const struct job *j); /* with its attempts */
 /* What changes in a written job (model.h: its state, start, end, exit code,
  * cancel request and reason), with its attempts: the rest of a job row is

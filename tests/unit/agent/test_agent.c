@@ -232,6 +232,20 @@ TEST(runs_reports_serves_logs_and_stops)
 	buf_reset(&out);
 	CHECK_INT(httpc_do(c, "GET", url, "wrong", NULL, 0, 5000, &status, &out), 0);
 	CHECK_INT(status, 401);
+	/* The held polls are answered with the same text while nothing
+	 * changes: each is taken (its acks) without being applied again. */
+	snprintf(url, sizeof(url), "%s/metrics", jv_str(reg, "agent_url", ""));
+	const char *name = "\nanvil_agent_sync_repeated_total ";
+	long long repeats = 0;
+	for (int64_t end = now_ms() + 5000; repeats == 0 && now_ms() < end; sleep_ms(20)) {
+		buf_reset(&out);
+		CHECK_INT(httpc_do(c, "GET", url, "sec", NULL, 0, 5000, &status, &out), 0);
+		CHECK_INT(status, 200);
+		const char *at = strstr(out.data, name);
+		CHECK(at != NULL);
+		repeats = atoll(at + strlen(name));
+	}
+	CHECK(repeats > 0);
 	buf_cleanup(&out);
 	httpc_free(c);
 	json_decref(reg);

@@ -381,6 +381,48 @@ TEST(fleet_fields_round_trip)
 	rm_rf(dir);
 }
 
+TEST(node_generation_put_keeps_the_row)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct node *n = xcalloc(1, sizeof(*n));
+	n->id = 1;
+	n->name = xstrdup("h-1");
+	n->secret = xstrdup("s");
+	n->hostname = xstrdup("");
+	n->address = xstrdup("10.0.0.1");
+	n->agent_url = xstrdup("");
+	n->backend = xstrdup("sim");
+	n->pool = xstrdup("a");
+	n->generation = 4;
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_node(st, n), 0);
+	CHECK_INT(store_commit(st), 0);
+	/* only the generation goes: the pool changed in memory stays "a" */
+	n->generation = 9;
+	free(n->pool);
+	n->pool = xstrdup("b");
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_node_generation(st, n), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.node != NULL);
+	CHECK_INT(l.node->generation, 9);
+	CHECK_STR(l.node->pool, "a");
+	node_free(l.node);
+	node_free(n);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
 TEST(meta_get_missing_is_notfound)
 {
 	char dir[] = "/tmp/anvil-store-XXXXXX";
