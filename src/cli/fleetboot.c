@@ -354,8 +354,8 @@ static const json_t *node_of(const json_t *nodes, const struct host *h)
 	return NULL;
 }
 
-/* Marks the machines whose node is there (and heard from since its agent
- * started); the number still waited for. */
+/* Marks the machines whose node is there (and, for an agent it started,
+ * sent its facts since: facts_ms_ago); the number still waited for. */
 static size_t mark_joined(struct run *r, const json_t *nodes)
 {
 	size_t waiting = 0;
@@ -365,8 +365,10 @@ static size_t mark_joined(struct run *r, const json_t *nodes)
 			continue;
 		const json_t *n = node_of(nodes, h);
 		int64_t since = h->started_ms ? now_ms() - h->started_ms : INT64_MAX;
-		if (n && strcmp(verb_str(n, "state"), "lost") != 0 &&
-		    verb_int(n, "last_seen_ms_ago", INT64_MAX) < since) {
+		/* a (re)started agent: by the facts it sends first, not by any
+		 * sync (the old agent's last one may come after the start began) */
+		int fresh = !h->started_ms || verb_int(n, "facts_ms_ago", INT64_MAX) < since;
+		if (n && strcmp(verb_str(n, "state"), "lost") != 0 && fresh) {
 			h->joined_ms = h->started_ms ? since : 0;
 			if (!r->json && h->started_ms)
 				printf("%s: joined as node %s (%s) %.1fs after its agent started\n",

@@ -193,8 +193,10 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 	}
 	n->last_seen_ms = now_ms();
 	const json_t *facts = json_object_get(body, "facts");
-	if (facts)
+	if (facts) {
 		state_node_facts(st, n, facts);
+		n->facts_ms = now_ms();
+	}
 	int64_t gen = jv_int(body, "generation", -1);
 	state_reports(st, n, json_object_get(body, "ranks"), gen);
 	const json_t *health = json_object_get(body, "health");

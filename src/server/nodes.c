@@ -385,7 +385,7 @@ struct node *nodes_register(struct state *st, const json_t *facts, const char *n
 	free(n->secret);
 	n->secret = xstrdup(secret);
 	state_node_facts(st, n, facts);
-	n->last_seen_ms = now_ms();
+	n->last_seen_ms = n->facts_ms = now_ms();
 	state_want_schedule(st);
 	return n;
 }
@@ -715,6 +715,8 @@ json_t *state_node_json(struct state *st, const struct node *n, int detail)
 	        "last_seen_ms_ago", (json_int_t)(now_ms() - n->last_seen_ms), "gpus_total",
 	        n->ngpus, "gpus_allocated", __builtin_popcountll(n->gpus_used), "gpus_unhealthy",
 	        __builtin_popcountll(n->gpus_unhealthy), "gpus", gpus);
+	json_object_set_new(o, "facts_ms_ago",
+	                    n->facts_ms ? json_integer(now_ms() - n->facts_ms) : json_null());
 	json_object_set_new(o, "reason", json_string(n->admin_reason));
 	json_object_set_new(o, "drained_by_fault", json_boolean(n->admin_by_fault));
 	const char *fault = state_node_fault(n);

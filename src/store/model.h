@@ -262,6 +262,9 @@ struct node {
 	int converge_pending; /* asked, and no status since: it waits for one */
 	int64_t changes;      /* in memory: bumped when its facts, pool or labels change */
 	int64_t last_seen_ms; /* monotonic */
+	int64_t facts_ms;     /* in memory, monotonic: when its agent last sent its facts
+	                       * (at its start, and when they change); 0: not since the
+	                       * server started */
 	int dirty;            /* the row changed since the last flush */
 	int gen_dirty;        /* its generation did: alone, flush writes only that */
 	void *waiter;         /* the suspended long poll, if any (server/agentproto.c) */

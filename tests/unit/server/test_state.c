@@ -32,6 +32,22 @@ static struct job *running_gang(struct sfx *f)
 
 /* ---- submit ---- */
 
+/* facts_ms_ago: since the facts its agent sent at registering; none from
+ * a node loaded by a restarted server, until its agent sends them again. */
+TEST(a_node_says_when_its_agent_last_sent_its_facts)
+{
+	struct sfx *f = sfx_open(1, 2);
+	json_t *o = state_node_json(&f->st, sfx_node(f, 0), 0);
+	CHECK(json_is_integer(json_object_get(o, "facts_ms_ago")));
+	CHECK(json_integer_value(json_object_get(o, "facts_ms_ago")) < 60000);
+	json_decref(o);
+	sfx_restart(f);
+	o = state_node_json(&f->st, sfx_node(f, 0), 0);
+	CHECK(json_is_null(json_object_get(o, "facts_ms_ago")));
+	json_decref(o);
+	sfx_close(f);
+}
+
 TEST(submit_without_nodes_waits_then_a_new_node_takes_it)
 {
 	struct sfx *f = sfx_open(0, 0);
