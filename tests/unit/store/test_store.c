@@ -332,14 +332,9 @@ static void on_revision(void *ctx, int64_t id, const json_t *doc)
 	l->queues += 100; /* counted apart from the queues */
 }
 
-/* A node's fleet fields (schema v5) and a revision come back as stored. */
-TEST(fleet_fields_round_trip)
+/* Node 1, h-1 at 10.0.0.1, with what a stored node must have. */
+static struct node *node_h1(void)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
-	struct store *st;
-	CHECK_INT(store_open(path, 0, &st), 0);
 	struct node *n = xcalloc(1, sizeof(*n));
 	n->id = 1;
 	n->name = xstrdup("h-1");
@@ -348,6 +343,18 @@ TEST(fleet_fields_round_trip)
 	n->address = xstrdup("10.0.0.1");
 	n->agent_url = xstrdup("");
 	n->backend = xstrdup("sim");
+	return n;
+}
+
+/* A node's fleet fields (schema v5) and a revision come back as stored. */
+TEST(fleet_fields_round_trip)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct node *n = node_h1();
 	n->profile = json_pack("{s:s,s:s,s:{}}", "hash", "ab12", "name", "h200", "spec");
 	n->profile_status = json_pack("{s:s,s:s,s:[],s:i}", "hash", "ab12", "state", "converged",
 	                              "steps", "time_ms", 5);
@@ -388,14 +395,7 @@ TEST(node_generation_put_keeps_the_row)
 	char *path = xasprintf("%s/db", dir);
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
-	struct node *n = xcalloc(1, sizeof(*n));
-	n->id = 1;
-	n->name = xstrdup("h-1");
-	n->secret = xstrdup("s");
-	n->hostname = xstrdup("");
-	n->address = xstrdup("10.0.0.1");
-	n->agent_url = xstrdup("");
-	n->backend = xstrdup("sim");
+	struct node *n = node_h1();
 	n->pool = xstrdup("a");
 	n->generation = 4;
 	CHECK_INT(store_begin(st), 0);
