@@ -280,7 +280,7 @@ void bundles_sweep_start(const char *work_dir, int64_t keep_ms,
 		return; /* the last sweep's trees are still going */
 	struct bundles_sweep t = {0};
 	int64_t now = (int64_t)time(NULL);
-	int rc = keep_ms > 0 ? bundles_sweep(work_dir, keep_ms, now, "/proc", 0, &t) : 0;
+	int rc = bundles_sweep(work_dir, keep_ms, now, "/proc", 0, &t); /* 0: leftovers only */
 	if (rc)
 		log_warn("bundles: cannot sweep %s/bundles error=\"%s\"", work_dir, strerror(-rc));
 	char *tasks = xasprintf("%s/tasks", work_dir);
