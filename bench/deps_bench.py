@@ -14,6 +14,12 @@
 
 The clusters are cluster_bench.py's: `anvil up` with 2 agents x 8 simulated GPUs (1 GPU per
 job) and a one-host Slurm with 16 CPU slots (bench/slurm.sh). Standard library only.
+
+A job's end is the time its system recorded it for anvil (the server's end_time_ms, a
+workflow's end_ms; each wait polls every 20 ms) and the time a 20 ms poll of squeue saw it
+gone for Slurm (sacct keeps whole seconds). Both clusters live in one temporary directory
+(TMPDIR, else /tmp); the log line `a new file takes N us` tells how busy its file system
+was (see file_create_us).
 """
 import argparse
 import os
@@ -44,20 +50,30 @@ class AnvilDeps:
             raise RuntimeError("anvil run failed: " + r.stderr)
         return cb.json.loads(r.stdout)["job"]["id"]
 
+    # Each figure runs from just before the first submit to the last job's end as the
+    # server recorded it (end_time_ms, its wall clock), read once a poll every 20 ms (as
+    # Slurm's side is polled) sees nothing left to wait for: the poll's period is no part
+    # of the figure, and a faster poll would take CPU of this 2-core machine from the
+    # cluster it measures.
+
     def chain(self, n):
-        t0 = time.monotonic()
+        t0 = time.time()
         prev = self.run()
         for _ in range(n - 1):
             prev = self.run("--after", str(prev))
         self.wait_done(f"/v1/jobs/{prev}", lambda o: o["job"]["state"])
-        return time.monotonic() - t0
+        return self.a.request("GET", f"/v1/jobs/{prev}")["job"]["end_time_ms"] / 1000.0 - t0
 
     def array(self, m):
-        t0 = time.monotonic()
+        t0 = time.time()
         first = self.run("--array", f"1-{m}")
         path = f"/v1/jobs?array={first}&state=active&limit=1"
         self.wait_done(path, lambda o: "active" if o["jobs"] else "succeeded")
-        return time.monotonic() - t0
+        jobs = self.a.request("GET", f"/v1/jobs?array={first}&state=all&limit={m + 1}")["jobs"]
+        bad = [j["id"] for j in jobs if j["state"] != "succeeded"]
+        if len(jobs) != m or bad:
+            raise RuntimeError(f"anvil: array {first}: {len(jobs)} members, not succeeded: {bad}")
+        return max(j["end_time_ms"] for j in jobs) / 1000.0 - t0
 
     def wf_chain(self, n, rep):
         return wb.Bench(self.a).timed(wb.chain(n, "chain-%d" % rep))
@@ -73,7 +89,7 @@ class AnvilDeps:
                 if s != "succeeded":
                     raise RuntimeError(f"anvil: {path} ended {s}")
                 return
-            time.sleep(0.002)
+            time.sleep(wb.POLL_S)
         raise RuntimeError("anvil: not done after 600 s")
 
 
@@ -109,6 +125,22 @@ class SlurmDeps:
         return time.monotonic() - t0
 
 
+def file_create_us(work, n=200):
+    """Microseconds to create an empty file in work (median of n): every rank's logs are new
+    files, and on ext4 without a journal (this machine's) a new inode skips each one deleted
+    in the same block group in the last 1-6 minutes, so this cost moves with what else on
+    the machine deleted files nearby (tests, earlier runs' clean-up): a quiet directory
+    makes a file in about 20 us, one after thousands of deletions in 600 us."""
+    d = os.path.join(work, "fs-probe")
+    os.makedirs(d)
+    took = []
+    for i in range(n):
+        t = time.perf_counter()
+        os.close(os.open(os.path.join(d, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        took.append(time.perf_counter() - t)
+    return statistics.median(took) * 1e6
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chain", type=int, default=200)
@@ -123,6 +155,7 @@ def main():
     res = {"anvil": {"chain": [], "array": [], "wf_chain": [], "wf_array": []},
            "slurm": {"chain": [], "array": [], "wf_chain": [], "wf_array": []}}
     with tempfile.TemporaryDirectory(prefix="anvil-deps-bench-") as work:
+        cb.log(f"work dir {work}: a new file takes {file_create_us(work):.0f} us")
         job = cb.Job("bash", 0, work)
         a = cb.Anvil(args.anvil, 2, 8, work, job, 1)
         s = None

@@ -119,6 +119,7 @@ json_t *ident_facts(const char *name, const char *address, const char *agent_url
 	wire_set(o, r, "cpus", json_integer(cpus > 0 ? cpus : 1));
 	wire_set(o, r, "memory_bytes", json_integer(mem));
 	wire_set(o, r, "agent_version", json_string(ANVIL_VERSION));
+	wire_set(o, r, "protocol", json_integer(WIRE_PROTOCOL));
 	wire_set(o, r, "backend", json_string(gpus ? gpu_backend_name(gpus) : "none"));
 	wire_set(o, r, "rdma", rdma ? rdma : json_array());
 	wire_set(o, r, "gpus", gpus ? gpu_inventory_json(gpus) : json_array());

@@ -410,7 +410,49 @@ static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int
 	return n;
 }
 
-static void start_desired(struct syncer *s, const json_t *d)
+/* The rank's environment as exec takes it: the shared one its entry names
+ * (env_base, a key of the answer's envs) under its own env, then the
+ * agent's variables in extra that neither set. NULL, with why, when the
+ * entry names an environment the answer lacks or that is not all strings. */
+static char **rank_envv(const json_t *o, const json_t *envs, const json_t *extra, char *why,
+                        size_t whylen)
+{
+	const json_t *env = json_object_get(o, "env"), *base = NULL, *v;
+	const char *key = jv_str(o, "env_base", NULL), *k;
+	if (key) {
+		base = json_object_get(envs, key);
+		if (!json_is_object(base)) {
+			snprintf(why, whylen,
+			         "field 'env_base': '%.23s' is not in the answer's envs", key);
+			return NULL;
+		}
+		json_object_foreach ((json_t *)base, k, v) {
+			if (!json_is_string(v)) {
+				snprintf(why, whylen,
+				         "envs['%.23s']: variable '%.64s' is not a string", key, k);
+				return NULL;
+			}
+		}
+	}
+	size_t i = 0;
+	char **envv = xcalloc(json_object_size(base) + json_object_size(env) +
+	                              json_object_size(extra) + 1,
+	                      sizeof(char *));
+	json_object_foreach ((json_t *)base, k, v) {
+		if (!json_object_get(env, k))
+			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	}
+	json_object_foreach ((json_t *)env, k, v)
+		envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	json_object_foreach ((json_t *)extra, k, v) {
+		if (!json_object_get(env, k) && !json_object_get(base, k))
+			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
+	}
+	envv[i] = NULL;
+	return envv;
+}
+
+static void start_desired(struct syncer *s, const json_t *d, const json_t *envs)
 {
 	char why[256];
 	/* A rank started here already is all but every entry of an answer
@@ -428,12 +470,6 @@ static void start_desired(struct syncer *s, const json_t *d)
 		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
 		goto out;
 	}
-	json_t *cmd = json_object_get(o, "command"), *env = json_object_get(o, "env"), *v;
-	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
-	char **envv;
-	size_t i = 0;
-	json_array_foreach (cmd, i, v)
-		argv[i] = json_string_value(v);
 	/* the agent's own variables (NCCL's; the server's address for an MPI
 	 * job, where `anvil _rsh` execs into the other ranks, and for a
 	 * workflow task, whose wrapper moves objects), unless the job set them */
@@ -442,17 +478,17 @@ static void start_desired(struct syncer *s, const json_t *d)
 		s->cfg.rank_env(s->cfg.ctx, json_object_get(o, "gpus"), extra);
 	if ((jv_bool(o, "mpi", 0) || jv_bool(o, "task", 0)) && s->cfg.server)
 		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
-	envv = xcalloc(json_object_size(env) + json_object_size(extra) + 1, sizeof(char *));
-	const char *k;
-	i = 0;
-	json_object_foreach (env, k, v)
-		envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
-	json_object_foreach (extra, k, v) {
-		if (!json_object_get(env, k))
-			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
-	}
-	envv[i] = NULL;
+	char **envv = rank_envv(o, envs, extra, why, sizeof(why));
 	json_decref(extra);
+	if (!envv) {
+		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
+		goto out;
+	}
+	json_t *cmd = json_object_get(o, "command"), *v;
+	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
+	size_t i = 0;
+	json_array_foreach (cmd, i, v)
+		argv[i] = json_string_value(v);
 	int minors[64];
 	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
 	/* A job with a head: the rank runs its launcher, which runs the rest;
@@ -571,14 +607,14 @@ static void retire(struct syncer *s, const json_t *ranks)
 }
 
 /* Makes the node match the desired set. */
-static void reconcile(struct syncer *s, const json_t *ranks)
+static void reconcile(struct syncer *s, const json_t *ranks, const json_t *envs)
 {
 	struct exec *ex = s->cfg.exec;
 	size_t i;
 	json_t *d;
 	exec_batch(ex); /* the spares fork while the next start is prepared */
 	json_array_foreach (ranks, i, d)
-		start_desired(s, d);
+		start_desired(s, d, envs);
 	exec_settle(ex);
 	json_decref(s->desired);
 	s->desired = json_incref((json_t *)ranks);
@@ -652,7 +688,7 @@ static void answered(struct syncer *s, struct call *c)
 	int64_t gen = jv_int(o, "generation", 0);
 	if (gen >= s->generation && !s->closing) {
 		s->generation = gen;
-		reconcile(s, json_object_get(o, "ranks"));
+		reconcile(s, json_object_get(o, "ranks"), json_object_get(o, "envs"));
 		if (s->cfg.on_desired)
 			s->cfg.on_desired(s->cfg.ctx, json_object_get(o, "ranks"));
 		if (s->cfg.on_profile)

@@ -49,6 +49,9 @@ static const struct wire_field sync_answer_fields[] = {
          "a desired entry (below) for every rank the node should run now"},
         {"profile", JV_OBJECT, 0, 0, 0,
          "the profile (below) the node must converge to; absent: none (docs/fleet.md)"},
+        {"envs", JV_OBJECT, 0, 0, 0,
+         "to an agent of protocol 2 or later: the environments the entries name in `env_base`, "
+         "each once, by key"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -91,6 +94,9 @@ static const struct wire_field desired_fields[] = {
         {"gpus", JV_ARRAY, 0, 0, 1024, "the indexes of the node's GPUs the rank gets"},
         {"grace_ms", JV_INT, 0, 0, 600000, "from SIGTERM to SIGKILL when it is stopped"},
         {"env", JV_STRING_MAP, 0, 0, 4096, "the rank's environment (below)"},
+        {"env_base", JV_STRING, 0, 1, 23,
+         "the key in the answer's `envs` of the job's environment, which `env` adds to and "
+         "overrides; absent: `env` is the whole environment"},
         {"cpu_millis", JV_INT, 0, 1, 1LL << 40,
          "CPU time in thousandths of a CPU, when the job set `cpus`"},
         {"memory_bytes", JV_INT, 0, 1, INT64_MAX,
@@ -144,6 +150,9 @@ static const struct wire_field facts_fields[] = {
         {"cuda_version", JV_STRING, 0, 0, 63, "the CUDA version the driver supports"},
         {"agent_version", JV_STRING, 0, 0, 63,
          "the agent's own version (`anvil version`), which a profile's `agent` pins"},
+        {"protocol", JV_INT, 0, 1, 1000,
+         "the revision of this protocol the agent speaks, 1 when absent; from 2 it takes "
+         "shared environments (`envs`)"},
         {"gpu_groups", JV_ARRAY, 0, 0, 64,
          "bit masks of GPU indexes that share NVLink, else a PCIe switch, else a NUMA node: "
          "what the scheduler packs ranks into"},

@@ -33,6 +33,11 @@
 #include "base/jv.h"
 
 #define WIRE_MAX_FIELDS 32
+/* The agent protocol's revision this build speaks (the facts' "protocol"),
+ * and the revision from which an agent takes shared environments in a sync
+ * answer ("envs" and the entries' "env_base"; server/ranks.c). */
+#define WIRE_PROTOCOL            2
+#define WIRE_PROTOCOL_SHARED_ENV 2
 /* GPUs per node a job may ask for: store/model.h's MODEL_MAX_GPUS (the
  * server asserts that they agree). */
 #define WIRE_MAX_GPUS 64

@@ -307,10 +307,50 @@ void ranks_apply_reports(struct state *st, struct node *n, const json_t *ranks, 
 
 /* ---- what a node should run ---- */
 
+/* Forgets k's desired entry: the next answer builds it again. */
+static void rank_entry_drop(struct rank *k)
+{
+	json_decref(k->desired);
+	k->desired = NULL;
+	free(k->desired_text);
+	k->desired_text = NULL;
+}
+
+/* Shared environments (docs/api.md, "Agent protocol"). An agent that
+ * speaks protocol 2 or later (its facts say so) gets each job's own
+ * environment once per answer, in the answer's "envs" under a key, and
+ * each entry names it ("env_base") and carries only the rank's variables
+ * in "env": the entries of an array's members, or of any ranks of one job,
+ * repeat none of it. A 2 KB environment parsed once per answer instead of
+ * once per entry is most of what a sync of short jobs costs an agent.
+ *
+ * The key is the id of the job that owns the environment: an array's
+ * first member for every member (they share it, store/model.h), else the
+ * job's own. Two entries of one answer with one key therefore have the
+ * same environment. An older agent gets every entry whole. */
+
+/* 1 when node n's agent takes shared environments. */
+static int shares_env(const struct node *n)
+{
+	return jv_int(n->facts, "protocol", 1) >= WIRE_PROTOCOL_SHARED_ENV;
+}
+
+/* 1 when j's entries on n name a shared environment. */
+static int names_env(const struct job *j, const struct node *n)
+{
+	return shares_env(n) && json_object_size(j->env) > 0;
+}
+
+static void env_key(const struct job *j, char out[24])
+{
+	snprintf(out, 24, "%lld", (long long)(j->array_id ? j->array_id : j->id));
+}
+
 static json_t *rank_env(const struct job *j, const struct attempt *a, const struct rank *k,
                         const struct node *n)
 {
-	json_t *env = json_copy(j->env); /* its values are shared, never changed */
+	/* its values are shared, never changed */
+	json_t *env = names_env(j, n) ? json_object() : json_copy(j->env);
 	char cuda[4 * MODEL_MAX_GPUS + 1] = "";
 	char uuids[98 * MODEL_MAX_GPUS + 1] = "";
 	for (int i = 0; i < n->ngpus; i++) {
@@ -367,6 +407,11 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	wire_set(d, r, "gpus", state_gpu_list(k->gpus));
 	wire_set(d, r, "grace_ms", json_integer(j->grace_ms));
 	wire_set(d, r, "env", rank_env(j, a, k, n));
+	if (names_env(j, n)) {
+		char key[24];
+		env_key(j, key);
+		wire_set(d, r, "env_base", json_string(key));
+	}
 	if (j->cpu_millis > 0)
 		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
 	if (j->memory_bytes > 0)
@@ -405,8 +450,8 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 }
 
 /* Calls each(rank's entry) for the ranks node n should run. */
-static void each_desired(struct state *st, struct node *n, void (*each)(struct rank *, void *),
-                         void *ctx)
+static void each_desired(struct state *st, struct node *n,
+                         void (*each)(struct rank *, const struct job *, void *), void *ctx)
 {
 	for (int i = 0; i < st->core->nactive; i++) {
 		struct attempt *a = st->core->active[i];
@@ -418,18 +463,25 @@ static void each_desired(struct state *st, struct node *n, void (*each)(struct r
 			if (k->node_id != n->id || rank_state_final(k->state))
 				continue;
 			/* A rank's entry changes only with its session's notice
-			 * (session_notice drops it): build it once. */
+			 * (session_notice drops it), or when its agent is replaced
+			 * by one that does (not) take shared environments: build
+			 * it once. */
+			if (k->desired &&
+			    !json_object_get(k->desired, "env_base") != !names_env(j, n))
+				rank_entry_drop(k);
 			if (!k->desired)
 				k->desired = desired_entry(st, j, a, k, n);
-			each(k, ctx);
+			each(k, j, ctx);
 		}
 	}
 }
 
-/* The answer without its ranks. */
-static json_t *answer_rest(struct state *st, struct node *n)
+/* The answer without its ranks; with envs, the shared environments. */
+static json_t *answer_rest(struct state *st, struct node *n, json_t *envs)
 {
 	json_t *o = json_object();
+	if (json_object_size(envs))
+		wire_set(o, &wire_sync_answer, "envs", json_incref(envs));
 	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
 	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->config.node_timeout_ms));
 	if (n->profile) /* a fleet member: what it must converge to (docs/fleet.md) */
@@ -437,44 +489,59 @@ static json_t *answer_rest(struct state *st, struct node *n)
 	return o;
 }
 
-static void append_entry(struct rank *k, void *ranks)
+/* The environment entry k of job j names, into envs (once per key). */
+static void add_env(json_t *envs, const struct rank *k, const struct job *j)
 {
-	json_array_append(ranks, k->desired);
+	const char *key = json_string_value(json_object_get(k->desired, "env_base"));
+	if (key && !json_object_get(envs, key))
+		json_object_set(envs, key, j->env);
+}
+
+struct answer {
+	json_t *ranks; /* state_desired: the entries */
+	struct buf b;  /* state_desired_text: the entries' text */
+	int n;
+	json_t *envs;
+};
+
+static void append_entry(struct rank *k, const struct job *j, void *out)
+{
+	struct answer *t = out;
+	json_array_append(t->ranks, k->desired);
+	add_env(t->envs, k, j);
 }
 
 json_t *state_desired(struct state *st, struct node *n)
 {
-	json_t *ranks = json_array();
-	each_desired(st, n, append_entry, ranks);
-	json_t *o = answer_rest(st, n);
-	wire_set(o, &wire_sync_answer, "ranks", ranks);
+	struct answer t = {.ranks = json_array(), .envs = json_object()};
+	each_desired(st, n, append_entry, &t);
+	json_t *o = answer_rest(st, n, t.envs);
+	wire_set(o, &wire_sync_answer, "ranks", t.ranks);
+	json_decref(t.envs);
 	return o;
 }
 
-struct answer_text {
-	struct buf b;
-	int n;
-};
-
-static void append_text(struct rank *k, void *out)
+static void append_text(struct rank *k, const struct job *j, void *out)
 {
-	struct answer_text *t = out;
+	struct answer *t = out;
 	if (!k->desired_text)
 		k->desired_text = jv_dump(k->desired);
 	if (t->n++)
 		buf_adds(&t->b, ",");
 	buf_adds(&t->b, k->desired_text);
+	add_env(t->envs, k, j);
 }
 
 char *state_desired_text(struct state *st, struct node *n)
 {
-	struct answer_text t = {.n = 0};
+	struct answer t = {.n = 0, .envs = json_object()};
 	buf_init(&t.b);
 	buf_adds(&t.b, "{\"ranks\":[");
 	each_desired(st, n, append_text, &t);
-	json_t *rest = answer_rest(st, n); /* never empty: it has the generation */
+	json_t *rest = answer_rest(st, n, t.envs); /* never empty: it has the generation */
 	char *text = jv_dump(rest);
 	json_decref(rest);
+	json_decref(t.envs);
 	buf_adds(&t.b, "],");
 	buf_adds(&t.b, text + 1);
 	free(text);
@@ -557,10 +624,7 @@ static void session_notice(struct state *st, const struct job *j, struct attempt
 		struct rank *k = &a->ranks[r];
 		if (rank_state_final(k->state))
 			continue;
-		json_decref(k->desired);
-		k->desired = NULL;
-		free(k->desired_text);
-		k->desired_text = NULL;
+		rank_entry_drop(k);
 		state_bump(st, state_node(st, k->node_id));
 	}
 	state_event(st, "job.notice", j->id, 0, "attempt %lld: %s", (long long)a->id, a->notice);

@@ -142,7 +142,11 @@ def test_two_up_clusters_side_by_side():
 
 
 def test_server_check_config_shows_the_defaults():
-    d = tempfile.mkdtemp(prefix="anvil-cfg-")
+    with tempfile.TemporaryDirectory(prefix="anvil-cfg-") as d:
+        check_config_defaults(d)
+
+
+def check_config_defaults(d):
     r = subprocess.run([ANVIL, "server", "--check-config", "--state-dir", d],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr

@@ -26,8 +26,10 @@ static void check_text(struct state *st, struct node *n, const json_t *answer)
 }
 
 /* The answer to node-1's sync after submitting job (JSON) to a fresh server
- * with one 2-GPU node; the caller decrefs it. */
-static json_t *desired_for(const char *job)
+ * with one 2-GPU node whose agent speaks protocol (0: an agent from before
+ * the facts said); then, with reprotocol, the answer after the node's agent
+ * says that one instead (0: none). The caller decrefs it. */
+static json_t *desired_after(const char *job, int protocol, int reprotocol)
 {
 	char dir[] = "/tmp/anvil-test-ranks-XXXXXX", db[64], err[256];
 	CHECK(mkdtemp(dir) != NULL);
@@ -38,8 +40,9 @@ static json_t *desired_for(const char *job)
 	json_t *facts = test_json("{\"address\": \"127.0.0.1\", \"gpus\": ["
 	                          "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000},"
 	                          "{\"index\": 1, \"uuid\": \"GPU-1\", \"memory_bytes\": 1000}]}");
+	if (protocol)
+		json_object_set_new(facts, "protocol", json_integer(protocol));
 	struct node *n = state_register(&st, facts, "node-1");
-	json_decref(facts);
 	json_t *body = test_json(job);
 	struct job *j = NULL;
 	int rc = state_submit(&st, body, &j, err, sizeof(err));
@@ -49,6 +52,14 @@ static json_t *desired_for(const char *job)
 	state_schedule(&st);
 	json_t *answer = state_desired(&st, n);
 	check_text(&st, n, answer);
+	if (reprotocol) {
+		json_decref(answer);
+		json_object_set_new(facts, "protocol", json_integer(reprotocol));
+		state_node_facts(&st, n, facts);
+		answer = state_desired(&st, n);
+		check_text(&st, n, answer);
+	}
+	json_decref(facts);
 	CHECK_INT(state_flush(&st), 0);
 	state_unlock(&st);
 	state_close(&st);
@@ -56,6 +67,12 @@ static json_t *desired_for(const char *job)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK_INT(system(cmd), 0);
 	return answer;
+}
+
+/* The answer to an agent from before shared environments. */
+static json_t *desired_for(const char *job)
+{
+	return desired_after(job, 0, 0);
 }
 
 static void check_answer(const json_t *answer, const char *want_field)
@@ -156,6 +173,80 @@ TEST(answer_text_lists_every_rank)
 	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1,"
 	                        " \"array\": {\"indices\": [1, 2]}}");
 	CHECK_INT(json_array_size(json_object_get(a, "ranks")), 2);
+	json_decref(a);
+}
+
+/* Every entry passes the agent's table, and the answer's shared
+ * environments are what its entries name and nothing else. */
+static void check_shared(const json_t *answer)
+{
+	char err[256] = "";
+	if (wire_check(answer, &wire_sync_answer, err, sizeof(err)) ||
+	    wire_check_each(answer, "ranks", &wire_desired, err, sizeof(err)))
+		FAIL_AT("answer: %s", err);
+	const json_t *envs = json_object_get(answer, "envs");
+	size_t i, named = 0;
+	json_t *d;
+	json_array_foreach (json_object_get(answer, "ranks"), i, d) {
+		const char *key = jv_str(d, "env_base", NULL);
+		if (key && !json_object_get(envs, key))
+			FAIL_AT("entry %zu names env %s, which the answer lacks", i, key);
+		named += key != NULL;
+	}
+	CHECK(named > 0 || envs == NULL);
+}
+
+/* An agent of protocol 2 gets an array's environment once: both members'
+ * entries name it and carry only their own variables, which still win. */
+TEST(shared_env_is_sent_once_for_an_arrays_members)
+{
+	json_t *a = desired_after("{\"command\": [\"true\"], \"gpus\": 1,"
+	                          " \"array\": {\"indices\": [1, 2]},"
+	                          " \"env\": {\"LR\": \"3e-4\", \"CUDA_VISIBLE_DEVICES\": \"7\"},"
+	                          " \"exported\": [\"LR\"]}",
+	                          WIRE_PROTOCOL_SHARED_ENV, 0);
+	check_shared(a);
+	const json_t *ranks = json_object_get(a, "ranks"), *envs = json_object_get(a, "envs");
+	CHECK_INT(json_array_size(ranks), 2);
+	CHECK_INT(json_object_size(envs), 1);
+	const char *key = jv_str(json_array_get(ranks, 0), "env_base", "");
+	CHECK_STR(jv_str(json_array_get(ranks, 1), "env_base", ""), key);
+	CHECK_STR(jv_str(json_object_get(envs, key), "LR", ""), "3e-4");
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *env = json_object_get(json_array_get(ranks, i), "env");
+		CHECK(json_object_get(env, "LR") == NULL);
+		CHECK_STR(jv_str(env, "ANVIL_ARRAY_INDEX", ""), i ? "2" : "1");
+		CHECK(strcmp(jv_str(env, "CUDA_VISIBLE_DEVICES", ""), "7") != 0);
+	}
+	json_decref(a);
+}
+
+/* A job with no environment of its own names none. */
+TEST(a_job_without_env_names_no_shared_env)
+{
+	json_t *a = desired_after("{\"command\": [\"true\"], \"gpus\": 1}",
+	                          WIRE_PROTOCOL_SHARED_ENV, 0);
+	check_shared(a);
+	CHECK(json_object_get(a, "envs") == NULL);
+	CHECK(json_object_get(json_array_get(json_object_get(a, "ranks"), 0), "env_base") == NULL);
+	json_decref(a);
+}
+
+/* The node's agent replaced by an older one (and back): the running ranks'
+ * entries are built again in the form the new agent reads. */
+TEST(entries_follow_the_agents_protocol)
+{
+	const char *job = "{\"command\": [\"true\"], \"gpus\": 1, \"env\": {\"LR\": \"1\"}}";
+	json_t *a = desired_after(job, WIRE_PROTOCOL_SHARED_ENV, 1);
+	check_answer(a, "env");
+	CHECK(json_object_get(a, "envs") == NULL);
+	CHECK_STR(jv_str(json_object_get(json_array_get(json_object_get(a, "ranks"), 0), "env"),
+	                 "LR", ""),
+	          "1");
+	json_decref(a);
+	a = desired_after(job, 1, WIRE_PROTOCOL_SHARED_ENV);
+	check_shared(a);
+	CHECK_INT(json_object_size(json_object_get(a, "envs")), 1);
 	json_decref(a);
 }
 
