@@ -10,6 +10,7 @@
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "store/checkpoint.h"
 
 #define SCHEMA_VERSION 5
 
@@ -138,6 +139,7 @@ struct memo {
 
 struct store {
 	sqlite3 *db;
+	struct checkpointer *ckpt; /* NULL: SQLite checkpoints in the commits */
 	sqlite3_stmt *st[ST_N];
 	struct memo memo[MEMO_N];
 };
@@ -239,6 +241,8 @@ int store_open(const char *path, int full_sync, struct store **out)
 	char version[16];
 	snprintf(version, sizeof(version), "%d", SCHEMA_VERSION);
 	rc = store_meta_set(st, "schema_version", version);
+	if (rc == 0)
+		checkpointer_start(st->db, path, &st->ckpt); /* else SQLite's own, in the commits */
 out:
 	if (rc) {
 		store_close(st);
@@ -252,6 +256,7 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	checkpointer_stop(st->ckpt); /* first: the last connection's close checkpoints */
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(st->st[i]);
 	sqlite3_close(st->db);

@@ -8,7 +8,9 @@
  * A struct store is used by one thread at a time (the server calls it with
  * its state lock held). Durability: synchronous=NORMAL in WAL mode survives
  * any process crash (SIGKILL); store_open's `full` flag makes every commit
- * fsync, which also survives power loss.
+ * fsync, which also survives power loss. The WAL's checkpoints (and their
+ * fsyncs) run on a thread of the store's own (store/checkpoint.h), not in
+ * the commits.
  */
 #ifndef ANVIL_STORE_H
 #define ANVIL_STORE_H
