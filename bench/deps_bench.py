@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """deps_bench.py - an afterok chain and a job array, anvil next to Slurm on the same host.
 
-    python3 bench/deps_bench.py [--chain 200] [--array 1000] [--reps 1] [--skip-slurm]
+    python3 bench/deps_bench.py [--chain 200] [--array 1000] [--reps 1] [--slurm-reps 1]
+                                [--skip-slurm]
 
   * chain: N jobs of `true`, each submitted after the previous one with its id as the
     dependency, one client process per submit: `anvil run --after PREV -- true` against
@@ -147,6 +148,8 @@ def main():
     ap.add_argument("--array", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--anvil", default=os.path.join(ROOT, "build/release/anvil"))
+    ap.add_argument("--slurm-reps", type=int, default=1,
+                    help="Slurm's reps (its chain alone takes over three minutes)")
     ap.add_argument("--skip-slurm", action="store_true")
     args = ap.parse_args()
     if not args.skip_slurm:
@@ -174,7 +177,7 @@ def main():
                 s = cb.Slurm(work, job, 16, "cgroup")
                 s.start()
                 sd = SlurmDeps(s, work)
-                for r in range(args.reps):
+                for r in range(args.slurm_reps):
                     res["slurm"]["chain"].append(sd.chain(args.chain))
                     res["slurm"]["array"].append(sd.array(args.array))
                     cb.log(f"slurm rep {r}: chain {res['slurm']['chain'][-1]:.2f} s, "
