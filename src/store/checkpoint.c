@@ -79,8 +79,10 @@ int checkpointer_start(sqlite3 *writer, const char *path, struct checkpointer **
 	 * database is in WAL mode, and a checkpoint is a no-op. */
 	if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
 	            SQLITE_OK ||
-	    sqlite3_exec(c->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) != SQLITE_OK) {
-		log_warn("database checkpoints stay in the commits: cannot open path=%s error=\"%s\"",
+	    sqlite3_exec(c->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) !=
+	            SQLITE_OK) {
+		log_warn("database checkpoints stay in the commits: cannot open path=%s "
+		         "error=\"%s\"",
 		         path, sqlite3_errmsg(c->db));
 		sqlite3_close(c->db);
 		free(c);

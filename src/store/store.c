@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "store/checkpoint.h"
 
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 
 enum {
 	ST_BEGIN,
@@ -91,7 +92,6 @@ static const char schema[] =
         " grace_ms INTEGER NOT NULL, state TEXT NOT NULL, submit_ms INTEGER NOT NULL,"
         " start_ms INTEGER, end_ms INTEGER, exit_code INTEGER,"
         " cancel_requested INTEGER NOT NULL, reason TEXT NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
         "CREATE TABLE IF NOT EXISTS attempts(id INTEGER PRIMARY KEY,"
         " job_id INTEGER NOT NULL REFERENCES jobs(id), number INTEGER NOT NULL,"
         " state TEXT NOT NULL, ending INTEGER NOT NULL, master_addr TEXT NOT NULL,"
@@ -108,7 +108,11 @@ static const char schema[] =
  * Version 4: workflow executions, their runs and the task cache, each row
  * a JSON document (flow/engine.h, server/flows.c). Version 5: the fleet's
  * revisions, each with its spec and its rollout, a JSON document
- * (server/fleet.c); a node's profile and profile status are in its extra. */
+ * (server/fleet.c); a node's profile and profile status are in its extra.
+ * Version 6: no index of jobs by state: nothing ever looked a job up by it
+ * (the server keeps its state in memory and loads every job in id order),
+ * and each change of a job's state moved its entry, a page or two more in
+ * every commit. */
 static const char *const migrations[] = {
         [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
@@ -123,6 +127,7 @@ static const char *const migrations[] = {
               "CREATE TABLE IF NOT EXISTS flow_cache(key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
         [5] = "CREATE TABLE IF NOT EXISTS fleet_revisions(id INTEGER PRIMARY KEY,"
               " doc TEXT NOT NULL);",
+        [6] = "DROP INDEX IF EXISTS jobs_state;",
 };
 
 /* A job's command, environment and exported names as last written, by
@@ -404,30 +409,69 @@ static void bind_opt_ms(sqlite3_stmt *s, int i, int64_t v)
 		sqlite3_bind_null(s, i);
 }
 
+/* An attempt's row is written at each of its job's transitions, a few
+ * times per job: its two JSON columns are formatted here rather than built
+ * as jansson values and dumped, which was a fifth of the server's time per
+ * short job. Free text (a rank's error and reason) is still encoded by
+ * jansson; load.c reads both columns back with it. */
+
+/* s as a JSON string: "" when empty (or not UTF-8, which JSON cannot hold). */
+static void add_json_str(struct buf *b, const char *s)
+{
+	json_t *v = *s ? json_string(s) : NULL;
+	char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+	buf_adds(b, text ? text : "\"\"");
+	free(text);
+	json_decref(v);
+}
+
 static char *ranks_text(const struct attempt *a)
 {
-	json_t *arr = json_array();
+	struct buf b;
+	buf_init(&b);
+	buf_adds(&b, "[");
 	for (int i = 0; i < a->nranks; i++) {
 		const struct rank *r = &a->ranks[i];
-		json_array_append_new(arr, json_pack("{s:i,s:I,s:I,s:s,s:i,s:i,s:i,s:s}", "rank",
-		                                     r->rank, "node_id", (json_int_t)r->node_id,
-		                                     "gpus", (json_int_t)r->gpus, "state",
-		                                     rank_state_name(r->state), "pid", r->pid,
-		                                     "exit_code", r->exit_code, "signal", r->signal,
-		                                     "error", r->error));
-		if (r->reason[0])
-			json_object_set_new(json_array_get(arr, (size_t)i), "reason",
-			                    json_string(r->reason));
+		buf_printf(&b,
+		           "%s{\"rank\":%d,\"node_id\":%lld,\"gpus\":%lld,\"state\":\"%s\","
+		           "\"pid\":%d,\"exit_code\":%d,\"signal\":%d,\"error\":",
+		           i ? "," : "", r->rank, (long long)r->node_id, (long long)r->gpus,
+		           rank_state_name(r->state), r->pid, r->exit_code, r->signal);
+		add_json_str(&b, r->error);
+		if (r->reason[0]) {
+			buf_adds(&b, ",\"reason\":");
+			add_json_str(&b, r->reason);
+		}
+		buf_adds(&b, "}");
 	}
-	char *text = jv_dump(arr);
-	json_decref(arr);
-	return text;
+	buf_adds(&b, "]");
+	return buf_detach(&b);
+}
+
+static char *attempt_extra_text(const struct attempt *a)
+{
+	struct buf b;
+	buf_init(&b);
+	buf_printf(&b,
+	           "{\"preempted\":%s,\"borrowed\":%s,\"preempted_for\":%lld,"
+	           "\"checkpoint_ms\":%lld",
+	           a->preempted ? "true" : "false", a->borrowed ? "true" : "false",
+	           (long long)a->preempted_for, (long long)a->checkpoint_ms);
+	if (a->head_port) /* jobs with a head only */
+		buf_printf(&b, ",\"head_port\":%d", a->head_port);
+	if (a->command_ended)
+		buf_adds(&b, ",\"command_ended\":true");
+	if (a->exec_token[0]) { /* MPI jobs only */
+		buf_adds(&b, ",\"exec_token\":");
+		add_json_str(&b, a->exec_token);
+	}
+	buf_adds(&b, "}");
+	return buf_detach(&b);
 }
 
 static int put_attempt(struct store *st, const struct attempt *a)
 {
 	sqlite3_stmt *s = st->st[ST_ATTEMPT_PUT];
-	char *ranks = ranks_text(a);
 	sqlite3_bind_int64(s, 1, a->id);
 	sqlite3_bind_int64(s, 2, a->job_id);
 	sqlite3_bind_int(s, 3, a->number);
@@ -437,19 +481,8 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	sqlite3_bind_int(s, 7, a->master_port);
 	bind_opt_ms(s, 8, a->start_ms);
 	bind_opt_ms(s, 9, a->end_ms);
-	sqlite3_bind_text(s, 10, ranks, -1, SQLITE_TRANSIENT);
-	free(ranks);
-	json_t *extra = json_pack("{s:b,s:b,s:I,s:I}", "preempted", a->preempted, "borrowed",
-	                          a->borrowed, "preempted_for", (json_int_t)a->preempted_for,
-	                          "checkpoint_ms", (json_int_t)a->checkpoint_ms);
-	if (a->head_port) /* jobs with a head only */
-		json_object_set_new(extra, "head_port", json_integer(a->head_port));
-	if (a->command_ended)
-		json_object_set_new(extra, "command_ended", json_true());
-	if (a->exec_token[0]) /* MPI jobs only */
-		json_object_set_new(extra, "exec_token", json_string(a->exec_token));
-	bind_json(s, 11, extra);
-	json_decref(extra);
+	sqlite3_bind_text(s, 10, ranks_text(a), -1, free);
+	sqlite3_bind_text(s, 11, attempt_extra_text(a), -1, free);
 	sqlite3_bind_text(s, 12, a->end_reason, -1, SQLITE_STATIC);
 	return step_done(st, s, "attempt put");
 }

@@ -26,7 +26,8 @@ static sqlite3 *open_wal(const char *path)
 static void write_rows(sqlite3 *db, int n)
 {
 	for (int i = 0; i < n; i++)
-		CHECK_INT(sqlite3_exec(db, "INSERT INTO t(v) VALUES (zeroblob(4000))", NULL, NULL, NULL),
+		CHECK_INT(sqlite3_exec(db, "INSERT INTO t(v) VALUES (zeroblob(4000))", NULL, NULL,
+		                       NULL),
 		          SQLITE_OK);
 }
 

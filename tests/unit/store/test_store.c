@@ -125,6 +125,67 @@ TEST(job_round_trips_through_sqlite)
 	rm_rf(dir);
 }
 
+/* Every field of an attempt's two JSON columns (formatted by the store,
+ * read back by load.c through jansson) survives, free text with quotes,
+ * backslashes, newlines and non-ASCII letters included, and text that is
+ * not UTF-8 (JSON cannot hold it) becomes "" without losing the rank. */
+TEST(attempt_columns_round_trip_every_field)
+{
+	char dir[] = "/tmp/anvil-store-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char *path = xasprintf("%s/db", dir);
+	struct store *st;
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct job *j = sample_job();
+	struct attempt *a = j->attempts[0];
+	a->preempted = 1;
+	a->preempted_for = 42;
+	a->checkpoint_ms = 1790000000123LL;
+	a->head_port = 41234;
+	a->command_ended = 1;
+	snprintf(a->exec_token, sizeof(a->exec_token), "%064d", 7);
+	a->ranks[0].state = RANK_EXITED;
+	a->ranks[0].exit_code = 3;
+	a->ranks[0].signal = 9;
+	a->ranks[0].gpus = 0x8000000000000001ull;
+	snprintf(a->ranks[0].error, sizeof(a->ranks[0].error), "say \"no\"\\\n\tcaf\u00e9");
+	snprintf(a->ranks[0].reason, sizeof(a->ranks[0].reason), "the head exited: \"%s\"", "x");
+	snprintf(a->ranks[1].error, sizeof(a->ranks[1].error), "bad \xff byte");
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_job(st, j), 0);
+	CHECK_INT(store_commit(st), 0);
+	store_close(st);
+
+	CHECK_INT(store_open(path, 0, &st), 0);
+	struct loaded l = {0};
+	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	CHECK_INT(store_load(st, &ld), 0);
+	CHECK(l.job != NULL);
+	struct attempt *b = l.job->attempts[0];
+	CHECK_INT(b->preempted, 1);
+	CHECK_INT(b->borrowed, 1);
+	CHECK_INT(b->preempted_for, 42);
+	CHECK(b->checkpoint_ms == 1790000000123LL);
+	CHECK_INT(b->head_port, 41234);
+	CHECK_INT(b->command_ended, 1);
+	CHECK_STR(b->exec_token, a->exec_token);
+	CHECK_INT(b->nranks, 2);
+	CHECK_INT(b->ranks[0].state, RANK_EXITED);
+	CHECK_INT(b->ranks[0].exit_code, 3);
+	CHECK_INT(b->ranks[0].signal, 9);
+	CHECK(b->ranks[0].gpus == 0x8000000000000001ull);
+	CHECK_STR(b->ranks[0].error, a->ranks[0].error);
+	CHECK_STR(b->ranks[0].reason, a->ranks[0].reason);
+	CHECK_STR(b->ranks[1].error, "");
+	CHECK_INT(b->ranks[1].pid, 101);
+	CHECK_STR(b->ranks[1].reason, "");
+	job_free(l.job);
+	job_free(j);
+	store_close(st);
+	free(path);
+	rm_rf(dir);
+}
+
 /* Keeps the job loaded last (the highest id), freeing the one before. */
 static void on_job_last(void *ctx, struct job *j)
 {
@@ -271,6 +332,25 @@ TEST(shared_and_own_environments_round_trip)
 
 /* A database written at schema version 2 (no end_reason column) opens,
  * migrates, keeps its attempts (with no end reason) and stores new ones. */
+/* How many indexes called name the database at path has. */
+static int index_count(const char *path, const char *name)
+{
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+	CHECK_INT(sqlite3_prepare_v2(db,
+	                             "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+	                             "AND name = ?1",
+	                             -1, &s, NULL),
+	          SQLITE_OK);
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	CHECK_INT(sqlite3_step(s), SQLITE_ROW);
+	int n = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return n;
+}
+
 TEST(version_2_database_migrates)
 {
 	char dir[] = "/tmp/anvil-store-XXXXXX";
@@ -287,6 +367,7 @@ TEST(version_2_database_migrates)
 	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
 	CHECK_INT(sqlite3_exec(db,
 	                       "ALTER TABLE attempts DROP COLUMN end_reason;"
+	                       "CREATE INDEX jobs_state ON jobs(state);"
 	                       "UPDATE meta SET value = '2' WHERE key = 'schema_version';",
 	                       NULL, NULL, NULL),
 	          SQLITE_OK);
@@ -302,8 +383,9 @@ TEST(version_2_database_migrates)
 	CHECK_STR(l.job->attempts[0]->end_reason, "");
 	char *v = NULL;
 	CHECK_INT(store_meta_get(st, "schema_version", &v), 0);
-	CHECK_STR(v, "5");
+	CHECK_STR(v, "6");
 	free(v);
+	CHECK_INT(index_count(path, "jobs_state"), 0); /* version 6 dropped it */
 	snprintf(l.job->attempts[0]->end_reason, sizeof(l.job->attempts[0]->end_reason),
 	         "node node-2 draining: new NIC");
 	CHECK_INT(store_begin(st), 0);
