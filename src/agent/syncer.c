@@ -763,8 +763,11 @@ void syncer_step(struct syncer *s)
 			send_call(s, &s->calls[i], s->cfg.wait_ms);
 			break;
 		}
-	int running;
-	curl_multi_perform(s->multi, &running); /* put the request on the wire now */
+	/* Puts the request on the wire now, and collects what that completes:
+	 * the parked poll's answer, when it arrived meanwhile, is read on the
+	 * way, and a finished transfer leaves no socket to wake the wait, which
+	 * then slept its full second (syncer_wait) with the answer unapplied. */
+	collect(s);
 }
 
 void syncer_wait(struct syncer *s, const int *fds, int nfds, int64_t timeout_ms, int *ready)
