@@ -142,6 +142,14 @@ def file_create_us(work, n=200):
     return statistics.median(took) * 1e6
 
 
+def cpu_times():
+    """The machine's CPU time so far (s): (busy, stolen): stolen is what the hypervisor gave
+    to other guests while this one had work, which slows every figure here."""
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / tick, (v[7] if len(v) > 7 else 0) / tick
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chain", type=int, default=200)
@@ -165,6 +173,7 @@ def main():
         try:
             a.start()
             ad = AnvilDeps(a)
+            t0, (busy0, stolen0) = time.monotonic(), cpu_times()
             for r in range(args.reps):
                 res["anvil"]["chain"].append(ad.chain(args.chain))
                 res["anvil"]["array"].append(ad.array(args.array))
@@ -172,6 +181,11 @@ def main():
                 res["anvil"]["wf_array"].append(ad.wf_array(args.array, r))
                 cb.log(f"anvil rep {r}: " + ", ".join(f"{k} {v[-1]:.2f} s"
                                                       for k, v in res["anvil"].items()))
+            span, (busy1, stolen1) = time.monotonic() - t0, cpu_times()
+            ncpu = os.cpu_count() or 1
+            cb.log(f"anvil reps: the machine {100 * (busy1 - busy0) / (span * ncpu):.0f} % busy, "
+                   f"{100 * (stolen1 - stolen0) / (span * ncpu):.0f} % of its CPU time stolen "
+                   f"by the host")
             a.stop()
             if not args.skip_slurm:
                 s = cb.Slurm(work, job, 16, "cgroup")
