@@ -213,39 +213,89 @@ static void release_duplicates(struct state *st, const struct flow_exec *from,
 
 /* ---- starting runs ---- */
 
-/* Starts run r: a cache hit, a wait for a duplicate, or a job. 1 when a
- * job was submitted. */
-static int start_run(struct state *st, struct flow_exec *x, struct flow_run *r)
+/* The runs of one round (flow_next's ready set) whose jobs are built and
+ * wait to be admitted together: one transaction for the round, so a sweep
+ * of a thousand starts with one commit instead of a thousand, each of which
+ * held the state lock (and so every agent's answer) for its fsync-free but
+ * page-writing commit. */
+struct starts {
+	struct flow_run **runs;
+	int *first; /* each run's first job in jobs */
+	struct job **jobs;
+	int nruns, njobs, capruns, capjobs;
+};
+
+static void refused(struct flow_exec *x, struct flow_run *r, const char *err)
+{
+	char why[600];
+	text_printf(why, sizeof(why), "its job was refused: %s", err);
+	flow_failed(x, r, why, wall_ms());
+}
+
+/* Prepares run r: a cache hit, a wait for a duplicate, a failure, or a job
+ * built into b, to be admitted with the round's others (admit_starts). */
+static void prepare_run(struct state *st, struct flow_exec *x, struct flow_run *r, struct starts *b)
 {
 	char err[512];
 	json_t *t = flow_rendered(x, r, err, sizeof(err));
 	if (!t) {
 		flow_failed(x, r, err, wall_ms());
-		return 0;
+		return;
 	}
 	json_t *fetch = flow_fetch(x, r);
 	if (flowcache_enabled(t) && cache_lookup(st, x, r, t, fetch) != MISS) {
 		json_decref(fetch);
 		json_decref(t);
-		return 0;
+		return;
 	}
 	json_t *body = flow_job_body(x, r, t);
 	struct job **js = NULL;
 	int n = 0;
-	int rc = glue_submit(st, body, flow_task_doc(x, r, t, fetch), &js, &n, err, sizeof(err));
+	int rc = glue_build(st, body, flow_task_doc(x, r, t, fetch), st->njobs + 1 + b->njobs, &js,
+	                    &n, err, sizeof(err));
 	json_decref(body);
 	json_decref(t);
 	if (rc) {
-		char why[600];
-		text_printf(why, sizeof(why), "its job was refused: %s", err);
-		flow_failed(x, r, why, wall_ms());
-		return 0;
+		refused(x, r, err);
+		return;
 	}
-	flow_started(x, r, js[0]->id, wall_ms());
+	XGROW(b->runs, b->nruns, b->capruns);
+	b->first = xrealloc(b->first, (size_t)b->capruns * sizeof(*b->first));
+	b->runs[b->nruns] = r;
+	b->first[b->nruns++] = b->njobs;
+	for (int k = 0; k < n; k++) {
+		XGROW(b->jobs, b->njobs, b->capjobs);
+		b->jobs[b->njobs++] = js[k];
+	}
+	free(js);
+	/* the round's later runs computing the same wait for this one */
 	if (r->cache_key[0] && !x->no_cache)
 		json_object_set_new(flows_of(st)->inflight, r->cache_key, json_integer(r->id));
-	free(js);
-	return 1;
+}
+
+/* Admits the round's jobs, all or none, and starts their runs (or fails
+ * them with why). How many started. */
+static int admit_starts(struct state *st, struct flow_exec *x, struct starts *b)
+{
+	char err[512] = "";
+	int rc = b->njobs ? glue_admit(st, b->jobs, b->njobs, err, sizeof(err)) : 0;
+	json_t *inflight = flows_of(st)->inflight;
+	for (int i = 0; i < b->nruns; i++) {
+		struct flow_run *r = b->runs[i];
+		if (rc == 0) {
+			flow_started(x, r, b->jobs[b->first[i]]->id, wall_ms());
+			continue;
+		}
+		if (r->cache_key[0] && jv_int(inflight, r->cache_key, 0) == r->id)
+			json_object_del(inflight, r->cache_key);
+		refused(x, r, err);
+	}
+	int started = rc ? 0 : b->nruns;
+	free(b->runs);
+	free(b->first);
+	free(b->jobs);
+	*b = (struct starts){0};
+	return started;
 }
 
 /* ---- jobs that ended ---- */
@@ -293,8 +343,10 @@ static int advance(struct state *st, struct flow_exec *x, int64_t now)
 	int *ready = xcalloc((size_t)x->nruns, sizeof(int));
 	int n, started = 0, any = 0;
 	while ((n = flow_next(x, now, ready, x->nruns)) > 0) {
+		struct starts b = {0};
 		for (int i = 0; i < n; i++)
-			started += start_run(st, x, x->runs[ready[i]]);
+			prepare_run(st, x, x->runs[ready[i]], &b);
+		started += admit_starts(st, x, &b);
 		any = 1;
 	}
 	free(ready);

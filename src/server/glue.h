@@ -25,6 +25,15 @@ int glue_fits_ever(struct state *st, struct job *j, char *why, size_t whylen);
  * nothing is left and task is freed. */
 int glue_submit(struct state *st, const json_t *body, json_t *task, struct job ***out, int *n,
                 char *err, size_t errlen);
+/* glue_submit in two halves, for several submissions admitted in one
+ * transaction (a workflow's runs that start together): glue_build makes
+ * and checks body's jobs with ids from first_id (st->njobs + 1, plus the
+ * jobs built before it and not yet admitted), and on failure leaves
+ * nothing (task freed); glue_admit admits n of them, from one or more
+ * builds, all or none: on failure it frees them (the caller frees js). */
+int glue_build(struct state *st, const json_t *body, json_t *task, int64_t first_id,
+               struct job ***out, int *n, char *err, size_t errlen);
+int glue_admit(struct state *st, struct job **js, int n, char *err, size_t errlen);
 /* As if a second had passed since the last cycle: the next one is full
  * and not skipped (tests drive time this way). */
 void glue_age(struct state *st);

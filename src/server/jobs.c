@@ -324,8 +324,8 @@ static struct job *job_from_body(struct state *st, const json_t *body, const str
 	return j;
 }
 
-int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, char *err,
-               size_t errlen)
+int jobs_build(struct state *st, const json_t *body, int64_t first_id, struct job ***out, int *n,
+               char *err, size_t errlen)
 {
 	int rc = wire_check(body, &wire_submit, err, errlen);
 	if (rc == 0)
@@ -338,9 +338,9 @@ int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, 
 	*out = xcalloc((size_t)*n, sizeof(**out));
 	for (int k = 0; k < *n; k++) {
 		struct job *j = job_from_body(st, body, k ? (*out)[0] : NULL);
-		j->id = st->njobs + 1 + k;
+		j->id = first_id + k;
 		if (arr) {
-			j->array_id = st->njobs + 1;
+			j->array_id = first_id;
 			j->array_index = json_integer_value(json_array_get(idx, (size_t)k));
 			j->array_max_running = (int)jv_int(arr, "max_running", 0);
 		}

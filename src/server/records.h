@@ -37,10 +37,12 @@ void ranks_check_idle(struct state *st);
 
 /* Validates a submission body and makes its job records: one, or an
  * array's members (*n of them, in *out, which the caller frees), not yet
- * indexed: their ids are the next ones. On failure: a code and a message
- * naming the field, the value and the reason. */
-int jobs_build(struct state *st, const json_t *body, struct job ***out, int *n, char *err,
-               size_t errlen);
+ * indexed, with ids from first_id on: st->njobs + 1 for the next
+ * submission, more for one admitted together with others built before it
+ * (jobs_admit takes them all). On failure: a code and a message naming the
+ * field, the value and the reason. */
+int jobs_build(struct state *st, const json_t *body, int64_t first_id, struct job ***out, int *n,
+               char *err, size_t errlen);
 /* Persists built jobs in one transaction and queues them; on failure
  * nothing changed and the caller frees them. */
 int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errlen);

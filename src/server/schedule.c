@@ -613,11 +613,11 @@ void state_schedule(struct state *st)
 	cycle(st, t0, t0 / 1000 - x->sched_full_ms >= 1000, 0);
 }
 
-int glue_submit(struct state *st, const json_t *body, json_t *task, struct job ***out, int *n,
-                char *err, size_t errlen)
+int glue_build(struct state *st, const json_t *body, json_t *task, int64_t first_id,
+               struct job ***out, int *n, char *err, size_t errlen)
 {
 	struct job **js = NULL;
-	int rc = jobs_build(st, body, &js, n, err, errlen);
+	int rc = jobs_build(st, body, first_id, &js, n, err, errlen);
 	if (rc) {
 		json_decref(task);
 		return rc;
@@ -625,13 +625,39 @@ int glue_submit(struct state *st, const json_t *body, json_t *task, struct job *
 	js[0]->task = task;
 	glue_job_cache(st, js[0]); /* an array's members ask for the same */
 	rc = glue_fits_ever(st, js[0], err, errlen);
-	if (rc == 0)
-		rc = jobs_admit(st, js, *n, err, errlen);
 	if (rc) {
 		glue_forget_job(st, js[0]);
 		for (int k = 0; k < *n; k++)
 			job_free(js[k]);
 		free(js);
+		return rc;
+	}
+	*out = js;
+	return 0;
+}
+
+int glue_admit(struct state *st, struct job **js, int n, char *err, size_t errlen)
+{
+	int rc = jobs_admit(st, js, n, err, errlen);
+	if (rc) {
+		for (int k = 0; k < n; k++) {
+			glue_forget_job(st, js[k]);
+			job_free(js[k]);
+		}
+	}
+	return rc;
+}
+
+int glue_submit(struct state *st, const json_t *body, json_t *task, struct job ***out, int *n,
+                char *err, size_t errlen)
+{
+	struct job **js = NULL;
+	int rc = glue_build(st, body, task, st->njobs + 1, &js, n, err, errlen);
+	if (rc == 0)
+		rc = glue_admit(st, js, *n, err, errlen);
+	if (rc) {
+		if (js)
+			free(js);
 		return rc;
 	}
 	*out = js;

@@ -113,6 +113,40 @@ TEST(a_failed_job_fails_its_run_and_a_task_without_its_output_fails_too)
 	sfx_close(f);
 }
 
+/* A sweep's children start in one round: each run gets a job of its own
+ * (consecutive ids, its own task), all admitted together, and all of them
+ * are on disk: a restart finds every job, with each run still on its own. */
+TEST(a_sweeps_children_start_together_each_with_its_own_job)
+{
+	struct sfx *f = sfx_open(2, 4);
+	int64_t before = f->st.njobs;
+	struct flow_exec *x =
+	        submit(f, "{\"workflow\": {\"name\": \"s\", \"tasks\": ["
+	                  " {\"name\": \"each\", \"command\": [\"true\", \"{{ params.i }}\"],"
+	                  "  \"map\": {\"list\": [{\"i\": 1}, {\"i\": 2}, {\"i\": 3},"
+	                  "  {\"i\": 4}, {\"i\": 5}]}}]}}");
+	CHECK_INT(f->st.njobs, before + 5);
+	for (int i = 0; i < 5; i++) {
+		const struct flow_run *r = x->runs[i];
+		CHECK_INT(r->state, FLOW_RUNNING);
+		CHECK_INT(r->job_id, before + 1 + i);
+		const struct job *j = state_job(&f->st, r->job_id);
+		CHECK(j != NULL);
+		CHECK_INT(jv_int(j->task, "run", 0), r->id);
+	}
+	int64_t id = x->id;
+	sfx_restart(f);
+	struct flow_exec *y = flows_get(&f->st, id);
+	CHECK(y != NULL);
+	CHECK_INT(f->st.njobs, before + 5);
+	for (int i = 0; i < 5; i++) {
+		const struct job *j = state_job(&f->st, y->runs[i]->job_id);
+		CHECK(j != NULL);
+		CHECK_INT(jv_int(j->task, "run", 0), y->runs[i]->id);
+	}
+	sfx_close(f);
+}
+
 TEST(a_restart_adopts_a_job_whose_run_was_not_written_and_settles_ended_ones)
 {
 	struct sfx *f = sfx_open(1, 2);
