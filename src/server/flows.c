@@ -219,8 +219,10 @@ static void release_duplicates(struct state *st, const struct flow_exec *from,
  * held the state lock (and so every agent's answer) for its fsync-free but
  * page-writing commit. */
 struct starts {
-	struct flow_run **runs;
-	int *first; /* each run's first job in jobs */
+	struct start {
+		struct flow_run *r;
+		int first; /* its first job in jobs */
+	} * runs;
 	struct job **jobs;
 	int nruns, njobs, capruns, capjobs;
 };
@@ -260,9 +262,7 @@ static void prepare_run(struct state *st, struct flow_exec *x, struct flow_run *
 		return;
 	}
 	XGROW(b->runs, b->nruns, b->capruns);
-	b->first = xrealloc(b->first, (size_t)b->capruns * sizeof(*b->first));
-	b->runs[b->nruns] = r;
-	b->first[b->nruns++] = b->njobs;
+	b->runs[b->nruns++] = (struct start){r, b->njobs};
 	for (int k = 0; k < n; k++) {
 		XGROW(b->jobs, b->njobs, b->capjobs);
 		b->jobs[b->njobs++] = js[k];
@@ -281,9 +281,9 @@ static int admit_starts(struct state *st, struct flow_exec *x, struct starts *b)
 	int rc = b->njobs ? glue_admit(st, b->jobs, b->njobs, err, sizeof(err)) : 0;
 	json_t *inflight = flows_of(st)->inflight;
 	for (int i = 0; i < b->nruns; i++) {
-		struct flow_run *r = b->runs[i];
+		struct flow_run *r = b->runs[i].r;
 		if (rc == 0) {
-			flow_started(x, r, b->jobs[b->first[i]]->id, wall_ms());
+			flow_started(x, r, b->jobs[b->runs[i].first]->id, wall_ms());
 			continue;
 		}
 		if (r->cache_key[0] && jv_int(inflight, r->cache_key, 0) == r->id)
@@ -292,7 +292,6 @@ static int admit_starts(struct state *st, struct flow_exec *x, struct starts *b)
 	}
 	int started = rc ? 0 : b->nruns;
 	free(b->runs);
-	free(b->first);
 	free(b->jobs);
 	*b = (struct starts){0};
 	return started;
