@@ -26,7 +26,8 @@ static const struct cliargs_opt opts[] = {
          "with --head: how long to wait for it to answer (default 5m)"},
         {"mpi", 0, CLIARGS_FLAG, NULL,
          "an MPI program: rank 0 runs mpirun over every node, no SSH (see MPI below)"},
-        {"wait", 'w', CLIARGS_FLAG, NULL, "stream the output and exit with the job's status"},
+        {"wait", 'w', CLIARGS_FLAG, NULL,
+         "stream the output and exit with the job's status (an array's: the highest)"},
         {"local", 0, CLIARGS_FLAG, NULL,
          "run the job's one rank on this machine as a node would, without a server"},
         {"rank", 'r', CLIARGS_INT, "R", "with --wait: only this rank's output (default: all)"},
@@ -64,10 +65,74 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
-	if (wait && cliargs_str(a, "array"))
-		return verb_usage_error(v, "--wait follows one job, not an --array (anvil jobs "
-		                           "--array ID shows its members)");
+	if (cliargs_get(a, "rank")->set && cliargs_str(a, "array"))
+		return verb_usage_error(v, "--rank follows one job's output, not an --array's "
+		                           "(anvil logs JOB --rank R reads a member's)");
 	return CLI_EXIT_OK;
+}
+
+/* Waits (the job long poll, GET /v1/jobs/ID?wait_ms&while) until job id
+ * has ended; its last state in *job. CLI_EXIT_OK or the call's failure. */
+static int wait_job_end(struct verb_ctx *v, int64_t id, json_t **job)
+{
+	char path[128];
+	const char *state = "";
+	json_t *resp = NULL;
+	for (;;) {
+		snprintf(path, sizeof(path), "/v1/jobs/%lld%s%s", (long long)id,
+		         *state ? "?wait_ms=60000&while=" : "", state);
+		json_decref(resp);
+		resp = NULL;
+		int ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
+		if (ret != CLI_EXIT_OK)
+			return ret;
+		state = verb_str(json_object_get(resp, "job"), "state");
+		if (verb_state_final(state))
+			break;
+	}
+	*job = json_incref(json_object_get(resp, "job"));
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}
+
+/* --wait for an --array, as `sbatch --wait --array`: every member's end,
+ * then how many ended how (on stderr), and the highest of the members'
+ * statuses (verb_run_exit), 0 when all succeeded. No output is streamed:
+ * `anvil logs MEMBER` reads a member's. */
+static int wait_array(struct verb_ctx *v, int64_t array_id, const json_t *members)
+{
+	static const char *const states[] = {"succeeded", "failed", "cancelled", "lost"};
+	int count[4] = {0, 0, 0, 0}, worst = CLI_EXIT_OK;
+	int64_t first_bad = 0;
+	json_t *bad = NULL;
+	size_t i;
+	const json_t *m;
+	json_array_foreach (members, i, m) {
+		json_t *job = NULL;
+		int64_t id = (int64_t)json_integer_value(m);
+		int ret = wait_job_end(v, id, &job);
+		if (ret != CLI_EXIT_OK)
+			return ret;
+		const char *state = verb_str(job, "state");
+		for (int k = 0; k < 4; k++)
+			count[k] += strcmp(state, states[k]) == 0;
+		int code = verb_run_exit(job);
+		if (code != CLI_EXIT_OK && !first_bad) {
+			first_bad = id;
+			bad = json_incref(job);
+		}
+		worst = code > worst ? code : worst;
+		json_decref(job);
+	}
+	fprintf(stderr, "anvil: array %lld: %d succeeded", (long long)array_id, count[0]);
+	for (int k = 1; k < 4; k++)
+		if (count[k])
+			fprintf(stderr, ", %d %s", count[k], states[k]);
+	fputc('\n', stderr);
+	if (bad) /* the first member that did not succeed, and why */
+		verb_report_end(first_bad, bad);
+	json_decref(bad);
+	return worst;
 }
 
 static int run_fn(struct verb_ctx *v)
@@ -97,14 +162,21 @@ static int run_fn(struct verb_ctx *v)
 	if (cliargs_flag(&v->args, "json"))
 		verb_print_json(resp);
 	else if (members)
-		printf("submitted array %lld: %zu jobs (ids %lld to %lld; anvil jobs shows them as "
-		       "%lld_[...])\n",
-		       (long long)id, json_array_size(members), (long long)id,
-		       (long long)json_integer_value(
-		               json_array_get(members, json_array_size(members) - 1)),
-		       (long long)id);
+		fprintf(wait ? stderr : stdout,
+		        "submitted array %lld: %zu jobs (ids %lld to %lld; anvil jobs shows them "
+		        "as "
+		        "%lld_[...])\n",
+		        (long long)id, json_array_size(members), (long long)id,
+		        (long long)json_integer_value(
+		                json_array_get(members, json_array_size(members) - 1)),
+		        (long long)id);
 	else
 		fprintf(wait ? stderr : stdout, "submitted job %lld\n", (long long)id);
+	if (wait && members) {
+		ret = wait_array(v, id, members);
+		json_decref(resp);
+		return ret;
+	}
 	json_decref(resp);
 	if (!wait)
 		return CLI_EXIT_OK;
@@ -148,7 +220,10 @@ const struct verb verb_run = {
                 "  75     it was lost with its node\n"
                 "When the job failed on a rank whose output was not shown, that rank's last\n"
                 "lines follow on stderr. Interrupting `anvil run --wait` leaves the job\n"
-                "running: `anvil cancel JOB` stops it.\n"
+                "running: `anvil cancel JOB` stops it. With --array, --wait streams nothing:\n"
+                "as `sbatch --wait --array`, it waits for every member, says on stderr how\n"
+                "many ended how (and why the first that did not succeed), and exits with the\n"
+                "highest of the members' statuses, 0 when all succeeded.\n"
                 "\n"
                 "Head and workers, the way Ray and Dask start a cluster: --head CMD runs on\n"
                 "rank 0, --worker CMD on every rank once the head answers at $ANVIL_HEAD_ADDR\n"

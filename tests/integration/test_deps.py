@@ -127,8 +127,27 @@ def test_cancel_an_array_or_one_member_and_a_limit_says_why():
         assert p.returncode == 2 and "--array 5-1" in p.stderr, p.stderr
 
 
+def test_wait_for_an_array_exits_with_its_members_highest_status():
+    """As `sbatch --wait --array`: every member's end, how many ended how, the first
+    failure's reason, and the highest status; 0 when all succeeded."""
+    with cluster(agents=1, gpus=2, name="arraywait") as c:
+        code = "exit $(( ANVIL_ARRAY_INDEX == 3 ? 5 : (ANVIL_ARRAY_INDEX == 4 ? 2 : 0) ))"
+        p = c.cli("run", "--array", "1-5%2", "--wait", "--", "sh", "-c", code, timeout=120)
+        assert p.returncode == 5, (p.returncode, p.stdout, p.stderr)
+        first = int(re.search(r"submitted array (\d+)", p.stderr).group(1))
+        assert "array %d: 3 succeeded, 2 failed" % first in p.stderr, p.stderr
+        assert "job %d failed with exit code 5" % (first + 2) in p.stderr, p.stderr
+        assert p.stdout == "", p.stdout
+        assert all(state(c, first + k) in FINAL for k in range(5))
+        p = c.cli("run", "--array", "1-3", "--wait", "--", "true", timeout=120)
+        assert p.returncode == 0 and ": 3 succeeded\n" in p.stderr, (p.returncode, p.stderr)
+        p = c.cli("run", "--array", "1-3", "--wait", "--rank", "0", "--", "true")
+        assert p.returncode == 2 and "--rank" in p.stderr, p.stderr
+
+
 run_tests([test_after_waits_then_runs_and_why_says_for_which_job,
            test_a_dependency_that_can_never_hold_cancels_with_the_reason,
            test_a_chain_runs_in_order, test_bad_dependencies_are_refused,
            test_array_runs_every_index_at_most_n_at_once,
-           test_cancel_an_array_or_one_member_and_a_limit_says_why])
+           test_cancel_an_array_or_one_member_and_a_limit_says_why,
+           test_wait_for_an_array_exits_with_its_members_highest_status])
