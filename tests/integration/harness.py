@@ -7,6 +7,7 @@ runs each agent on a host of its own instead: a network namespace with its
 own address. Daemon logs are kept in the
 cluster's directory and printed when a test fails. Standard library only.
 """
+import atexit
 import fcntl
 import json
 import os
@@ -418,6 +419,25 @@ def read_frames(sock, rest=b"", until=(EXIT, ERROR), timeout=20):
         if not chunk:
             return frames
         buf += chunk
+
+
+_scratch = []
+
+
+def scratch_dir(prefix):
+    """A new temporary directory that is removed when this test process exits (the
+    processes started in it have been stopped by then)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    _scratch.append(d)
+    return d
+
+
+def _remove_scratch():
+    for d in _scratch:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(_remove_scratch)
 
 
 def run_tests(tests):

@@ -11,7 +11,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import ANVIL, cluster, run_tests, wait_for
+from harness import ANVIL, cluster, run_tests, scratch_dir, wait_for
 
 VERBS = ["run", "jobs", "show", "logs", "cancel", "nodes"]
 
@@ -120,7 +120,7 @@ def start_up(home):
 
 
 def test_two_up_clusters_side_by_side():
-    homes = [tempfile.mkdtemp(prefix="anvil-up-%d-" % i) for i in range(2)]
+    homes = [scratch_dir("anvil-up-%d-" % i) for i in range(2)]
     ups = []
     try:
         for h in homes:

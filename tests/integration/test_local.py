@@ -3,13 +3,12 @@ it (the server's variables, the working directory, the two logs, the exit
 status), with no server anywhere."""
 import os
 import subprocess
-import tempfile
 
-from harness import ANVIL, run_tests
+from harness import ANVIL, run_tests, scratch_dir
 
 
 def local(*args, cwd=None, env=None, home=None):
-    e = dict(os.environ, ANVIL_HOME=home or tempfile.mkdtemp(prefix="anvil-local-"))
+    e = dict(os.environ, ANVIL_HOME=home or scratch_dir("anvil-local-"))
     for k in ("ANVIL_SERVER", "ANVIL_TOKEN"):
         e.pop(k, None)
     e.update(env or {})
@@ -18,7 +17,7 @@ def local(*args, cwd=None, env=None, home=None):
 
 
 def test_runs_here_as_a_rank_with_its_status_and_streams_apart():
-    d = tempfile.mkdtemp(prefix="anvil-local-cwd-")
+    d = scratch_dir("anvil-local-cwd-")
     with open(os.path.join(d, "data.txt"), "w") as f:
         f.write("from-the-cwd\n")
     p, home = local("--name", "try", "--", "sh", "-c",
@@ -43,13 +42,13 @@ def test_refusals_and_a_missing_command():
     p, _ = local("--", "/no/such/program")
     assert p.returncode == 127, (p.returncode, p.stderr)
     # two runs in a row in one home: each its own attempt, both run
-    home = tempfile.mkdtemp(prefix="anvil-local-")
+    home = scratch_dir("anvil-local-")
     assert local("--", "true", home=home)[0].returncode == 0
     assert local("--", "true", home=home)[0].returncode == 0
 
 
 def test_ctrl_c_stops_the_rank():
-    e = dict(os.environ, ANVIL_HOME=tempfile.mkdtemp(prefix="anvil-local-"))
+    e = dict(os.environ, ANVIL_HOME=scratch_dir("anvil-local-"))
     p = subprocess.Popen([ANVIL, "run", "--local", "--grace", "1s", "--", "sh", "-c",
                           "echo started; sleep 60"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=e)

@@ -7,9 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from harness import ANVIL, cluster, run_tests
+from harness import ANVIL, cluster, run_tests, scratch_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "workflows")
@@ -149,10 +148,10 @@ def test_calling_a_workflow_runs_it_here():
         c = count(words=words)
         double(n=c.outputs.n)
 
-    work = tempfile.mkdtemp(prefix="anvil-sdk-local-")
+    work = scratch_dir("anvil-sdk-local-")
     old = {k: os.environ.get(k) for k in ("ANVIL_HOME", "ANVIL_BIN")}
     # the code is the current directory: the local state must live elsewhere
-    os.environ.update(ANVIL_HOME=tempfile.mkdtemp(prefix="anvil-sdk-home-"), ANVIL_BIN=ANVIL)
+    os.environ.update(ANVIL_HOME=scratch_dir("anvil-sdk-home-"), ANVIL_BIN=ANVIL)
     cwd = os.getcwd()
     os.chdir(work)
     try:

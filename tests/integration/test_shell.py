@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 
 import harness
 from harness import (EXEC, ERROR, EXIT, STDERR, STDIN, STDOUT, cluster, frame, read_frames,
-                     run_tests, wait_for)
+                     run_tests, scratch_dir, wait_for)
 
 PROMPT = "anvil-prompt\\$ "
 BASH = ["--", "bash", "--norc", "--noprofile"]
@@ -46,7 +45,7 @@ def test_shell_is_a_terminal_on_the_node():
     """Prompt, env and cwd of the rank, window size, Ctrl-C, detach, attach
     with the earlier output, two clients at once, exit status."""
     with cluster(agents=1, gpus=1, name="shell") as c:
-        work = tempfile.mkdtemp(prefix="anvil-shell-cwd-")
+        work = scratch_dir("anvil-shell-cwd-")
         with c.term("shell", "--gpus", "1", *BASH, env=shell_env(), cwd=work) as t:
             t.expect("Ctrl-] detaches")
             t.expect(PROMPT, 60)
@@ -136,7 +135,7 @@ def test_exec_into_a_batch_rank():
     """Same env, cwd and cgroups as the rank; stdout and stderr apart; the
     exit status passed on; -i, -it."""
     with cluster(agents=1, gpus=1, name="exec") as c:
-        work = tempfile.mkdtemp(prefix="anvil-exec-cwd-")
+        work = scratch_dir("anvil-exec-cwd-")
         job = c.submit(["sleep", "1000"], gpus=1, cwd=work, env={"FOO": "bar"})
         jid = job["id"]
         c.wait_job(jid, states=("running",))

@@ -8,7 +8,7 @@ import re
 import tempfile
 import time
 
-from harness import ApiError, cluster, run_tests, wait_for
+from harness import ApiError, cluster, run_tests, scratch_dir, wait_for
 
 
 def write(path, text):
@@ -460,7 +460,7 @@ def test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints():
     """`anvil wf run --local`: no server at all."""
     import subprocess
     from harness import ANVIL
-    d = tempfile.mkdtemp(prefix="anvil-wflocal-")
+    d = scratch_dir("anvil-wflocal-")
     home, code = os.path.join(d, "home"), os.path.join(d, "code")
     os.makedirs(code)
     write(os.path.join(code, "tool.txt"), "tool v1\n")
