@@ -346,24 +346,51 @@ int bundle_upload(struct cliconn *c, const char *path, char key[OBJECTS_KEY_MAX]
 	return rc;
 }
 
+int bundle_tmp_open(struct bundle_tmp *t, char *err, size_t errlen)
+{
+	const char *dir = getenv("TMPDIR");
+	dir = dir && *dir ? dir : "/tmp";
+	t->named = 0;
+	t->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (t->fd >= 0) {
+		snprintf(t->path, sizeof(t->path), "/proc/%d/fd/%d", (int)getpid(), t->fd);
+		return 0;
+	}
+	snprintf(t->path, sizeof(t->path), "%s/anvil-bundle-XXXXXX", dir);
+	t->fd = mkostemp(t->path, O_CLOEXEC);
+	if (t->fd < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot make a temporary file in %s: %s", dir,
+		         strerror(errno));
+		t->named = 0; /* nothing to remove: bundle_tmp_close is a no-op */
+		return rc;
+	}
+	t->named = 1;
+	return 0;
+}
+
+void bundle_tmp_close(struct bundle_tmp *t)
+{
+	if (t->named)
+		unlink(t->path);
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
 int bundle_store(struct cliconn *c, const char *dir, char key[80], char *err, size_t errlen)
 {
-	const char *t = getenv("TMPDIR");
-	char *path = xasprintf("%s/anvil-bundle-XXXXXX", t && *t ? t : "/tmp");
-	int fd = mkostemp(path, O_CLOEXEC);
-	int rc = 0;
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "code bundle: cannot make a temporary file %s: %s", path,
-		         strerror(errno));
-	} else {
-		close(fd);
-		struct objects_info info;
-		rc = bundle_pack(dir, path, err, errlen);
-		if (rc == 0)
-			rc = bundle_upload(c, path, key, &info, err, errlen);
-		unlink(path);
+	struct bundle_tmp t;
+	char why[512];
+	int rc = bundle_tmp_open(&t, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "code bundle: %s", why);
+		return rc;
 	}
-	free(path);
+	struct objects_info info;
+	rc = bundle_pack(dir, t.path, err, errlen);
+	if (rc == 0)
+		rc = bundle_upload(c, t.path, key, &info, err, errlen);
+	bundle_tmp_close(&t);
 	return rc;
 }

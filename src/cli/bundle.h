@@ -65,4 +65,19 @@ int bundle_upload(struct cliconn *c, const char *path, char key[OBJECTS_KEY_MAX]
  * removed. 0 with the key, or a negative code with the message in err. */
 int bundle_store(struct cliconn *c, const char *dir, char key[80], char *err, size_t errlen);
 
+/* A temporary file for a packed bundle that goes with this process however
+ * it ends (a CLI killed while it uploads leaves no bundle-sized file
+ * behind): an unnamed file (O_TMPFILE) in $TMPDIR (else /tmp), reached by
+ * its path /proc/PID/fd/FD, which tar, a child, can open too. Where the
+ * file system has no unnamed files, a named one, removed by
+ * bundle_tmp_close. */
+struct bundle_tmp {
+	int fd;
+	int named; /* path is a directory entry of its own */
+	char path[4096];
+};
+/* 0, or a negative errno with why in err. */
+int bundle_tmp_open(struct bundle_tmp *t, char *err, size_t errlen);
+void bundle_tmp_close(struct bundle_tmp *t);
+
 #endif

@@ -87,20 +87,17 @@ static void close_runner(struct runner *w)
 /* "sha256/<hex>" of the tree's bundle, as `anvil wf run` would store it. */
 static int code_hash(const char *dir, char out[80])
 {
-	const char *t = getenv("TMPDIR");
-	char *path = xasprintf("%s/anvil-local-bundle-XXXXXX", t && *t ? t : "/tmp");
-	int fd = mkstemp(path);
+	struct bundle_tmp t;
 	char err[512], hex[HASH_HEX_LEN + 1];
-	int rc = fd < 0 ? -errno : 0;
-	if (fd >= 0)
-		close(fd);
-	if (rc == 0 && (rc = bundle_pack(dir, path, err, sizeof(err))) != 0)
+	int rc = bundle_tmp_open(&t, err, sizeof(err));
+	if (rc == 0 && (rc = bundle_pack(dir, t.path, err, sizeof(err))) != 0)
 		fprintf(stderr, "anvil wf run --local: the code in %s: %s\n", dir, err);
+	else if (rc)
+		fprintf(stderr, "anvil wf run --local: %s\n", err);
 	int64_t size;
-	if (rc == 0 && (rc = hash_file_sha256(path, hex, &size)) == 0)
+	if (rc == 0 && (rc = hash_file_sha256(t.path, hex, &size)) == 0)
 		snprintf(out, 80, "sha256/%s", hex);
-	unlink(path);
-	free(path);
+	bundle_tmp_close(&t);
 	return rc;
 }
 

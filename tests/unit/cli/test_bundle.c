@@ -208,6 +208,42 @@ TEST(a_bundle_is_the_same_bytes_for_the_same_content)
 	drop_dir(dir);
 }
 
+/* A bundle packed into bundle_tmp's file: the same bytes as into a named
+ * file; nothing of it in $TMPDIR while it exists (it has no name there),
+ * and gone once closed. */
+TEST(a_temporary_bundle_has_no_name_and_goes_with_its_descriptor)
+{
+	char dir[64], tmp[64], want[65], got[65];
+	make_dir(dir, sizeof(dir));
+	make_dir(tmp, sizeof(tmp));
+	put(dir, "train.py", "print(1)\n");
+	pack_hash(dir, want);
+	const char *old = getenv("TMPDIR");
+	char *keep = old ? xstrdup(old) : NULL;
+	setenv("TMPDIR", tmp, 1);
+	struct bundle_tmp t;
+	char err[512] = "";
+	CHECK_INT(bundle_tmp_open(&t, err, sizeof(err)), 0);
+	CHECK_INT(t.named, 0); /* ext4 and tmpfs have unnamed files */
+	CHECK_INT(bundle_pack(dir, t.path, err, sizeof(err)), 0);
+	CHECK_INT(hash_file_sha256(t.path, got, NULL), 0);
+	CHECK_STR(got, want);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s)\"", tmp);
+	CHECK_INT(system(cmd), 0); /* no entry in TMPDIR */
+	char path[sizeof(t.path)];
+	snprintf(path, sizeof(path), "%s", t.path);
+	bundle_tmp_close(&t);
+	CHECK(access(path, F_OK) != 0);
+	if (keep)
+		setenv("TMPDIR", keep, 1);
+	else
+		unsetenv("TMPDIR");
+	free(keep);
+	drop_dir(tmp);
+	drop_dir(dir);
+}
+
 TEST(a_missing_directory_is_an_error_that_names_it)
 {
 	struct bundle_files f;
