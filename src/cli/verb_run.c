@@ -163,9 +163,8 @@ static int run_fn(struct verb_ctx *v)
 		verb_print_json(resp);
 	else if (members)
 		fprintf(wait ? stderr : stdout,
-		        "submitted array %lld: %zu jobs (ids %lld to %lld; anvil jobs shows them "
-		        "as "
-		        "%lld_[...])\n",
+		        "submitted array %lld: %zu jobs (ids %lld to %lld; "
+		        "anvil jobs shows them as %lld_[...])\n",
 		        (long long)id, json_array_size(members), (long long)id,
 		        (long long)json_integer_value(
 		                json_array_get(members, json_array_size(members) - 1)),
