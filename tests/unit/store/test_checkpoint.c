@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../test.h"
+#include "sql_int.h"
 #include "store/checkpoint.h"
 
 static sqlite3 *open_wal(const char *path)
@@ -37,18 +38,6 @@ static long long file_size(const char *path)
 	return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
 }
 
-static int count_rows(const char *path)
-{
-	sqlite3 *db = open_wal(path);
-	sqlite3_stmt *s = NULL;
-	CHECK_INT(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &s, NULL), SQLITE_OK);
-	CHECK_INT(sqlite3_step(s), SQLITE_ROW);
-	int n = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return n;
-}
-
 /* Past CHECKPOINT_PAGES of log, the thread copies the pages into the
  * database file (it grows) while the writer only commits; after stop and
  * close every row is there. */
@@ -71,7 +60,7 @@ TEST(checkpoints_run_on_their_own_thread)
 	write_rows(db, 100);
 	checkpointer_stop(c);
 	CHECK_INT(sqlite3_close(db), SQLITE_OK);
-	CHECK_INT(count_rows(path), CHECKPOINT_PAGES + 150);
+	CHECK_INT(sql_int(path, "SELECT count(*) FROM t", NULL), CHECKPOINT_PAGES + 150);
 	char cmd[160];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK_INT(system(cmd), 0);
@@ -91,7 +80,7 @@ TEST(after_stop_the_writer_checkpoints_itself)
 	write_rows(db, CHECKPOINT_PAGES + 50);
 	CHECK(file_size(path) > before + 1000 * 4000LL); /* no thread: the commit did it */
 	CHECK_INT(sqlite3_close(db), SQLITE_OK);
-	CHECK_INT(count_rows(path), CHECKPOINT_PAGES + 50);
+	CHECK_INT(sql_int(path, "SELECT count(*) FROM t", NULL), CHECKPOINT_PAGES + 50);
 	char cmd[160];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK_INT(system(cmd), 0);

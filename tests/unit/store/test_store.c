@@ -6,6 +6,7 @@
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "sql_int.h"
 #include "store/store.h"
 
 struct loaded {
@@ -77,11 +78,36 @@ static struct job *sample_job(void)
 	return j;
 }
 
+/* A database in a temporary directory of its own. */
+struct tmpdb {
+	char dir[32];
+	char *path;
+};
+
+static void tmpdb_make(struct tmpdb *d)
+{
+	snprintf(d->dir, sizeof(d->dir), "/tmp/anvil-store-XXXXXX");
+	CHECK(mkdtemp(d->dir) != NULL);
+	d->path = xasprintf("%s/db", d->dir);
+}
+
+static void tmpdb_drop(struct tmpdb *d)
+{
+	free(d->path);
+	rm_rf(d->dir);
+}
+
+/* The loader most tests use: queues counted, the last node and job kept. */
+static struct store_loader loader_of(struct loaded *l)
+{
+	return (struct store_loader){.ctx = l, .queue = on_queue, .node = on_node, .job = on_job};
+}
+
 TEST(job_round_trips_through_sqlite)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *j = sample_job();
@@ -96,7 +122,7 @@ TEST(job_round_trips_through_sqlite)
 
 	CHECK_INT(store_open(path, 1, &st), 0);
 	struct loaded l = {0};
-	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	struct store_loader ld = loader_of(&l);
 	CHECK_INT(store_load(st, &ld), 0);
 	CHECK_INT(l.queues, 1);
 	CHECK(l.job != NULL);
@@ -121,8 +147,7 @@ TEST(job_round_trips_through_sqlite)
 	job_free(l.job);
 	job_free(j);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 /* Every field of an attempt's two JSON columns (formatted by the store,
@@ -131,9 +156,9 @@ TEST(job_round_trips_through_sqlite)
  * not UTF-8 (JSON cannot hold it) becomes "" without losing the rank. */
 TEST(attempt_columns_round_trip_every_field)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *j = sample_job();
@@ -158,7 +183,7 @@ TEST(attempt_columns_round_trip_every_field)
 
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct loaded l = {0};
-	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	struct store_loader ld = loader_of(&l);
 	CHECK_INT(store_load(st, &ld), 0);
 	CHECK(l.job != NULL);
 	struct attempt *b = l.job->attempts[0];
@@ -182,8 +207,7 @@ TEST(attempt_columns_round_trip_every_field)
 	job_free(l.job);
 	job_free(j);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 /* Keeps the job loaded last (the highest id), freeing the one before. */
@@ -199,9 +223,9 @@ static void on_job_last(void *ctx, struct job *j)
  * not written yet is written whole. */
 TEST(job_state_put_keeps_the_submitted_row)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *j = sample_job(), *k = sample_job();
@@ -265,8 +289,7 @@ TEST(job_state_put_keeps_the_submitted_row)
 	sqlite3_close(db);
 	job_free(j);
 	job_free(k);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 /* Collects every loaded job by id (1..4). */
@@ -284,9 +307,9 @@ static void on_job_each(void *ctx, struct job *j)
  * exported names (spliced into extra) sit beside the rest of extra. */
 TEST(shared_and_own_environments_round_trip)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *js[4];
@@ -326,36 +349,16 @@ TEST(shared_and_own_environments_round_trip)
 		job_free(js[i]);
 	}
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 /* A database written at schema version 2 (no end_reason column) opens,
  * migrates, keeps its attempts (with no end reason) and stores new ones. */
-/* How many indexes called name the database at path has. */
-static int index_count(const char *path, const char *name)
-{
-	sqlite3 *db;
-	sqlite3_stmt *s;
-	CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-	CHECK_INT(sqlite3_prepare_v2(db,
-	                             "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
-	                             "AND name = ?1",
-	                             -1, &s, NULL),
-	          SQLITE_OK);
-	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-	CHECK_INT(sqlite3_step(s), SQLITE_ROW);
-	int n = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return n;
-}
-
 TEST(version_2_database_migrates)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	struct job *j = sample_job();
 	CHECK_INT(store_open(path, 0, &st), 0);
@@ -375,7 +378,7 @@ TEST(version_2_database_migrates)
 
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct loaded l = {0};
-	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	struct store_loader ld = loader_of(&l);
 	CHECK_INT(store_load(st, &ld), 0);
 	CHECK(l.job != NULL);
 	CHECK_INT(l.job->nattempts, 1);
@@ -385,7 +388,10 @@ TEST(version_2_database_migrates)
 	CHECK_INT(store_meta_get(st, "schema_version", &v), 0);
 	CHECK_STR(v, "6");
 	free(v);
-	CHECK_INT(index_count(path, "jobs_state"), 0); /* version 6 dropped it */
+	CHECK_INT(sql_int(path,
+	                  "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
+	                  "jobs_state"),
+	          0); /* version 6 dropped it */
 	snprintf(l.job->attempts[0]->end_reason, sizeof(l.job->attempts[0]->end_reason),
 	         "node node-2 draining: new NIC");
 	CHECK_INT(store_begin(st), 0);
@@ -402,8 +408,7 @@ TEST(version_2_database_migrates)
 	job_free(l.job);
 	job_free(j);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 static void on_revision(void *ctx, int64_t id, const json_t *doc)
@@ -431,9 +436,9 @@ static struct node *node_h1(void)
 /* A node's fleet fields (schema v5) and a revision come back as stored. */
 TEST(fleet_fields_round_trip)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct node *n = node_h1();
@@ -466,15 +471,14 @@ TEST(fleet_fields_round_trip)
 	node_free(n);
 	json_decref(doc);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 TEST(node_generation_put_keeps_the_row)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct node *n = node_h1();
@@ -493,7 +497,7 @@ TEST(node_generation_put_keeps_the_row)
 	store_close(st);
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct loaded l = {0};
-	struct store_loader ld = {.ctx = &l, .queue = on_queue, .node = on_node, .job = on_job};
+	struct store_loader ld = loader_of(&l);
 	CHECK_INT(store_load(st, &ld), 0);
 	CHECK(l.node != NULL);
 	CHECK_INT(l.node->generation, 9);
@@ -501,15 +505,14 @@ TEST(node_generation_put_keeps_the_row)
 	node_free(l.node);
 	node_free(n);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 TEST(meta_get_missing_is_notfound)
 {
-	char dir[] = "/tmp/anvil-store-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL);
-	char *path = xasprintf("%s/db", dir);
+	struct tmpdb d;
+	tmpdb_make(&d);
+	const char *path = d.path;
 	struct store *st;
 	CHECK_INT(store_open(path, 0, &st), 0);
 	char *v = NULL;
@@ -519,8 +522,7 @@ TEST(meta_get_missing_is_notfound)
 	CHECK_STR(v, "v");
 	free(v);
 	store_close(st);
-	free(path);
-	rm_rf(dir);
+	tmpdb_drop(&d);
 }
 
 TEST_MAIN()
