@@ -119,12 +119,25 @@ static char **pack_argv(const char *dir, const char *out, char *const *extra, si
 	return v;
 }
 
+/* tarball_check on what was packed or is to be unpacked, its refusal
+ * said as "WHAT: why". */
+static int check(const char *path, const char *what, char *err, size_t errlen)
+{
+	char why[600];
+	int rc = tarball_check(path, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "%s: %s", what, why);
+	return rc;
+}
+
 int tarball_pack_dir(const char *dir, const char *out, char *err, size_t errlen)
 {
 	char *extra[] = {"."};
 	char **argv = pack_argv(dir, out, extra, 1);
 	char *what = xasprintf("packing %s", dir);
 	int rc = run_tar(argv, what, err, errlen);
+	if (rc == 0)
+		rc = check(out, what, err, errlen);
 	free(what);
 	free(argv);
 	return rc;
@@ -171,6 +184,8 @@ int tarball_pack_list(const char *dir, char *const *files, size_t n, const char 
 	char **argv = pack_argv(dir, out, extra, 5);
 	char *what = xasprintf("packing %zu files of %s", n, dir);
 	rc = run_tar(argv, what, err, errlen);
+	if (rc == 0)
+		rc = check(out, what, err, errlen);
 	free(what);
 	free(argv);
 	unlink(list);
@@ -184,7 +199,9 @@ int tarball_unpack(const char *path, const char *dir, char *err, size_t errlen)
 	        "tar",       "--extract",       "--file",  (char *)path,         "--directory",
 	        (char *)dir, "--no-same-owner", "--touch", "--no-overwrite-dir", NULL};
 	char *what = xasprintf("unpacking %s into %s", path, dir);
-	int rc = run_tar(argv, what, err, errlen);
+	int rc = check(path, what, err, errlen);
+	if (rc == 0)
+		rc = run_tar(argv, what, err, errlen);
 	free(what);
 	return rc;
 }

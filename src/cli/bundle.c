@@ -330,6 +330,12 @@ int bundle_pack(const char *dir, const char *out, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	rc = tarball_pack_list(dir, f.v, f.n, out, err, errlen);
+	size_t len = strlen(err);
+	if (rc == ERR_INVALID && len < errlen) /* a member refused (tarball.h) */
+		snprintf(err + len, errlen - len,
+		         " (a bundle keeps only the links that stay inside it: make this one "
+		         "relative to a file of the tree, or leave it out with %s)",
+		         IGNORE_FILE);
 	bundle_files_free(&f);
 	return rc;
 }

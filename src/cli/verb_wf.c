@@ -213,7 +213,7 @@ static int run(struct verb_ctx *v, const char *path)
 	                         cliargs_flag(&v->args, "no-cache"));
 	if (!cliargs_flag(&v->args, "no-code")) {
 		const struct cliargs_value *code = cliargs_get(&v->args, "code");
-		char key[80], err[512];
+		char key[80], err[1024];
 		if (bundle_store(&v->conn, code->set ? code->str : ".", key, err, sizeof(err)) !=
 		    0) {
 			fprintf(stderr,

@@ -10,7 +10,10 @@ server); the checkpoint restored into an empty directory and saved after
 a SIGTERM; every failure of the wrapper one line on stderr; the real agent
 running a task's desired entry under the wrapper; and a workflow whose
 tasks hand a directory, a file, a value and a sweep's files to each other
-through the engine, the agent, the wrapper and the object store."""
+through the engine, the agent, the wrapper and the object store; and a
+bundle with a link outside it refused when `anvil wf run` packs it and,
+hand-made, when the node unpacks it (the task failing with the reason,
+no bundle left behind)."""
 import hashlib
 import http.server
 import io
@@ -23,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 import urllib.error
@@ -756,6 +760,119 @@ def test_a_workflow_hands_outputs_through_the_store():
         assert errs.count("unpacked into") == 1, errs
 
 
+# ---- links in a bundle (docs/workflows.md, "Links in a bundle") ----
+
+LINKS_WF = """
+name: links
+tasks:
+  show:
+    command: [cat, inside]
+"""
+
+
+def tar_members(members, fmt=tarfile.GNU_FORMAT):
+    """A tar (bytes) of (name, type, link or data) as a hand would make it,
+    whatever anvil's packer would refuse."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as t:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = kind, 0o644
+            data = None
+            if kind == tarfile.REGTYPE:
+                data = value.encode()
+                info.size = len(data)
+            elif kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = value
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+def test_a_bundle_with_a_link_outside_is_refused():
+    """At pack: `anvil wf run` refuses a tree with a link outside it,
+    naming the link and its target, and submits nothing; a link inside is
+    kept and works on the node. At unpack: hand-made bundles with a link
+    out (absolute, through .., a POSIX-format long one), a hard link out or
+    a device fail the task with the reason and leave no bundle that a later
+    task would use, also when the real agent runs the task."""
+    with cluster(agents=1, gpus=1, name="task-links") as c:
+        code = tempfile.mkdtemp(dir=c.dir, prefix="code-")
+        with open(os.path.join(code, "real.txt"), "w") as f:
+            f.write("from inside\n")
+        os.symlink("real.txt", os.path.join(code, "inside"))
+        outside = os.path.join(c.dir, "outside")
+        os.makedirs(outside)
+        os.symlink(outside, os.path.join(code, "out"))
+        wf = os.path.join(c.dir, "links.yaml")
+        with open(wf, "w") as f:
+            f.write(LINKS_WF)
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+        assert p.returncode != 0, p.stdout + p.stderr
+        assert ("'out' is a symbolic link to '%s', which is absolute: outside the archive"
+                % outside) in p.stderr, p.stderr
+        assert "leave it out with .anvilignore" in p.stderr, p.stderr
+        assert c.api("GET", "/v1/workflows")["workflows"] == []
+        with open(os.path.join(code, ".anvilignore"), "w") as f:
+            f.write("out\n")
+        p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = c.cli("wf", "logs", "1", "show", check=True)
+        assert "from inside" in p.stdout, p.stdout
+
+        # hand-made bundles, unpacked by the wrapper as the agent runs it
+        work = os.path.join(c.dir, "work")
+        long_out = "x/" * 70 + "../" * 71 + "etc"  # past a header's 100 bytes
+        cases = [
+            ([("lnk", tarfile.SYMTYPE, "/tmp")],
+             "'lnk' is a symbolic link to '/tmp', which is absolute: outside the archive"),
+            ([("d", tarfile.DIRTYPE, None), ("d/up", tarfile.SYMTYPE, "../../home")],
+             "'d/up' is a symbolic link to '../../home', which leads outside the archive"),
+            ([("me", tarfile.SYMTYPE, "."), ("lnk", tarfile.SYMTYPE, "me/../secret")],
+             "'lnk' is a symbolic link to 'me/../secret', which leads outside the archive"),
+            ([("deep", tarfile.SYMTYPE, long_out)], "which leads outside the archive"),
+            ([("pw", tarfile.LNKTYPE, "../../etc/passwd")],
+             "'pw' is a hard link to '../../etc/passwd', outside the archive"),
+            ([("tty", tarfile.CHRTYPE, None)],
+             "'tty' is a character device: an archive holds only regular files, "
+             "directories and symbolic links"),
+        ]
+        for i, (members, want) in enumerate(cases):
+            for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+                bundle = tar_members([("ok.txt", tarfile.REGTYPE, "fine")] + members, fmt)
+                key = put(c, bundle)
+                rc, out, err = run_task(c, {"bundle": key}, ["cat", "ok.txt"],
+                                        500 + 2 * i + (fmt == tarfile.PAX_FORMAT), work)
+                lines = [x for x in err.splitlines() if x.startswith("anvil _task: ")]
+                assert rc == 1 and out == "" and len(lines) == 1, (want, rc, out, err)
+                assert "the code bundle %s: unpacking" % key in lines[0], lines
+                assert want in lines[0], (want, lines)
+                # nothing unpacked that a later task of this bundle would use
+                left = os.listdir(os.path.join(work, "bundles"))
+                assert sha(bundle) not in left and sha(bundle) + ".partial" not in left, left
+                rc, out, err = run_task(c, {"bundle": key}, ["cat", "ok.txt"], 600 + i, work)
+                assert rc == 1 and want in err, err  # refused again, not used half-made
+
+        # the same through the real agent: the task fails with the reason
+        bundle = tar_members([("inside", tarfile.REGTYPE, "x"),
+                              ("lnk", tarfile.SYMTYPE, "/etc")])
+        key = put(c, bundle)
+        compiled = json.loads(c.cli("wf", "check", "--json", wf, check=True).stdout)
+        x = c.api("POST", "/v1/workflows", {"workflow": compiled, "bundle": key})
+        xid = (x.get("workflow") or x)["id"]
+
+        def ended():
+            w = c.api("GET", "/v1/workflows/%d" % xid)["workflow"]
+            return w if w["state"] != "running" else None
+        w = wait_for(ended, timeout=60, what="the workflow to end")
+        assert w["state"] == "failed", w
+        job = w["run_list"][0]["job_id"]
+        p = c.cli("logs", str(job), check=True)
+        assert "'lnk' is a symbolic link to '/etc', which is absolute" in p.stderr, \
+            p.stdout + p.stderr
+        node = os.path.join(c.dir, "node-1", "bundles")
+        assert sha(bundle) not in os.listdir(node), os.listdir(node)
+
+
 if __name__ == "__main__":
     run_tests([test_objects_by_content_and_by_name, test_task_with_bundle_inputs_and_outputs,
                test_bundle_is_unpacked_once_by_racing_ranks,
@@ -763,4 +880,5 @@ if __name__ == "__main__":
                test_checkpoint_is_restored_and_saved_after_sigterm,
                test_failures_are_one_line_and_never_a_crash,
                test_an_agent_runs_a_task_rank_under_the_wrapper,
-               test_a_workflow_hands_outputs_through_the_store])
+               test_a_workflow_hands_outputs_through_the_store,
+               test_a_bundle_with_a_link_outside_is_refused])

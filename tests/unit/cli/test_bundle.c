@@ -244,6 +244,46 @@ TEST(a_temporary_bundle_has_no_name_and_goes_with_its_descriptor)
 	drop_dir(dir);
 }
 
+/* bundle_pack of dir is refused, its message naming the link and its
+ * target and saying what to do. */
+static void pack_refused(const char *dir, const char *want)
+{
+	char out[128], err[1024] = "";
+	snprintf(out, sizeof(out), "%s.tar", dir);
+	int rc = bundle_pack(dir, out, err, sizeof(err));
+	unlink(out);
+	if (rc == 0)
+		FAIL_AT("%s was packed; wanted \"%s\"", dir, want);
+	CHECK_INT(rc, ERR_INVALID);
+	CHECK_CONTAINS(err, dir);
+	CHECK_CONTAINS(err, want);
+	CHECK_CONTAINS(err, "leave it out with .anvilignore");
+}
+
+TEST(links_inside_the_tree_are_bundled_and_links_outside_refused)
+{
+	char dir[64], hex[65];
+	make_dir(dir, sizeof(dir));
+	put(dir, "train.py", "print(1)\n");
+	put(dir, "lib/util.py", "x = 1\n");
+	sh(dir, "ln -s ../train.py lib/entry.py && ln -s lib code && ln -s code/util.py u.py");
+	pack_hash(dir, hex); /* every link stays inside */
+	sh(dir, "ln -s /tmp/anvil-elsewhere out");
+	pack_refused(dir, "'out' is a symbolic link to '/tmp/anvil-elsewhere', which is absolute");
+	put(dir, ".anvilignore", "out\n");
+	pack_hash(dir, hex); /* left out: fine again */
+	sh(dir, "ln -s ../../etc/passwd lib/pw");
+	pack_refused(dir, "'lib/pw' is a symbolic link to '../../etc/passwd', which leads outside");
+	/* code/.. is lib/..: the root; but here/.. is above it */
+	sh(dir, "rm lib/pw && ln -s code/.. root && ln -s . here && ln -s here/.. up");
+	pack_refused(dir, "'up' is a symbolic link to 'here/..', which leads outside");
+	/* git's tracked links are judged the same way */
+	sh(dir, "rm up && git init -q . && ln -s /etc/hostname host && git add -A && "
+	        "git -c user.name=t -c user.email=t@t commit -qm one");
+	pack_refused(dir, "'host' is a symbolic link to '/etc/hostname', which is absolute");
+	drop_dir(dir);
+}
+
 TEST(a_missing_directory_is_an_error_that_names_it)
 {
 	struct bundle_files f;
