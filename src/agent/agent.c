@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/bundles.h"
@@ -274,9 +275,28 @@ static int check_flags(struct agent_opts *o, char *hostname, size_t hostlen)
 	return rc;
 }
 
+/* Where the join token could be read by others than the agent's user: on
+ * the command line (every process on the node, ranks included, reads
+ * /proc/PID/cmdline) or in a file others may read. Said, not refused: a
+ * test or a first try may do either. */
+static void warn_token_exposed(const struct agent *a)
+{
+	const struct flag *f = find_flag("join-token", strlen("join-token"));
+	struct stat sb;
+	if (a->o.join_token && !a->o.where[f - flags])
+		log_warn("the join token is on the command line, where every process on this "
+		         "node can read it (ps, /proc/PID/cmdline): give --join-token-file, a "
+		         "file of mode 0600, instead");
+	else if (a->o.join_token_file && stat(a->o.join_token_file, &sb) == 0 && (sb.st_mode & 077))
+		log_warn("the join token file=%s has mode 0%03o: others than its owner can read "
+		         "it; chmod 0600 it",
+		         a->o.join_token_file, (unsigned)(sb.st_mode & 0777));
+}
+
 /* Reads the join token from its flag or file (trailing whitespace cut). */
 static int load_token(struct agent *a)
 {
+	warn_token_exposed(a);
 	if (a->o.join_token) {
 		a->token = xstrdup(a->o.join_token);
 		return 0;
@@ -529,6 +549,13 @@ static int setup(struct agent *a)
 	}
 	a->o.work_dir = work;
 	a->node_file = xasprintf("%s/node.json", work);
+	/* the node secret: 0600 as ident_save writes it, also when an older
+	 * version wrote it looser (the rank journal sees to its own files) */
+	unsigned was = 0;
+	if (tighten_mode(a->node_file, 0600, &was) == 1)
+		log_warn("tightened the mode of path=%s from=0%03o to=0600: it holds the node "
+		         "secret, for the agent's user only",
+		         a->node_file, was);
 	if ((rc = open_gpus(a)) || (rc = load_token(a)))
 		return rc;
 	if ((rc = exec_new(work, a->o.name, &a->exec))) {

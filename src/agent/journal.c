@@ -36,12 +36,15 @@ static char *seg_path(const struct journal *j, uint64_t seq)
 	return xasprintf("%s/ranks-%llu.jsonl", j->dir, (unsigned long long)seq);
 }
 
-/* Opens (or creates) a segment with an fd above 2: shims dup2 onto those. */
+/* Opens (or creates) a segment with an fd above 2: shims dup2 onto those.
+ * A segment is the agent's alone (0600, whatever the umask): it tells of
+ * every rank on the node. One an older version made looser is tightened,
+ * and the log says so. (The shims append through the fd they were given,
+ * which no mode changes.) */
 static int seg_open(const struct journal *j, uint64_t seq, int create, struct segment *out)
 {
 	char *path = seg_path(j, seq);
-	int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-	free(path);
+	int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd >= 0 && fd <= 2) {
 		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 		close(fd);
@@ -52,8 +55,14 @@ static int seg_open(const struct journal *j, uint64_t seq, int create, struct se
 		int rc = -errno;
 		if (fd >= 0)
 			close(fd);
+		free(path);
 		return rc;
 	}
+	if ((st.st_mode & 077) && fchmod(fd, st.st_mode & 0600) == 0)
+		log_warn("tightened the mode of path=%s from=0%03o to=0%03o: the rank journal is "
+		         "for the agent's user only",
+		         path, (unsigned)(st.st_mode & 0777), (unsigned)(st.st_mode & 0600));
+	free(path);
 	*out = (struct segment){.seq = seq, .fd = fd, .done = 0, .size = st.st_size};
 	return 0;
 }

@@ -6,7 +6,8 @@
  * JSON object {"attempt_id":A,"rank":R,...}, written with one write()
  * through an O_APPEND fd, so lines never interleave and a crash leaves at
  * most a partial last line, which readers skip until its newline comes.
- * Later keys win; a line with "forgotten" drops the rank.
+ * Later keys win; a line with "forgotten" drops the rank. Segments are
+ * the agent's alone (0600, also when an older version made them looser).
  *
  * Writers: the agent (journal_append: a rank's start, a failure, a
  * snapshot, "forgotten") and the shims, which append their "shim"/"pgid"

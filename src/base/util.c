@@ -97,12 +97,17 @@ int write_file_atomic(const char *path, const char *data, size_t len, unsigned m
 	char tmp[PATH_MAX];
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	/* A new file, never one left by a killed process of the same pid,
+	 * whose looser mode would show the data until the fchmod: created
+	 * with mode (less the umask), so never readable by more than mode
+	 * says, and given exactly mode before a byte is written. */
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	int rc = 0;
+	int rc = fchmod(fd, mode) < 0 ? -errno : 0;
 	size_t off = 0;
-	while (off < len) {
+	while (rc == 0 && off < len) {
 		ssize_t w = write(fd, data + off, len - off);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -112,7 +117,7 @@ int write_file_atomic(const char *path, const char *data, size_t len, unsigned m
 		}
 		off += (size_t)w;
 	}
-	if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+	if (rc == 0 && fsync(fd) < 0) {
 		rc = -errno;
 		goto out;
 	}
@@ -123,6 +128,21 @@ out:
 	if (rc != 0)
 		unlink(tmp);
 	return rc;
+}
+
+int tighten_mode(const char *path, unsigned mode, unsigned *was)
+{
+	struct stat sb;
+	if (stat(path, &sb) < 0)
+		return -errno;
+	unsigned now = sb.st_mode & 07777;
+	if ((now & ~mode) == 0)
+		return 0;
+	if (chmod(path, now & mode) < 0)
+		return -errno;
+	if (was)
+		*was = now;
+	return 1;
 }
 
 int list_has(const char *list, const char *seps, const char *item)

@@ -19,8 +19,16 @@ void sleep_ms(int64_t ms);
 void random_hex(char *out, size_t bytes);
 
 int mkdir_p(const char *path, unsigned mode);
-/* Writes data to path through a temporary file and rename, with fsync. */
+/* Writes data to path through a temporary file and rename, with fsync.
+ * The file has exactly mode, whatever the umask, and is never readable by
+ * more than mode allows, not even for a moment. */
 int write_file_atomic(const char *path, const char *data, size_t len, unsigned mode);
+/* Takes from path's permission bits each one mode lacks (0755 with 0700
+ * becomes 0700; 0644 with 0600 becomes 0600; 0400 stays): 1 when it
+ * changed them (*was, unless NULL: the bits before), 0 when there was
+ * nothing to take, -ENOENT when path is not there. Follows symbolic
+ * links. For files written before their mode was made strict. */
+int tighten_mode(const char *path, unsigned mode, unsigned *was);
 /* 1 when item is one of the items of list, which any character of seps
  * separates ("a,b" with ","; "cpu memory\n" with " \n"); empty items are
  * skipped. list may be NULL. */

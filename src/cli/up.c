@@ -361,7 +361,10 @@ static int supervise(struct up *u)
 static int bring_up(struct up *u)
 {
 	char *logs = xasprintf("%s/logs", u->dir);
-	int rc = mkdir_p(logs, 0755);
+	/* ANVIL_HOME holds client.json and the server's state: the user's own */
+	int rc = mkdir_p(u->home, 0700);
+	if (rc == 0)
+		rc = mkdir_p(logs, 0755);
 	free(logs);
 	if (rc || (rc = start_server(u)))
 		return rc;

@@ -306,6 +306,42 @@ static const char *token_problem(const char *t, size_t len)
 	return NULL;
 }
 
+/* ---- files for the server alone ----
+ *
+ * The state directory holds every credential of the cluster (admin.token,
+ * join.token; the nodes' secrets and the exec tokens in anvil.db), every
+ * job's environment (anvil.db) and every stored object: it is the
+ * server's alone, 0700, its token files and database 0600, whatever the
+ * umask. Each is created that way (write_file_atomic, store_open,
+ * blob_open, the upload spool); what an older version left looser is
+ * tightened at start, and the log says so, once per file. */
+
+/* Takes path to at most mode, saying so when it was looser. */
+static void tighten(const char *path, unsigned mode)
+{
+	unsigned was = 0;
+	int rc = tighten_mode(path, mode, &was);
+	if (rc == 1)
+		log_warn("tightened the mode of path=%s from=0%03o to=0%03o: it holds the "
+		         "cluster's credentials or state, for the server's user only",
+		         path, was, was & mode);
+	else if (rc < 0 && rc != -ENOENT)
+		log_warn("cannot tighten the mode of path=%s to=0%03o err=%s", path, mode,
+		         err_msg(rc));
+}
+
+static void tighten_state(const char *dir)
+{
+	static const char *const files[] = {"admin.token", "join.token", "anvil.db", "anvil.db-wal",
+	                                    "anvil.db-shm"};
+	tighten(dir, 0700);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char *path = xasprintf("%s/%s", dir, files[i]);
+		tighten(path, 0600);
+		free(path);
+	}
+}
+
 /* Reads the token in dir/name, creating it (0600) at first start. A file
  * that is there but holds no valid token is an error, not replaced: the
  * agents or the CLI may hold what it was meant to say. */
@@ -447,6 +483,9 @@ static int open_objects(struct server *s, const struct server_config *c, char *u
 		log_error("cannot open the object store uri=%s err=\"%s\"", uri, err);
 	else
 		log_info("object store uri=%s max_bytes=%lld", uri, (long long)c->object_max);
+	if (rc == 0 &&
+	    !c->objects[0]) /* the default, in the state dir; one given is left as made */
+		tighten(uri + strlen("file://"), 0700);
 	free(uri);
 	s->object_max = c->object_max;
 	snprintf(uploads, len, "%s/uploads", abs);
@@ -461,6 +500,7 @@ static int open_all(struct server *s, const struct server_config *c)
 		log_error("cannot create state dir path=%s err=%s", c->state_dir, err_msg(rc));
 		return rc;
 	}
+	tighten_state(c->state_dir);
 	if ((rc = load_token(c->state_dir, "admin.token", s->admin_token)) ||
 	    (rc = load_token(c->state_dir, "join.token", s->join_token)))
 		return rc;

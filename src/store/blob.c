@@ -45,9 +45,9 @@ int blob_open(const char *uri, struct blob_store **out, char *err, size_t errlen
 		         uri);
 		return ERR_INVALID;
 	}
-	char *probe = xasprintf("%s/.probe", uri + 7);
-	int rc = make_parents(probe);
-	free(probe);
+	/* 0700: the store holds every job's code, outputs and checkpoints, for
+	 * its daemon only (what is below it may then be 0755 and 0644) */
+	int rc = mkdir_p(uri + 7, 0700);
 	if (rc) {
 		snprintf(err, errlen, "object store %s: %s", uri, strerror(-rc));
 		return rc;

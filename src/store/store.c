@@ -1,10 +1,13 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -219,10 +222,24 @@ static int migrate(struct store *st)
 	return rc;
 }
 
+/* A database about to be made is made 0600 here, whatever the umask:
+ * SQLite would make it 0644 less the umask, and gives its -wal and -shm
+ * files the database's own mode. An empty file is an empty database. */
+static void create_private(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;           /* there already, or SQLite will say why not */
+	if (fchmod(fd, 0600) < 0) /* a umask may have taken the owner's bits too */
+		log_warn("cannot set the mode of path=%s err=%s", path, strerror(errno));
+	close(fd);
+}
+
 int store_open(const char *path, int full_sync, struct store **out)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	int rc = 0;
+	create_private(path);
 	if (sqlite3_open_v2(path, &st->db,
 	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 	                    NULL) != SQLITE_OK) {
