@@ -1,6 +1,9 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "base/buf.h"
@@ -223,6 +226,68 @@ TEST(files_round_trip)
 	buf_reset(&b);
 	CHECK_INT(read_file(path, 3, &b), -EFBIG);
 	buf_cleanup(&b);
+	CHECK_INT(rm_rf(dir), 0);
+}
+
+static unsigned mode_of(const char *path)
+{
+	struct stat sb;
+	CHECK_INT(stat(path, &sb), 0);
+	return sb.st_mode & 07777;
+}
+
+/* A token file is the owner's alone under any umask, and never shows its
+ * bytes through a looser file left by a killed writer of the same pid. */
+TEST(write_file_atomic_gives_exactly_its_mode_whatever_the_umask)
+{
+	char dir[] = "/tmp/anvil-test-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char path[256], tmp[300];
+	snprintf(path, sizeof(path), "%s/token", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT, 0666); /* left over, world-readable */
+	CHECK(fd >= 0);
+	CHECK_INT(fchmod(fd, 0666), 0);
+	close(fd);
+	char peek[300];
+	snprintf(peek, sizeof(peek), "%s/peek", dir); /* another name for that file */
+	CHECK_INT(link(tmp, peek), 0);
+	umask(0);
+	CHECK_INT(write_file_atomic(path, "secret", 6, 0600), 0);
+	CHECK_INT(mode_of(path), 0600);
+	CHECK(access(tmp, F_OK) != 0);
+	struct buf b;
+	buf_init(&b);
+	CHECK_INT(read_file(peek, 100, &b), 0);
+	CHECK_INT(b.len, 0); /* the token went into a file of its own */
+	buf_cleanup(&b);
+	umask(0777); /* and a umask that takes the owner's bits too */
+	CHECK_INT(write_file_atomic(path, "secret", 6, 0600), 0);
+	umask(022);
+	CHECK_INT(mode_of(path), 0600);
+	CHECK_INT(rm_rf(dir), 0);
+}
+
+TEST(tighten_mode_only_takes_bits_away)
+{
+	char dir[] = "/tmp/anvil-test-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char path[256];
+	snprintf(path, sizeof(path), "%s/f", dir);
+	CHECK_INT(write_file_atomic(path, "x", 1, 0644), 0);
+	unsigned was = 0;
+	CHECK_INT(tighten_mode(path, 0600, &was), 1);
+	CHECK_INT(was, 0644);
+	CHECK_INT(mode_of(path), 0600);
+	CHECK_INT(tighten_mode(path, 0600, &was), 0); /* nothing more to take */
+	CHECK_INT(chmod(path, 0400), 0);
+	CHECK_INT(tighten_mode(path, 0600, NULL), 0);
+	CHECK_INT(mode_of(path), 0400); /* stricter stays */
+	CHECK_INT(chmod(dir, 0755), 0);
+	CHECK_INT(tighten_mode(dir, 0700, NULL), 1);
+	CHECK_INT(mode_of(dir), 0700);
+	snprintf(path, sizeof(path), "%s/none", dir);
+	CHECK_INT(tighten_mode(path, 0600, NULL), -ENOENT);
 	CHECK_INT(rm_rf(dir), 0);
 }
 
