@@ -20,10 +20,11 @@
 #include "base/util.h"
 #include "proto/wire.h"
 
-#define CALLS          2
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 1000
-#define ANSWER_MAX     (16u << 20)
+#define CALLS                   2
+#define BACKOFF_MIN_MS          50
+#define BACKOFF_MAX_MS          1000
+#define REGISTER_BACKOFF_MAX_MS 10000 /* after refused registrations */
+#define ANSWER_MAX              (16u << 20)
 
 struct ack {
 	int64_t attempt_id;
@@ -76,8 +77,9 @@ struct syncer {
 	int failing; /* an outage is being reported */
 	int64_t failing_since;
 	int auth_failed, auth_tries;
-	json_t *desired;    /* the ranks of the last answer applied */
-	struct buf applied; /* that answer's text, byte for byte; empty: none */
+	int64_t register_backoff; /* after a refused registration; 0: none refused */
+	json_t *desired;          /* the ranks of the last answer applied */
+	struct buf applied;       /* that answer's text, byte for byte; empty: none */
 	struct delivered *notices;
 	size_t nnotices, capnotices;
 };
@@ -148,6 +150,7 @@ void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
 	s->generation = 0; /* a new registration may start a new count */
 	buf_reset(&s->applied);
 	s->auth_failed = 0;
+	s->register_backoff = 0;
 }
 
 void syncer_set_facts(struct syncer *s, json_t *facts)
@@ -717,7 +720,9 @@ static void call_done(struct syncer *s, struct call *c, CURLcode cc)
 	} else if (status == 401) {
 		atomic_fetch_add(&s->cfg.stats->sync_errors_total, 1);
 		if (!s->auth_failed)
-			log_warn("sync refused the node secret (401): registering again");
+			log_warn("sync refused the node secret (401): registering again "
+			         "reason=\"%.300s\"",
+			         c->answer.data ? c->answer.data : "");
 		s->auth_failed = 1;
 		if (s->auth_tries++ > 0)
 			failure(s, "the node secret was refused again after registering");
@@ -803,9 +808,17 @@ int syncer_needs_register(const struct syncer *s)
 	return s->auth_failed && now_ms() >= s->next_try;
 }
 
-void syncer_register_failed(struct syncer *s)
+void syncer_register_failed(struct syncer *s, int refused)
 {
 	failure(s, "registering again failed");
+	if (!refused)
+		return;
+	/* Refused (the join token expired, or the node waits for an admin's
+	 * reset): asked again seconds apart, not once a second. */
+	s->register_backoff = s->register_backoff ? s->register_backoff * 2 : BACKOFF_MAX_MS;
+	if (s->register_backoff > REGISTER_BACKOFF_MAX_MS)
+		s->register_backoff = REGISTER_BACKOFF_MAX_MS;
+	s->next_try = now_ms() + s->register_backoff;
 }
 
 void syncer_flush(struct syncer *s, int64_t timeout_ms)

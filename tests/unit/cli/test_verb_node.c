@@ -3,6 +3,7 @@
  * ports), `anvil node check` and `anvil node fault`. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../test.h"
 #include "base/err.h"
@@ -196,6 +197,30 @@ TEST(node_check_table_and_verdict)
 	verb_node_check_render(r, 0, &out);
 	CHECK_CONTAINS(out.data, "check passed: 5 checks, 1 failed (backend sim)\n");
 	json_decref(r);
+	buf_cleanup(&out);
+}
+
+/* `anvil node token`: the token alone on its first line (for scripts),
+ * then when it expires, that it expired (and what to do), or never. */
+TEST(node_token_render_says_when_it_expires)
+{
+	setenv("TZ", "UTC", 1);
+	tzset();
+	json_t *t = load("{\"token\": \"abc123\", \"created_ms\": 0, \"expires_ms\": 86400000,"
+	                 " \"expired\": false}");
+	struct buf out;
+	buf_init(&out);
+	verb_node_token_render(t, 86400000 - 3600000, &out);
+	CHECK_STR(out.data, "abc123\nexpires at 1970-01-02 00:00:00 (in 1h00m)\n");
+	buf_reset(&out);
+	verb_node_token_render(t, 86400000, &out);
+	CHECK_STR(out.data, "abc123\nexpired at 1970-01-02 00:00:00: `anvil node token --rotate` "
+	                    "makes a new one\n");
+	json_object_set_new(t, "expires_ms", json_null());
+	buf_reset(&out);
+	verb_node_token_render(t, 5, &out);
+	CHECK_STR(out.data, "abc123\nnever expires\n");
+	json_decref(t);
 	buf_cleanup(&out);
 }
 
