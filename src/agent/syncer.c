@@ -43,6 +43,7 @@ struct call {
 	CURL *easy;
 	int active;
 	uint64_t seq;
+	uint64_t identity;        /* the syncer's identity when it was sent */
 	uint64_t facts_version;   /* of the facts it carried; 0: none */
 	uint64_t health_version;  /* of the health report it carried; 0: none */
 	uint64_t profile_version; /* of the profile status it carried; 0: none */
@@ -78,6 +79,7 @@ struct syncer {
 	int64_t failing_since;
 	int auth_failed, auth_tries;
 	int64_t register_backoff; /* after a refused registration; 0: none refused */
+	uint64_t identity;        /* bumped by each syncer_set_identity */
 	json_t *desired;          /* the ranks of the last answer applied */
 	struct buf applied;       /* that answer's text, byte for byte; empty: none */
 	struct delivered *notices;
@@ -151,6 +153,7 @@ void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
 	buf_reset(&s->applied);
 	s->auth_failed = 0;
 	s->register_backoff = 0;
+	s->identity++;
 }
 
 void syncer_set_facts(struct syncer *s, json_t *facts)
@@ -335,6 +338,7 @@ static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
 {
 	int withheld;
 	c->body = build_request(s, c, wait_ms, &withheld);
+	c->identity = s->identity;
 	char auth[300];
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->secret);
 	c->hdrs = curl_slist_append(NULL, auth);
@@ -717,6 +721,8 @@ static void call_done(struct syncer *s, struct call *c, CURLcode cc)
 			failure(s, "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
 	} else if (status == 200) {
 		answered(s, c);
+	} else if (status == 401 && c->identity != s->identity) {
+		/* sent with the identity before the last registration: stale */
 	} else if (status == 401) {
 		atomic_fetch_add(&s->cfg.stats->sync_errors_total, 1);
 		if (!s->auth_failed)

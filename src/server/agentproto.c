@@ -158,6 +158,10 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 		admission(s, req, name, &adm, why, sizeof(why));
 		rc = state_register(st, body, name, &adm, &n, err, sizeof(err));
 	}
+	/* A poll parked from the address it had: answered there no more. */
+	if (rc == 0 && n->waiter &&
+	    strcmp(((struct httpd_req *)n->waiter)->peer, n->registered_from) != 0)
+		api_poll_drop(n, "the node registered again from another address");
 	if (rc == 0) {
 		state_settle(st);
 		rc = state_flush(st);

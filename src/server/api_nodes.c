@@ -425,9 +425,10 @@ static void node_identity(struct server *s, struct httpd_req *req, const char *n
 	if (!n) {
 		no_node(req, name);
 	} else {
-		if (reset)
+		if (reset) {
+			api_poll_drop(n, "the node was reset by an admin: its secret is revoked");
 			state_node_reset(st, n);
-		else
+		} else
 			rc = state_node_approve(st, n, err, sizeof(err));
 		if (rc)
 			httpd_error(req, rc, err);

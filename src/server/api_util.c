@@ -76,3 +76,13 @@ int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len)
 	pthread_mutex_unlock(&s->join_mu);
 	return rc;
 }
+
+void api_poll_drop(struct node *n, const char *why)
+{
+	struct httpd_req *w = n->waiter;
+	if (!w)
+		return;
+	n->waiter = NULL;
+	httpd_error(w, ERR_AUTH, why);
+	httpd_resume(w);
+}

@@ -77,6 +77,10 @@ json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
  * want (a revoked secret): no. */
 int api_token_ok(struct httpd_req *req, const char *want);
 int api_flush_or_fail(struct state *st, struct httpd_req *req);
+/* Answers the node's waiting sync poll, if any, with 401 and why, not its
+ * desired set: the poll belongs to a registration that is over (the node
+ * registered again, maybe from another address, or was reset). Lock held. */
+void api_poll_drop(struct node *n, const char *why);
 /* Whether the request's bearer token is the valid join token now: 0, or
  * ERR_AUTH with why in why (takes join_mu). */
 int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len);

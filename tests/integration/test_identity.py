@@ -148,6 +148,9 @@ def test_a_reset_node_is_admitted_once():
                  what="node-1 back after the reset")
         new = c.node_secret(0)
         assert new != old
+        with open(os.path.join(c.logs, "node-1.log"), errors="replace") as f:
+            said = f.read().count("is registered already and this agent holds no valid secret")
+        assert said == 1, "the agent said what to do %d times, not once" % said
         assert sync(c, 1, new)[0] == 200
         # once: the join token does not take it again
         st, body = register(c, "node-1", "http://127.0.0.1:1")
