@@ -200,6 +200,23 @@ TEST(node_check_table_and_verdict)
 	buf_cleanup(&out);
 }
 
+/* A reset node is lost until its agent registers again; its row says so,
+ * before the operator's reason. */
+TEST(nodes_table_says_a_reset_node_waits_for_its_agent)
+{
+	json_t *nodes = load("[{\"id\": 1, \"name\": \"n1\", \"address\": \"10.0.0.1\","
+	                     " \"state\": \"lost\", \"reset\": true, \"reason\": \"rack 4\","
+	                     " \"last_seen_ms_ago\": 10, \"gpus_total\": 0, \"gpus\": []}]");
+	struct buf out;
+	buf_init(&out);
+	verb_nodes_render(nodes, 0, &out);
+	CHECK_CONTAINS(out.data, "lost");
+	CHECK_CONTAINS(out.data,
+	               "reset: waiting for its agent to register with the join token; rack 4\n");
+	json_decref(nodes);
+	buf_cleanup(&out);
+}
+
 /* `anvil node token`: the token alone on its first line (for scripts),
  * then when it expires, that it expired (and what to do), or never. */
 TEST(node_token_render_says_when_it_expires)
