@@ -26,7 +26,9 @@ struct server {
 	int state_open; /* state_open() succeeded: state_close() on the way out */
 	char admin_token[SERVER_TOKEN_MAX + 1];
 	/* The join token (jointoken.h) under join_mu: rotated by an admin
-	 * while registrations read it. state_dir: where its files are. */
+	 * while registrations read it. Lock order: join_mu may be taken with
+	 * the state lock held, never the state lock with join_mu held.
+	 * state_dir: where its files are. */
 	pthread_mutex_t join_mu;
 	struct jointoken join;
 	int64_t join_ttl_ms; /* --join-token-ttl: a new token's life; 0: forever */
