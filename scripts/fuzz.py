@@ -6,8 +6,9 @@
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py simfile [--seed N] [--count N]
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py agentfiles [--seed N] [--count N]
 
-post:    mutated JSON bodies, any method, to the server's routes with every kind of token;
-         no answer may be a 5xx and no daemon may die.
+post:    mutated JSON bodies, any method, to the server's routes with every kind of token
+         (registrations and syncs, node reset and approval, the join token's rotation
+         included); no answer may be a 5xx and no daemon may die.
 get:     GET with mutated paths and query strings to the server and to the agent.
 simfile: mutated simulated-GPU files given to `anvil agent --gpus-file`: each must be
          rejected with exit status 1 or 2 (or be accepted), never crash or trip a sanitizer.
@@ -77,7 +78,9 @@ def fuzz_post(rnd, count):
              "/v1/queues/default", "/v1/jobs/1/cancel", "/v1/jobs/1/why", "/v1/nodes/node-1",
              "/v1/nodes/node-1/check", "/v1/nodes/node-1/faults", "/v1/nodes/node-1/state",
              "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec",
-             "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop"]
+             "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop",
+             "/v1/nodes/node-1/reset", "/v1/nodes/node-1/approve", "/v1/nodes/n/approve",
+             "/v1/join-token", "/v1/join-token/rotate", "/v1/join-token/x"]
     seeds = [b'{"command":["true"],"after":[{"job":1,"when":"any"}],"array":{"indices":[0,3],'
              b'"max_running":1},"cwd":"/tmp","env":{"A":"1"},"exported":["A"]}',
              b'{"command":["true"],"nodes":2,"head":"sleep 1","worker":"sleep 1",'
@@ -103,10 +106,22 @@ def fuzz_post(rnd, count):
              b'{"plan":{"spec":{"name":"f"},"fingerprint":"00","digest":{"revision":0,'
              b'"nodes":{},"queues":{},"teams":{}}},"revision":1}',
              b'{"node_id":1,"profile_status":{"hash":"ab","state":"failed","time_ms":1,'
-             b'"steps":[{"name":"s","status":"failed","detail":"d"}]}}']
+             b'"steps":[{"name":"s","status":"failed","detail":"d"}]}}',
+             # registrations (a new name, and node-1's: the join token is refused for it),
+             # agent URLs that point elsewhere, a sync's facts, a rotation's TTL
+             b'{"name":"n","address":"127.0.0.1","agent_url":"http://127.0.0.1:1","cpus":2,'
+             b'"protocol":2,"gpus":[{"index":0,"uuid":"u","name":"H","memory_bytes":1}]}',
+             b'{"name":"node-1","agent_url":"http://[::1]:7071/x","hostname":"h"}',
+             b'{"name":"r","agent_url":"http://localhost:7071","rdma":[]}',
+             b'{"name":"r","agent_url":"https://user@10.0.0.1:1"}',
+             b'{"node_id":1,"facts":{"agent_url":"http://127.0.0.1:9","name":"node-1"}}',
+             b'{"ttl_ms":3600000}', b'{"ttl_ms":0}', b'{}']
     with cluster(agents=1, gpus=2, name="fuzzpost") as c:
-        tokens = [c.token, c.join_token, c.node_secret(0), "x"]
+        secret = c.node_secret(0)
         for _ in range(count):
+            # rotations (and resets of node-1) happen: the current token each time
+            with open(os.path.join(c.state_dir, "join.token")) as f:
+                tokens = [c.token, f.read().strip(), c.join_token, secret, "x"]
             body = mutate(rnd, rnd.choice(seeds))
             method = rnd.choice(["POST", "POST", "POST", "PUT", "DELETE", "GET", "PATCH"])
             path = rnd.choice(paths)

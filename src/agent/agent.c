@@ -32,6 +32,8 @@
 #include "gpu/rdma.h"
 
 #define SHUTDOWN_GRACE_MS 5000
+/* A refused registration (401, 409) is tried again at most this far apart. */
+#define REGISTER_RETRY_MAX_MS 10000
 
 /* The config file read when there is one and --config names none. */
 #define AGENT_CONFIG_FILE "/etc/anvil/agent.yaml"
@@ -72,6 +74,7 @@ struct agent {
 	struct syncer *sync;
 	json_t *facts;
 	struct ident id;
+	char refused[512];           /* the last refusal of a registration, logged once; "": none */
 	uint64_t contexts_published; /* exec_context_version last given to serve */
 	int64_t next_sweep_ms;       /* of the code bundles (agent/bundles.h) */
 };
@@ -293,12 +296,18 @@ static void warn_token_exposed(const struct agent *a)
 		         a->o.join_token_file, (unsigned)(sb.st_mode & 0777));
 }
 
-/* Reads the join token from its flag or file (trailing whitespace cut). */
+/* Reads the join token from its flag or file (trailing whitespace cut):
+ * the file again before each registration, so that a token an operator
+ * rotated and copied in is used without a restart. A flag's is read once:
+ * the command line is overwritten once read (hide_join_token). */
 static int load_token(struct agent *a)
 {
-	warn_token_exposed(a);
+	static int warned;
+	if (!warned++)
+		warn_token_exposed(a);
 	if (a->o.join_token) {
-		a->token = xstrdup(a->o.join_token);
+		if (!a->token)
+			a->token = xstrdup(a->o.join_token);
 		return 0;
 	}
 	if (!a->o.join_token_file)
@@ -314,6 +323,7 @@ static int load_token(struct agent *a)
 	}
 	while (b.len && strchr(" \t\r\n", b.data[b.len - 1]))
 		b.data[--b.len] = '\0';
+	free(a->token);
 	a->token = buf_detach(&b);
 	return 0;
 }
@@ -348,43 +358,86 @@ static int drain_signals(struct agent *a)
 	return stop;
 }
 
-/* Registers with the join token. At start it retries while the server is
- * unreachable: 0, 1 when a signal asked to stop, or a negative code. */
+/* One registration: with the node's own secret when the agent has one for
+ * this name (it registers the node again, from a new address say, and
+ * keeps it), else or when that is refused with the join token. 0 with the
+ * identity saved, or the error of the last try with why in err. */
+static int register_once(struct agent *a, char *err, size_t errlen)
+{
+	struct ident id;
+	int rc = ERR_AUTH;
+	if (a->id.secret[0] && strcmp(a->id.name, a->o.name) == 0)
+		rc = ident_register(a->http, a->o.server, a->id.secret, a->facts, &id, err, errlen);
+	if (rc == ERR_AUTH) {
+		if (a->o.join_token_file)
+			load_token(a);
+		if (!a->token) {
+			snprintf(err, errlen,
+			         "no join token (--join-token or --join-token-file) and no usable "
+			         "identity in %s",
+			         a->node_file);
+			return ERR_AUTH;
+		}
+		rc = ident_register(a->http, a->o.server, a->token, a->facts, &id, err, errlen);
+	}
+	if (rc)
+		return rc;
+	snprintf(id.name, sizeof(id.name), "%s", a->o.name);
+	a->id = id;
+	rc = ident_save(a->node_file, &a->id);
+	if (rc)
+		log_warn("cannot save the identity file=%s error=\"%s\"", a->node_file,
+		         strerror(-rc));
+	log_info("registered node=%s node_id=%lld", a->o.name, (long long)id.node_id);
+	a->refused[0] = '\0';
+	return 0;
+}
+
+/* Says once (until it changes, or registering works) why the server
+ * refused the registration, and what to do about it. */
+static void say_refused(struct agent *a, int rc, const char *err)
+{
+	if (strcmp(a->refused, err) == 0)
+		return;
+	snprintf(a->refused, sizeof(a->refused), "%s", err);
+	if (rc == ERR_CONFLICT)
+		log_error("cannot register: node %s is registered already and this agent holds no "
+		          "valid secret for it (%s/node.json lost, or from another server): an "
+		          "admin re-admits it with `anvil node reset %s`; retrying with backoff "
+		          "reason=\"%s\"",
+		          a->o.name, a->o.work_dir, a->o.name, err);
+	else
+		log_error("cannot register: %s; retrying with backoff", err);
+}
+
+/* Registers (register_once). At start it retries with backoff while the
+ * server is unreachable (up to 1 s apart) or refuses the credentials (401,
+ * 409: until an admin rotates the token or resets the node; up to
+ * REGISTER_RETRY_MAX_MS apart); later the syncer's backoff does that.
+ * 0, 1 when a signal asked to stop, or a negative code. */
 static int register_node(struct agent *a, int at_start)
 {
-	if (!a->token) {
-		log_error("cannot register: no join token (--join-token or --join-token-file) "
-		          "and no usable identity in %s",
-		          a->node_file);
-		return ERR_AUTH;
-	}
 	int64_t backoff = 50;
 	int logged = 0;
 	for (;;) {
-		char err[512];
-		struct ident id;
-		int rc = ident_register(a->http, a->o.server, a->token, a->facts, &id, err,
-		                        sizeof(err));
-		if (rc == 0) {
-			a->id = id;
-			rc = ident_save(a->node_file, &a->id);
-			if (rc)
-				log_warn("cannot save the identity file=%s error=\"%s\"",
-				         a->node_file, strerror(-rc));
-			log_info("registered node=%s node_id=%lld", a->o.name,
-			         (long long)id.node_id);
+		char err[768];
+		int rc = register_once(a, err, sizeof(err));
+		if (rc == 0)
 			return 0;
-		}
-		if (rc == ERR_AUTH || rc == ERR_INVALID || !at_start) {
+		int refused = rc == ERR_AUTH || rc == ERR_CONFLICT;
+		if (refused && a->token)
+			say_refused(a, rc, err); /* an admin's move ends it: retried */
+		else if (refused || rc == ERR_INVALID || !at_start)
 			log_error("cannot register: %s", err);
-			return rc;
-		}
-		if (!logged++)
+		else if (!logged++)
 			log_warn("server unreachable, retrying up to every 1 s reason=\"%s\"", err);
+		if (!at_start || rc == ERR_INVALID || (refused && !a->token))
+			return rc;
+		int64_t cap = refused ? REGISTER_RETRY_MAX_MS : 1000;
 		struct pollfd p = {.fd = a->sigfd, .events = POLLIN};
 		if (poll(&p, 1, (int)backoff) > 0 && drain_signals(a))
 			return 1;
-		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+		backoff = backoff * 2 > cap ? cap : backoff * 2;
 	}
 }
 
@@ -616,7 +669,7 @@ static void reregister(struct agent *a)
 {
 	int rc = register_node(a, 0);
 	if (rc) {
-		syncer_register_failed(a->sync);
+		syncer_register_failed(a->sync, rc == ERR_AUTH || rc == ERR_CONFLICT);
 		return;
 	}
 	serve_set_secret(a->serve, a->id.secret);

@@ -154,7 +154,7 @@ static int parse_answer(const struct buf *body, struct ident *out, char *err, si
 	return 0;
 }
 
-int ident_register(struct httpc *c, const char *server, const char *join_token, const json_t *facts,
+int ident_register(struct httpc *c, const char *server, const char *credential, const json_t *facts,
                    struct ident *out, char *err, size_t errlen)
 {
 	char *url = xasprintf("%s/v1/agent/register", server);
@@ -162,12 +162,17 @@ int ident_register(struct httpc *c, const char *server, const char *join_token, 
 	struct buf resp;
 	buf_init(&resp);
 	int status = 0;
-	int rc = httpc_do(c, "POST", url, join_token, body, strlen(body), 10000, &status, &resp);
+	int rc = httpc_do(c, "POST", url, credential, body, strlen(body), 10000, &status, &resp);
 	if (rc) {
 		snprintf(err, errlen, "%s: %s", url, httpc_error(c));
-	} else if (status == 401) {
-		snprintf(err, errlen, "%s: the join token was refused (401)", url);
-		rc = ERR_AUTH;
+	} else if (status == 401 || status == 409) {
+		json_t *o = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL);
+		snprintf(err, errlen, "%s: %s (%d)", url,
+		         jv_str(json_object_get(o, "error"), "message",
+		                status == 401 ? "the credential was refused" : "conflict"),
+		         status);
+		json_decref(o);
+		rc = status == 401 ? ERR_AUTH : ERR_CONFLICT;
 	} else if (status != 200 && status != 201) {
 		snprintf(err, errlen, "%s: HTTP %d: %.300s", url, status,
 		         resp.data ? resp.data : "");

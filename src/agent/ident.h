@@ -2,7 +2,9 @@
  *
  * The identity (node id and node secret) comes from registering with the
  * cluster's join token and lives in WORK_DIR/node.json (mode 0600), so a
- * restarted agent keeps its node. The facts are what the server schedules
+ * restarted agent keeps its node: the join token admits a name once, and
+ * only the node's secret registers it again (an admin's `anvil node reset`
+ * lets the join token in once more). The facts are what the server schedules
  * by: hostname, address, agent URL, CPUs, memory and GPUs. Used by the
  * agent's main thread only.
  */
@@ -33,9 +35,13 @@ int ident_save(const char *path, const struct ident *id);
 json_t *ident_facts(const char *name, const char *address, const char *agent_url,
                     const struct gpu_backend *gpus, json_t *rdma);
 
-/* POST /v1/agent/register. 0; ERR_AUTH (bad join token), ERR_UPSTREAM or
- * ERR_TIMEOUT (server unreachable or answered badly): reason in err. */
-int ident_register(struct httpc *c, const char *server, const char *join_token, const json_t *facts,
+/* POST /v1/agent/register with credential: the join token, or the node's
+ * own secret (which registers a node again and keeps its secret). 0;
+ * ERR_AUTH (the credential refused: the server's reason in err),
+ * ERR_CONFLICT (the name is registered and the join token admits new nodes
+ * only), ERR_INVALID (the body refused), ERR_UPSTREAM or ERR_TIMEOUT
+ * (server unreachable or answered badly): reason in err. */
+int ident_register(struct httpc *c, const char *server, const char *credential, const json_t *facts,
                    struct ident *out, char *err, size_t errlen);
 
 #endif

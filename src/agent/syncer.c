@@ -20,10 +20,11 @@
 #include "base/util.h"
 #include "proto/wire.h"
 
-#define CALLS          2
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 1000
-#define ANSWER_MAX     (16u << 20)
+#define CALLS                   2
+#define BACKOFF_MIN_MS          50
+#define BACKOFF_MAX_MS          1000
+#define REGISTER_BACKOFF_MAX_MS 10000 /* after refused registrations */
+#define ANSWER_MAX              (16u << 20)
 
 struct ack {
 	int64_t attempt_id;
@@ -42,6 +43,7 @@ struct call {
 	CURL *easy;
 	int active;
 	uint64_t seq;
+	uint64_t identity;        /* the syncer's identity when it was sent */
 	uint64_t facts_version;   /* of the facts it carried; 0: none */
 	uint64_t health_version;  /* of the health report it carried; 0: none */
 	uint64_t profile_version; /* of the profile status it carried; 0: none */
@@ -76,8 +78,10 @@ struct syncer {
 	int failing; /* an outage is being reported */
 	int64_t failing_since;
 	int auth_failed, auth_tries;
-	json_t *desired;    /* the ranks of the last answer applied */
-	struct buf applied; /* that answer's text, byte for byte; empty: none */
+	int64_t register_backoff; /* after a refused registration; 0: none refused */
+	uint64_t identity;        /* bumped by each syncer_set_identity */
+	json_t *desired;          /* the ranks of the last answer applied */
+	struct buf applied;       /* that answer's text, byte for byte; empty: none */
 	struct delivered *notices;
 	size_t nnotices, capnotices;
 };
@@ -148,6 +152,8 @@ void syncer_set_identity(struct syncer *s, int64_t node_id, const char *secret)
 	s->generation = 0; /* a new registration may start a new count */
 	buf_reset(&s->applied);
 	s->auth_failed = 0;
+	s->register_backoff = 0;
+	s->identity++;
 }
 
 void syncer_set_facts(struct syncer *s, json_t *facts)
@@ -332,6 +338,7 @@ static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
 {
 	int withheld;
 	c->body = build_request(s, c, wait_ms, &withheld);
+	c->identity = s->identity;
 	char auth[300];
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->secret);
 	c->hdrs = curl_slist_append(NULL, auth);
@@ -714,10 +721,14 @@ static void call_done(struct syncer *s, struct call *c, CURLcode cc)
 			failure(s, "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
 	} else if (status == 200) {
 		answered(s, c);
+	} else if (status == 401 && c->identity != s->identity) {
+		/* sent with the identity before the last registration: stale */
 	} else if (status == 401) {
 		atomic_fetch_add(&s->cfg.stats->sync_errors_total, 1);
 		if (!s->auth_failed)
-			log_warn("sync refused the node secret (401): registering again");
+			log_warn("sync refused the node secret (401): registering again "
+			         "reason=\"%.300s\"",
+			         c->answer.data ? c->answer.data : "");
 		s->auth_failed = 1;
 		if (s->auth_tries++ > 0)
 			failure(s, "the node secret was refused again after registering");
@@ -803,9 +814,17 @@ int syncer_needs_register(const struct syncer *s)
 	return s->auth_failed && now_ms() >= s->next_try;
 }
 
-void syncer_register_failed(struct syncer *s)
+void syncer_register_failed(struct syncer *s, int refused)
 {
 	failure(s, "registering again failed");
+	if (!refused)
+		return;
+	/* Refused (the join token expired, or the node waits for an admin's
+	 * reset): asked again seconds apart, not once a second. */
+	s->register_backoff = s->register_backoff ? s->register_backoff * 2 : BACKOFF_MAX_MS;
+	if (s->register_backoff > REGISTER_BACKOFF_MAX_MS)
+		s->register_backoff = REGISTER_BACKOFF_MAX_MS;
+	s->next_try = now_ms() + s->register_backoff;
 }
 
 void syncer_flush(struct syncer *s, int64_t timeout_ms)

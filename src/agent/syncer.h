@@ -99,8 +99,9 @@ int64_t syncer_next_ms(const struct syncer *s);
 
 /* The server refused the secret (401) and a re-registration is due now. */
 int syncer_needs_register(const struct syncer *s);
-/* Registration failed: try again after the backoff. */
-void syncer_register_failed(struct syncer *s);
+/* Registration failed: try again after the backoff; refused (401, 409:
+ * an admin has to act) after a longer one, up to 10 s. */
+void syncer_register_failed(struct syncer *s, int refused);
 
 /* Drops requests in flight, sends one final report with wait_ms 0 and
  * waits for it up to timeout_ms. */

@@ -165,6 +165,26 @@ static void spool_write(struct httpd_req *req, const char *data, size_t n)
 	req->body_len += n;
 }
 
+/* The connection's peer address into out (httpd_req.peer). */
+static void peer_text(struct MHD_Connection *conn, char *out, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	out[0] = '\0';
+	if (sa && sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+		          (socklen_t)len);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+		        &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a))
+			inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)len);
+		else
+			inet_ntop(AF_INET6, a, out, (socklen_t)len);
+	}
+}
+
 /* The first call, with the headers: a new request, and where its body goes. */
 static enum MHD_Result first_call(struct httpd *h, struct MHD_Connection *conn, const char *url,
                                   const char *method, void **con_cls)
@@ -175,6 +195,7 @@ static enum MHD_Result first_call(struct httpd *h, struct MHD_Connection *conn, 
 	req->conn = conn;
 	req->server = h;
 	req->status = 200;
+	peer_text(conn, req->peer, sizeof(req->peer));
 	req->start_us = now_us();
 	req->spool_fd = req->out_fd = -1;
 	buf_init(&req->out);

@@ -44,6 +44,9 @@ struct httpd_req {
 	size_t body_len; /* also of a spooled body */
 	int body_too_big;
 	char *body_path; /* a spooled body's file (httpd_config.spool), else NULL */
+	/* The TCP peer's address as text ("10.0.0.5", "::1"; an IPv4-mapped
+	 * IPv6 address as its IPv4 form), "" when it cannot be told. */
+	char peer[48];
 	/* response */
 	int status;
 	struct buf out;

@@ -139,6 +139,7 @@ static void mhd_load(void)
 	BIND(mhd_lazy, lib, so, stop_daemon, "MHD_stop_daemon");
 	BIND(mhd_lazy, lib, so, get_daemon_info, "MHD_get_daemon_info");
 	BIND(mhd_lazy, lib, so, lookup_connection_value, "MHD_lookup_connection_value");
+	BIND(mhd_lazy, lib, so, get_connection_info, "MHD_get_connection_info");
 	BIND(mhd_lazy, lib, so, queue_response, "MHD_queue_response");
 	BIND(mhd_lazy, lib, so, suspend_connection, "MHD_suspend_connection");
 	BIND(mhd_lazy, lib, so, resume_connection, "MHD_resume_connection");

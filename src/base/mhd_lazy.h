@@ -16,6 +16,7 @@ struct mhd_api {
 	__typeof__(&MHD_stop_daemon) stop_daemon;
 	__typeof__(&MHD_get_daemon_info) get_daemon_info;
 	__typeof__(&MHD_lookup_connection_value) lookup_connection_value;
+	__typeof__(&MHD_get_connection_info) get_connection_info;
 	__typeof__(&MHD_queue_response) queue_response;
 	__typeof__(&MHD_suspend_connection) suspend_connection;
 	__typeof__(&MHD_resume_connection) resume_connection;
@@ -36,6 +37,7 @@ void mhd_lazy_load(void);
 #define MHD_stop_daemon                 mhd_lazy.stop_daemon
 #define MHD_get_daemon_info             mhd_lazy.get_daemon_info
 #define MHD_lookup_connection_value     mhd_lazy.lookup_connection_value
+#define MHD_get_connection_info         mhd_lazy.get_connection_info
 #define MHD_queue_response              mhd_lazy.queue_response
 #define MHD_suspend_connection          mhd_lazy.suspend_connection
 #define MHD_resume_connection           mhd_lazy.resume_connection

@@ -19,6 +19,7 @@
 
 #include "base/buf.h"
 #include "base/hash.h"
+#include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
 #include "base/ydoc.h"
@@ -465,13 +466,53 @@ static int read_input(const char *what, const char *path, int64_t cap, struct bu
 	return rc ? -1 : 0;
 }
 
+/* The join token as the server this command asks gives it to an admin (GET /v1/join-token),
+ * rotated first when it expired (it admits nothing then, so nothing loses
+ * by it; not in a dry run): 0 with it in r->token, or -1 (the server could
+ * not be asked, or is one from before the route) to look for the file. */
+static int token_from_server(struct run *r)
+{
+	if (cliargs_str(&r->v->args, "join-token-file") || !r->v->connected)
+		return -1; /* not connected: --agent-server with --no-wait asks it nothing */
+	struct buf b;
+	buf_init(&b);
+	int status = 0;
+	json_t *o = NULL;
+	if (cliconn_do(&r->v->conn, "GET", "/v1/join-token", NULL, &status, &b) == 0 &&
+	    status == 200)
+		o = json_loadb(b.data ? b.data : "", b.len, 0, NULL);
+	if (json_is_true(json_object_get(o, "expired")) && !r->dry_run) {
+		json_t *empty = json_object();
+		json_decref(o);
+		o = NULL;
+		buf_reset(&b);
+		if (cliconn_do(&r->v->conn, "POST", "/v1/join-token/rotate", empty, &status, &b) ==
+		            0 &&
+		    status == 200)
+			o = json_loadb(b.data ? b.data : "", b.len, 0, NULL);
+		json_decref(empty);
+		if (o)
+			fprintf(stderr,
+			        "anvil fleet: bootstrap: the join token had expired; rotated "
+			        "it (anvil node token)\n");
+	}
+	const char *token = jv_str(o, "token", NULL);
+	if (token && *token)
+		buf_adds(&r->token, token);
+	json_decref(o);
+	buf_cleanup(&b);
+	return r->token.len ? 0 : -1;
+}
+
 static int load_files(struct run *r)
 {
 	const char *bin = cliargs_str(&r->v->args, "binary");
 	if (read_input("binary", bin ? bin : "/proc/self/exe", BINARY_MAX, &r->binary))
 		return -1;
-	char *tpath = token_path(r->v);
-	int rc = tpath ? read_input("join token file", tpath, 4096, &r->token) : -1;
+	char *tpath = token_from_server(r) == 0 ? NULL : token_path(r->v);
+	int rc = r->token.len ? 0
+	         : tpath      ? read_input("join token file", tpath, 4096, &r->token)
+	                      : -1;
 	while (rc == 0 && r->token.len && strchr(" \t\r\n", r->token.data[r->token.len - 1]))
 		r->token.data[--r->token.len] = '\0';
 	if (rc == 0 && r->token.len == 0) {

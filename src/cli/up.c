@@ -320,6 +320,41 @@ static int ready_nodes(struct up *u)
 	return ready;
 }
 
+/* The join token the agents read (SERVER_DIR/join.token) admits new nodes
+ * for --join-token-ttl (24h) from when it was made: an up started again
+ * days later with more agents has it rotated first (an expired token
+ * admits nothing, so nothing else loses by it). 0, or an error (said). */
+static int fresh_join_token(struct up *u)
+{
+	struct httpc *c = httpc_new();
+	struct buf b;
+	buf_init(&b);
+	int status = 0, rc;
+	char *url = xasprintf("%s/v1/join-token", u->url);
+	rc = httpc_do(c, "GET", url, u->token, NULL, 0, 5000, &status, &b);
+	json_t *o = rc == 0 && status == 200 ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+	if (rc == 0 && !o)
+		rc = ERR_UPSTREAM;
+	if (rc == 0 && json_is_true(json_object_get(o, "expired"))) {
+		char *rotate = xasprintf("%s/rotate", url);
+		buf_reset(&b);
+		rc = httpc_do(c, "POST", rotate, u->token, "{}", 2, 5000, &status, &b);
+		if (rc == 0 && status != 200)
+			rc = ERR_UPSTREAM;
+		if (rc == 0)
+			printf("anvil up: the join token had expired; rotated it for the agents\n");
+		free(rotate);
+	}
+	if (rc)
+		fprintf(stderr, "anvil up: cannot get a valid join token from the server: %s\n",
+		        status && status != 200 ? (b.data ? b.data : "?") : err_msg(rc));
+	json_decref(o);
+	free(url);
+	buf_cleanup(&b);
+	httpc_free(c);
+	return rc;
+}
+
 static void stop_all(struct up *u)
 {
 	for (int i = 0; i < u->agents; i++)
@@ -366,7 +401,7 @@ static int bring_up(struct up *u)
 	if (rc == 0)
 		rc = mkdir_p(logs, 0755);
 	free(logs);
-	if (rc || (rc = start_server(u)))
+	if (rc || (rc = start_server(u)) || (rc = fresh_join_token(u)))
 		return rc;
 	for (int i = 0; i < u->agents && rc == 0; i++)
 		rc = start_agent(u, i);

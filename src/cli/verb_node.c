@@ -7,6 +7,10 @@
  *   label     POST /v1/nodes/NAME {"labels", "pool"}
  *   check     POST /v1/nodes/NAME/check {"gpus", "gpu_model", "driver_version"}
  *   fault     POST /v1/nodes/NAME/faults {"gpu", "kind", ...}   (sim only)
+ *   reset     POST /v1/nodes/NAME/reset      (its secret revoked; re-admitted once)
+ *   approve   POST /v1/nodes/NAME/approve    (a new node may take work)
+ *   token     GET  /v1/join-token, or POST /v1/join-token/rotate {"ttl_ms"}
+ *             (no NODE: the cluster's join token)
  *
  * One option table serves every subcommand; each subcommand names the
  * options it takes, and any other one is a usage error that says which
@@ -250,24 +254,99 @@ static int node_fault(struct verb_ctx *v, const char *name)
 	return ret;
 }
 
+/* reset, approve: the node's identity and admission; prints its state. */
+static int node_identity(struct verb_ctx *v, const char *name)
+{
+	const char *sub = v->args.pos[0];
+	json_t *resp = NULL;
+	int ret = post(v, name, strcmp(sub, "reset") == 0 ? "/reset" : "/approve", NULL, &resp);
+	if (ret == CLI_EXIT_OK && cliargs_flag(&v->args, "json")) {
+		verb_print_json(resp);
+	} else if (ret == CLI_EXIT_OK && strcmp(sub, "reset") == 0) {
+		struct buf line;
+		buf_init(&line);
+		verb_add_clean(&line, name);
+		printf("node %s: reset; its secret is revoked and its ranks are lost. Its agent is "
+		       "admitted again by its next registration with the join token (an agent "
+		       "that was refused retries by itself).\n",
+		       line.data);
+		buf_cleanup(&line);
+	} else if (ret == CLI_EXIT_OK) {
+		print_node_state(v, resp);
+	}
+	json_decref(resp);
+	return ret;
+}
+
+void verb_node_token_render(const json_t *tok, int64_t now_ms, struct buf *out)
+{
+	char when[48], left[32];
+	int64_t expires = verb_int(tok, "expires_ms", 0);
+	verb_add_clean(out, verb_str(tok, "token"));
+	buf_adds(out, "\n");
+	if (!expires) {
+		buf_adds(out, "never expires\n");
+		return;
+	}
+	clitable_time(when, sizeof(when), expires);
+	if (expires <= now_ms) {
+		buf_printf(out, "expired at %s: `anvil node token --rotate` makes a new one\n",
+		           when);
+		return;
+	}
+	clitable_duration(left, sizeof(left), expires - now_ms);
+	buf_printf(out, "expires at %s (in %s)\n", when, left);
+}
+
+/* token: the join token, or a new one (--rotate [--ttl DUR]). */
+static int node_token(struct verb_ctx *v, const char *unused)
+{
+	(void)unused;
+	const struct cliargs_value *ttl = cliargs_get(&v->args, "ttl");
+	int rotate = cliargs_flag(&v->args, "rotate");
+	if (ttl->set && !rotate)
+		return verb_usage_error(v, "--ttl goes with --rotate (a token's life is set when "
+		                           "it is made)");
+	if (ttl->set && ttl->num < 0)
+		return verb_usage_error(v, "--ttl: \"%s\" is not a duration (0: never expires)",
+		                        ttl->str);
+	int ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	json_t *body = json_object(), *resp = NULL;
+	if (ttl->set)
+		json_object_set_new(body, "ttl_ms", json_integer(ttl->num));
+	ret = rotate ? cliconn_call(&v->conn, "POST", "/v1/join-token/rotate", body, &resp)
+	             : cliconn_call(&v->conn, "GET", "/v1/join-token", NULL, &resp);
+	if (ret == CLI_EXIT_OK)
+		verb_print(v, resp, NULL, verb_node_token_render);
+	json_decref(body);
+	json_decref(resp);
+	return ret;
+}
+
 struct node_sub {
 	const char *name;
 	int (*fn)(struct verb_ctx *v, const char *node);
+	int takes_node;           /* its first word is NODE */
 	int min_words, max_words; /* after NODE */
 	const char *opts;         /* the verb options it takes, each between spaces */
 	const char *usage;
 };
 
 static const struct node_sub subs[] = {
-        {"show", node_show, 0, 0, " json ", "show NODE"},
-        {"cordon", node_state, 0, 0, " reason json ", "cordon NODE [--reason TEXT]"},
-        {"drain", node_state, 0, 0, " reason json ", "drain NODE [--reason TEXT]"},
-        {"uncordon", node_state, 0, 0, " reason force json ",
+        {"show", node_show, 1, 0, 0, " json ", "show NODE"},
+        {"cordon", node_state, 1, 0, 0, " reason json ", "cordon NODE [--reason TEXT]"},
+        {"drain", node_state, 1, 0, 0, " reason json ", "drain NODE [--reason TEXT]"},
+        {"uncordon", node_state, 1, 0, 0, " reason force json ",
          "uncordon NODE [--reason TEXT] [--force]"},
-        {"label", node_label, 0, 30, " pool json ", "label NODE KEY=VALUE... [--pool POOL]"},
-        {"check", node_check, 0, 0, " gpus gpu-model driver-version json ",
+        {"label", node_label, 1, 0, 30, " pool json ", "label NODE KEY=VALUE... [--pool POOL]"},
+        {"check", node_check, 1, 0, 0, " gpus gpu-model driver-version json ",
          "check NODE [--gpus N] [--gpu-model M] [--driver-version V]"},
-        {"fault", node_fault, 1, 30, " gpu json ", "fault NODE --gpu I KIND [KEY=VALUE...]"},
+        {"fault", node_fault, 1, 1, 30, " gpu json ", "fault NODE --gpu I KIND [KEY=VALUE...]"},
+        {"reset", node_identity, 1, 0, 0, " json ", "reset NODE"},
+        {"approve", node_identity, 1, 0, 0, " json ", "approve NODE"},
+        {"token", node_token, 0, 0, 0, " rotate ttl json ", "token [--rotate [--ttl DUR]]"},
 };
 #define NSUBS (sizeof(subs) / sizeof(subs[0]))
 
@@ -279,6 +358,10 @@ static const struct cliargs_opt node_opts[] = {
         {"gpu-model", 0, CLIARGS_STR, "M", "check: the model expected (default: the first GPU's)"},
         {"driver-version", 0, CLIARGS_STR, "V", "check: the driver version expected"},
         {"gpu", 0, CLIARGS_INT, "I", "fault: the GPU's index"},
+        {"rotate", 0, CLIARGS_FLAG, NULL, "token: make a new join token (the old one is refused)"},
+        {"ttl", 0, CLIARGS_DURATION, "DUR",
+         "token --rotate: the new token's life (default: the server's --join-token-ttl; 0: "
+         "never expires)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
         {NULL, 0, 0, NULL, NULL},
 };
@@ -311,21 +394,22 @@ static int node_fn(struct verb_ctx *v)
 		if (strcmp(subs[i].name, v->args.pos[0]) == 0)
 			sub = &subs[i];
 	if (!sub)
-		return verb_usage_error(v,
-		                        "\"%s\" is not show, cordon, drain, uncordon, label, check "
-		                        "or fault",
-		                        v->args.pos[0]);
-	int words = v->args.npos - 2;
-	if (v->args.npos < 2 || words < sub->min_words || words > sub->max_words)
+		return verb_usage_error(
+		        v,
+		        "\"%s\" is not show, cordon, drain, uncordon, label, check, "
+		        "fault, reset, approve or token",
+		        v->args.pos[0]);
+	int first = sub->takes_node ? 2 : 1, words = v->args.npos - first;
+	if (v->args.npos < first || words < sub->min_words || words > sub->max_words)
 		return verb_usage_error(v, "%s (usage: anvil node %s)",
-		                        v->args.npos < 2 || words < sub->min_words
+		                        v->args.npos < first || words < sub->min_words
 		                                ? "missing argument"
 		                                : "too many arguments",
 		                        sub->usage);
 	int ret = check_opts(v, sub);
 	if (ret != CLI_EXIT_OK)
 		return ret;
-	return sub->fn(v, v->args.pos[1]);
+	return sub->fn(v, sub->takes_node ? v->args.pos[1] : NULL);
 }
 
 const struct verb verb_node = {
@@ -339,8 +423,11 @@ const struct verb verb_node = {
                  "   or: anvil node uncordon NODE [--reason TEXT] [--force]\n"
                  "   or: anvil node check NODE [--gpus N] [--gpu-model M] [--driver-version V]\n"
                  "   or: anvil node fault NODE --gpu I KIND [KEY=VALUE...]\n"
-                 "   or: anvil node label NODE KEY=VALUE... [--pool POOL]",
-        .summary = "show, cordon, drain, uncordon, check or label a node; inject a sim fault",
+                 "   or: anvil node label NODE KEY=VALUE... [--pool POOL]\n"
+                 "   or: anvil node reset|approve NODE\n"
+                 "   or: anvil node token [--rotate [--ttl DUR]]",
+        .summary = "show, cordon, drain, uncordon, check, label, reset or approve a node; the "
+                   "join token",
         .help = "show      one node with every GPU, the topology matrix and RDMA ports\n"
                 "          (the same as `anvil nodes show NODE`).\n"
                 "cordon    no new work lands on the node; running work goes on.\n"
@@ -364,5 +451,12 @@ const struct verb verb_node = {
                 "          `... lost`, `... clear`. Real hardware refuses it (400).\n"
                 "label     labels place nodes in the topology (block=, rack=, switch=) and\n"
                 "          let jobs select them (anvil run --selector); KEY= removes one.\n"
-                "See docs/gpu.md.\n",
+                "reset     re-admits a node whose agent lost its identity (WORK_DIR/node.json):\n"
+                "          its secret is revoked at once, its ranks are lost, and the next\n"
+                "          registration of its name with the join token is accepted, once.\n"
+                "approve   a new node of a server run with --approve-nodes takes work.\n"
+                "token     prints the join token (first line) and when it expires; --rotate\n"
+                "          makes a new one and refuses the old one from now on (nodes that\n"
+                "          joined are not affected). --ttl sets the new one's life.\n"
+                "See docs/gpu.md and docs/operations.md (\"Node identity\").\n",
 };

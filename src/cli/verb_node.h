@@ -26,6 +26,11 @@ void verb_node_show_render(const json_t *node, int64_t now_ms, struct buf *out);
  * the checks, then one line with the verdict and the summary. */
 void verb_node_check_render(const json_t *result, int64_t now_ms, struct buf *out);
 
+/* The answer of GET /v1/join-token: the token alone on the first line,
+ * then when it expires (now_ms: the wall clock), or that it expired or
+ * never does. */
+void verb_node_token_render(const json_t *token, int64_t now_ms, struct buf *out);
+
 /* The fault object for GPU gpu: {"gpu": gpu, "kind": kind, KEY: VALUE...}
  * from nkv words "KEY=VALUE" (VALUE as a JSON integer when it is a decimal
  * integer, else as a string; the agent validates the rest). 0 with the new

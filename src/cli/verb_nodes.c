@@ -40,13 +40,16 @@ static void gpu_health_cell(const json_t *node, char *out, size_t n)
 		snprintf(out, n, "%lld", total);
 }
 
-/* Why the node is as it is: the admin reason, the fault its agent reports
- * now, or else its first unhealthy GPU. */
+/* Why the node is as it is: a reset waiting for its agent, the admin
+ * reason, the fault its agent reports now, or else its first unhealthy
+ * GPU. */
 static void reason_cell(const json_t *node, struct buf *out)
 {
 	const char *reason = verb_str(node, "reason"), *fault = verb_str(node, "fault");
+	if (json_is_true(json_object_get(node, "reset")))
+		buf_adds(out, "reset: waiting for its agent to register with the join token");
 	if (*reason)
-		buf_adds(out, reason);
+		buf_printf(out, "%s%s", out->len ? "; " : "", reason);
 	if (*fault && strcmp(fault, reason) != 0)
 		buf_printf(out, "%sfault: %s", *reason ? "; " : "", fault);
 	if (out->len)

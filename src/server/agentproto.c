@@ -13,6 +13,7 @@
 #include "base/util.h"
 #include "fleet/plan.h"
 #include "proto/wire.h"
+#include "server/peer.h"
 #include "server/server.h"
 
 /* The facts (proto/wire.h, wire_facts or wire_register) with their GPUs
@@ -93,38 +94,86 @@ static int check_profile_status(const json_t *ps, char *err, size_t errlen)
 	return rc;
 }
 
+/* The registration's credentials as state_register judges them: the join
+ * token (checked under join_mu), else the named node's own secret (under
+ * the state lock, which the caller holds). */
+static void admission(struct server *s, struct httpd_req *req, const char *name,
+                      struct node_admission *adm, char *why, size_t len)
+{
+	const struct node *n = state_node_by_name(&s->state, name);
+	adm->peer = req->peer;
+	adm->join_ok = api_join_ok(s, req, why, len) == 0;
+	adm->join_why = why;
+	adm->own_secret = !adm->join_ok && n && api_token_ok(req, n->secret);
+	adm->approve = s->approve_nodes;
+	adm->bind_address = s->bind_node_address;
+}
+
+/* Whether the request holds a credential that may register anything (the
+ * join token, or the secret of the node its body names): before the body
+ * is judged, so that whoever holds neither learns nothing of it and makes
+ * the server resolve no name. 0, or ERR_AUTH with why. */
+static int may_register(struct server *s, struct httpd_req *req, const json_t *body, char *why,
+                        size_t len)
+{
+	struct node_admission adm;
+	state_lock(&s->state);
+	admission(s, req, jv_str(body, "name", ""), &adm, why, len);
+	state_unlock(&s->state);
+	return adm.join_ok || adm.own_secret ? 0 : ERR_AUTH;
+}
+
+static void register_answer(struct httpd_req *req, const struct node *n)
+{
+	json_t *o = json_pack("{s:I,s:s}", "node_id", (json_int_t)n->id, "secret", n->secret);
+	char *text = jv_dump(o);
+	httpd_json(req, 200, text);
+	free(text);
+	json_decref(o);
+	log_info("node registered node=%s id=%lld peer=%s%s", n->name, (long long)n->id, req->peer,
+	         n->admin == NODE_AWAITING ? " awaiting_approval=1" : "");
+}
+
 int agentproto_register(struct server *s, struct httpd_req *req)
 {
 	req->route = "agent_register";
-	if (!api_token_ok(req, s->join_token)) {
-		httpd_error(req, ERR_AUTH, "register needs the cluster's join token");
-		return HTTPD_DONE;
-	}
-	char err[256];
+	char err[768], why[300];
 	json_t *body = NULL;
 	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
 	if (rc == 0)
 		rc = check_facts(body, &wire_register, err, sizeof(err));
+	if (may_register(s, req, body, why, sizeof(why))) {
+		rc = ERR_AUTH;
+		text_printf(err, sizeof(err), "%s", why);
+	}
+	if (rc == 0) /* before the lock: a host name in it is resolved */
+		rc = peer_url_check("agent_url", jv_str(body, "agent_url", ""), req->peer, err,
+		                    sizeof(err));
+	struct state *st = &s->state;
+	const char *name = jv_str(body, "name", "");
+	struct node *n = NULL;
+	state_lock(st);
+	if (rc == 0) {
+		struct node_admission adm;
+		admission(s, req, name, &adm, why, sizeof(why));
+		rc = state_register(st, body, name, &adm, &n, err, sizeof(err));
+	}
+	/* A poll parked from the address it had: answered there no more. */
+	if (rc == 0 && n->waiter &&
+	    strcmp(((struct httpd_req *)n->waiter)->peer, n->registered_from) != 0)
+		api_poll_drop(n, "the node registered again from another address");
+	if (rc == 0) {
+		state_settle(st);
+		rc = state_flush(st);
+		if (rc)
+			text_printf(err, sizeof(err), "cannot persist the registration");
+	}
 	if (rc) {
 		httpd_error(req, rc, err);
-		json_decref(body);
-		return HTTPD_DONE;
-	}
-	struct state *st = &s->state;
-	state_lock(st);
-	struct node *n = state_register(st, body, jv_str(body, "name", ""));
-	state_settle(st);
-	rc = state_flush(st);
-	if (rc) {
-		httpd_error(req, rc, "cannot persist the registration");
+		log_info("registration refused node=%.63s peer=%s code=%s", name, req->peer,
+		         err_name(rc));
 	} else {
-		json_t *o =
-		        json_pack("{s:I,s:s}", "node_id", (json_int_t)n->id, "secret", n->secret);
-		char *text = jv_dump(o);
-		httpd_json(req, 200, text);
-		free(text);
-		json_decref(o);
-		log_info("node registered node=%s id=%lld", n->name, (long long)n->id);
+		register_answer(req, n);
 	}
 	state_unlock(st);
 	json_decref(body);
@@ -188,7 +237,19 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 	struct state *st = &s->state;
 	struct node *n = state_node(st, jv_int(body, "node_id", 0));
 	if (!n || !api_token_ok(req, n->secret)) {
-		httpd_error(req, ERR_AUTH, "unknown node or wrong node secret");
+		httpd_error(req, ERR_AUTH,
+		            n && n->reset
+		                    ? "the node was reset by an admin: its secret is revoked; "
+		                      "register again with the join token"
+		                    : "unknown node or wrong node secret");
+		return HTTPD_DONE;
+	}
+	/* Its ranks' environments go to the address it registered from only. */
+	char err[512];
+	if (state_node_sync_from(st, n, req->peer, s->bind_node_address, err, sizeof(err))) {
+		httpd_error(req, ERR_AUTH, err);
+		log_warn("sync refused node=%s peer=%s registered_from=%s", n->name, req->peer,
+		         n->registered_from);
 		return HTTPD_DONE;
 	}
 	n->last_seen_ms = now_ms();
@@ -233,11 +294,16 @@ static int sync_locked(struct server *s, struct httpd_req *req, const json_t *bo
 int agentproto_sync(struct server *s, struct httpd_req *req)
 {
 	req->route = "agent_sync";
-	char err[256];
+	char err[768];
 	json_t *body = NULL;
 	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
 	if (rc == 0)
 		rc = validate_sync(body, err, sizeof(err));
+	/* Before the lock: a host name in it is resolved. */
+	if (rc == 0)
+		rc = peer_url_check("facts.agent_url",
+		                    jv_str(json_object_get(body, "facts"), "agent_url", ""),
+		                    req->peer, err, sizeof(err));
 	if (rc) {
 		httpd_error(req, rc, err);
 		json_decref(body);

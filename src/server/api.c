@@ -452,6 +452,8 @@ int server_handle(struct httpd_req *req, void *ctx)
 		route_jobs(s, req, p + 8);
 	else if (strncmp(p, "/v1/nodes", 9) == 0 && (p[9] == '\0' || p[9] == '/'))
 		api_nodes(s, req, p + 9);
+	else if (strncmp(p, "/v1/join-token", 14) == 0 && (p[14] == '\0' || p[14] == '/'))
+		api_join_token(s, req, p + 14);
 	else if (strncmp(p, "/v1/workflows", 13) == 0 && (p[13] == '\0' || p[13] == '/'))
 		api_flows(s, req, p + 13);
 	else if (strncmp(p, "/v1/fleet/", 10) == 0)

@@ -1,5 +1,7 @@
 /* api_nodes.c - /v1/nodes: list, show, labels and pools, cordon / drain /
- * uncordon, and the node check (proxied to the node's agent). */
+ * uncordon, reset and approve, and the node check (proxied to the node's
+ * agent); /v1/join-token: the token that admits new nodes. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,13 @@ static int target_state(const struct node *n, const json_t *body, enum node_stat
                         size_t errlen)
 {
 	const char *want = jv_str(body, "state", NULL);
+	if (n->admin == NODE_AWAITING) {
+		snprintf(err, errlen,
+		         "field 'state': node %s is awaiting approval; approve it first (anvil "
+		         "node approve %s, POST /v1/nodes/%s/approve)",
+		         n->name, n->name, n->name);
+		return ERR_CONFLICT;
+	}
 	if (strcmp(want, "ready") == 0)
 		*to = NODE_READY;
 	else if (strcmp(want, "cordoned") == 0)
@@ -398,6 +407,90 @@ static void node_fault(struct server *s, struct httpd_req *req, const char *name
 	free(text);
 }
 
+/* POST /v1/nodes/NAME/reset and /approve: the node's identity and its
+ * admission (server/nodes.c, "registration"). */
+static void node_identity(struct server *s, struct httpd_req *req, const char *name, int reset)
+{
+	static const struct jv_field none[] = {{NULL, 0, 0, 0, 0}};
+	req->route = reset ? "nodes_reset" : "nodes_approve";
+	json_t *body = req->body_len ? api_body(req, none) : NULL; /* none, or {} */
+	if (req->body_len && !body)
+		return;
+	json_decref(body);
+	struct state *st = &s->state;
+	char err[300];
+	int rc = 0;
+	state_lock(st);
+	struct node *n = find_node(st, name);
+	if (!n) {
+		no_node(req, name);
+	} else {
+		if (reset) {
+			api_poll_drop(n, "the node was reset by an admin: its secret is revoked");
+			state_node_reset(st, n);
+		} else
+			rc = state_node_approve(st, n, err, sizeof(err));
+		if (rc)
+			httpd_error(req, rc, err);
+		else
+			state_settle(st);
+	}
+	if (n && rc == 0 && api_flush_or_fail(st, req) == 0)
+		api_send_json(req, 200, json_pack("{s:o}", "node", state_node_json(st, n, 1)));
+	state_unlock(st);
+}
+
+static const struct jv_field rotate_fields[] = {
+        {"ttl_ms", JV_INT, 0, 0, JOINTOKEN_TTL_MAX_MS},
+        {NULL, 0, 0, 0, 0},
+};
+
+/* GET /v1/join-token: the token and its expiry; POST /v1/join-token/rotate
+ * {"ttl_ms"}: a new one (the old one refused from now on). */
+void api_join_token(struct server *s, struct httpd_req *req, const char *rest)
+{
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	json_t *body = NULL;
+	char err[300];
+	int rc = 0;
+	if (get && !*rest) {
+		req->route = "join_token_get";
+	} else if (post && strcmp(rest, "/rotate") == 0) {
+		req->route = "join_token_rotate";
+		body = req->body_len ? api_body(req, rotate_fields) : json_object();
+		if (!body)
+			return;
+	} else {
+		httpd_error(req, ERR_NOTFOUND,
+		            "use GET /v1/join-token or POST /v1/join-token/rotate");
+		return;
+	}
+	int64_t now = wall_ms();
+	pthread_mutex_lock(&s->join_mu);
+	if (body)
+		rc = jointoken_rotate(s->state_dir, &s->join,
+		                      jv_int(body, "ttl_ms", s->join_ttl_ms), now, err,
+		                      sizeof(err));
+	json_t *view = rc ? NULL : jointoken_json(&s->join, now);
+	pthread_mutex_unlock(&s->join_mu);
+	if (rc) {
+		log_error("join token rotation failed: %s", err);
+		httpd_error(req, rc, err);
+	} else {
+		if (body) {
+			log_info("join token rotated expires_ms=%lld",
+			         (long long)jv_int(view, "expires_ms", 0));
+			state_lock(&s->state);
+			state_event(&s->state, "join_token.rotated", 0, 0,
+			            "the join token was rotated; the old one is refused");
+			state_flush(&s->state);
+			state_unlock(&s->state);
+		}
+		api_send_json(req, 200, view);
+	}
+	json_decref(body);
+}
+
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest)
 {
 	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
@@ -426,6 +519,8 @@ void api_nodes(struct server *s, struct httpd_req *req, const char *rest)
 		node_check(s, req, name);
 	else if (strcmp(tail, "/faults") == 0 && post)
 		node_fault(s, req, name);
+	else if ((strcmp(tail, "/reset") == 0 || strcmp(tail, "/approve") == 0) && post)
+		node_identity(s, req, name, strcmp(tail, "/reset") == 0);
 	else
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 }

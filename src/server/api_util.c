@@ -1,5 +1,6 @@
 /* api_util.c - what the API files share: JSON answers, path ids, bodies,
  * flushing before an answer. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,7 @@ json_t *api_body(struct httpd_req *req, const struct jv_field *fields)
 int api_token_ok(struct httpd_req *req, const char *want)
 {
 	const char *h = httpd_header(req, "Authorization");
-	if (!h || strncmp(h, "Bearer ", 7) != 0 || !want)
+	if (!h || strncmp(h, "Bearer ", 7) != 0 || !want || !*want) /* "": revoked */
 		return 0;
 	h += 7;
 	size_t n = strlen(want);
@@ -64,4 +65,24 @@ int api_token_ok(struct httpd_req *req, const char *want)
 	for (size_t i = 0; i < n; i++)
 		diff |= (unsigned char)(h[i] ^ want[i]);
 	return diff == 0;
+}
+
+int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len)
+{
+	const char *h = httpd_header(req, "Authorization");
+	const char *bearer = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+	pthread_mutex_lock(&s->join_mu);
+	int rc = jointoken_check(&s->join, bearer, wall_ms(), why, len);
+	pthread_mutex_unlock(&s->join_mu);
+	return rc;
+}
+
+void api_poll_drop(struct node *n, const char *why)
+{
+	struct httpd_req *w = n->waiter;
+	if (!w)
+		return;
+	n->waiter = NULL;
+	httpd_error(w, ERR_AUTH, why);
+	httpd_resume(w);
 }

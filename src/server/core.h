@@ -4,7 +4,9 @@
  * (tests/lint/layers.py checks it):
  *
  *   0  state.c       the core: indexes, dirty records, events, flush,
- *                    queues and teams, accounting
+ *                    queues and teams, accounting; jointoken.c and
+ *                    peer.c: leaves that know no state (the join
+ *                    token's life, agent URLs against their address)
  *   1  transition.c  the transitions: the only writers of a job's,
  *                    attempt's, rank's or node's state (store/machine.h)
  *   2  ranks.c       attempts and ranks: reports, stops, desired sets;

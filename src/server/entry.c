@@ -118,9 +118,14 @@ void state_check_nodes(struct state *st, int64_t now)
 	state_settle(st); /* what the rollout changed (a node back in service) */
 }
 
-struct node *state_register(struct state *st, const json_t *facts, const char *name)
+int state_register(struct state *st, const json_t *facts, const char *name,
+                   const struct node_admission *adm, struct node **out, char *err, size_t errlen)
 {
-	struct node *n = nodes_register(st, facts, name);
-	fleet_node_joined(st, n);
-	return n;
+	struct node *n = NULL;
+	int rc = nodes_register(st, facts, name, adm, &n, err, errlen);
+	if (rc == 0) {
+		fleet_node_joined(st, n);
+		*out = n;
+	}
+	return rc;
 }

@@ -144,6 +144,8 @@ static int requeue_on(struct state *st, struct node *n, uint64_t mask, const cha
 int state_node_set_admin(struct state *st, struct node *n, enum node_state admin,
                          const char *reason, int by_fault)
 {
+	if (n->admin == NODE_AWAITING)
+		return ERR_CONFLICT; /* it runs nothing; only approval takes it out */
 	if (admin == NODE_DRAINING && (n->admin == NODE_DRAINING || n->admin == NODE_DRAINED) &&
 	    !(by_fault && !n->admin_by_fault))
 		return 0;
@@ -322,13 +324,13 @@ const char *state_node_fault(const struct node *n)
 
 /* ---- liveness ---- */
 
-static void node_lost(struct state *st, struct node *n)
+/* n is lost (why: the move's reason): its ranks are, and its desired set
+ * is empty from now on. */
+static void node_lost(struct state *st, struct node *n, const char *why)
 {
-	if (node_to(st, n, NODE_LOST, "node %s silent for over %lld ms", n->name,
-	            (long long)st->config.node_timeout_ms))
+	if (node_to(st, n, NODE_LOST, "node %s %s", n->name, why))
 		return;
-	log_warn("node lost node=%s timeout_ms=%lld", n->name,
-	         (long long)st->config.node_timeout_ms);
+	log_warn("node lost node=%s why=\"%s\"", n->name, why);
 	ranks_node_lost(st, n);
 	state_bump(st, n);
 }
@@ -337,9 +339,13 @@ void nodes_check_silent(struct state *st, int64_t now)
 {
 	for (int i = 0; i < st->nnodes; i++) {
 		struct node *n = st->nodes[i];
-		if (n->state != NODE_LOST && !n->waiter &&
-		    now - n->last_seen_ms > st->config.node_timeout_ms)
-			node_lost(st, n);
+		char why[64];
+		if (n->state == NODE_LOST || n->waiter ||
+		    now - n->last_seen_ms <= st->config.node_timeout_ms)
+			continue;
+		text_printf(why, sizeof(why), "silent for over %lld ms",
+		            (long long)st->config.node_timeout_ms);
+		node_lost(st, n, why);
 	}
 }
 
@@ -359,35 +365,151 @@ void nodes_back(struct state *st, struct node *n, const json_t *ranks)
 		log_info("node is back node=%s", n->name);
 }
 
-/* ---- registration ---- */
+/* ---- registration ----
+ *
+ * A node's identity is its name, its secret and the address it registered
+ * from. The join token admits a name the server does not know, and a name
+ * an operator reset (once); a registered name is taken again only with the
+ * node's own secret, which keeps it (an agent whose sync was refused, e.g.
+ * after it moved to another address, registers again so). A join-token
+ * registration of a registered name is refused with ERR_CONFLICT: else
+ * whoever holds the join token (any job could read it) would take the node
+ * over, its ranks' environments and its log and exec traffic with it. */
 
-struct node *nodes_register(struct state *st, const json_t *facts, const char *name)
+static struct node *node_new(struct state *st, const char *name, int approve)
+{
+	struct node *n = xcalloc(1, sizeof(*n));
+	n->id = st->nnodes + 1;
+	n->name = xstrdup(name);
+	n->secret = xstrdup("");
+	n->hostname = xstrdup("");
+	n->address = xstrdup("127.0.0.1");
+	n->agent_url = xstrdup("");
+	n->backend = xstrdup("none");
+	n->state = NODE_READY; /* created ready or awaiting: not a move (store/machine.h) */
+	n->admin = approve ? NODE_AWAITING : NODE_READY;
+	if (approve)
+		text_printf(n->admin_reason, sizeof(n->admin_reason),
+		            "new node: awaiting approval (anvil node approve %s)", name);
+	st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
+	st->nodes[st->nnodes++] = n;
+	state_event(st, "node.registered", 0, n->id, "node %s registered%s", name,
+	            approve ? ", awaiting approval" : "");
+	return n;
+}
+
+/* Whether adm may take the registered node n: 0, or an error and why. */
+static int admit_again(const struct node *n, const struct node_admission *adm, char *err,
+                       size_t errlen)
+{
+	if (adm->own_secret) {
+		if (!adm->bind_address || !n->registered_from[0] ||
+		    strcmp(n->registered_from, adm->peer) == 0)
+			return 0;
+		text_printf(err, errlen,
+		            "node %s's secret is bound to the address it registered from, %s "
+		            "(--bind-node-address); this registration comes from %s. To move the "
+		            "node, an admin resets it (anvil node reset %s)",
+		            n->name, n->registered_from, adm->peer, n->name);
+		return ERR_AUTH;
+	}
+	if (!adm->join_ok) {
+		text_printf(err, errlen, "%s", adm->join_why ? adm->join_why : "not authorized");
+		return ERR_AUTH;
+	}
+	if (n->reset)
+		return 0;
+	text_printf(err, errlen,
+	            "field 'name': node %s is registered already, and the join token admits new "
+	            "nodes only; its agent registers again with its own secret (WORK_DIR/"
+	            "node.json). If that is lost, an admin re-admits the node: anvil node reset %s",
+	            n->name, n->name);
+	return ERR_CONFLICT;
+}
+
+int nodes_register(struct state *st, const json_t *facts, const char *name,
+                   const struct node_admission *adm, struct node **out, char *err, size_t errlen)
 {
 	struct node *n = state_node_by_name(st, name);
-	if (!n) {
-		n = xcalloc(1, sizeof(*n));
-		n->id = st->nnodes + 1;
-		n->name = xstrdup(name);
-		n->hostname = xstrdup("");
-		n->address = xstrdup("127.0.0.1");
-		n->agent_url = xstrdup("");
-		n->backend = xstrdup("none");
-		n->state = NODE_READY; /* created ready: not a move (store/machine.h) */
-		n->admin = NODE_READY;
-		st->nodes = xrealloc(st->nodes, sizeof(*st->nodes) * (size_t)(st->nnodes + 1));
-		st->nodes[st->nnodes++] = n;
-		state_event(st, "node.registered", 0, n->id, "node %s registered", name);
-	} else {
-		state_event(st, "node.reregistered", 0, n->id, "node %s registered again", name);
+	if (!n && !adm->join_ok) {
+		text_printf(err, errlen, "%s", adm->join_why ? adm->join_why : "not authorized");
+		return ERR_AUTH;
 	}
-	char secret[65];
-	random_hex(secret, 32);
-	free(n->secret);
-	n->secret = xstrdup(secret);
+	int rc = n ? admit_again(n, adm, err, errlen) : 0;
+	if (rc)
+		return rc;
+	if (!n) {
+		n = node_new(st, name, adm->approve);
+	} else {
+		state_event(st, "node.reregistered", 0, n->id, "node %s registered again from %s%s",
+		            name, adm->peer, n->reset ? " after a reset" : "");
+	}
+	if (!n->secret[0]) { /* new, or reset: its own secret keeps the one it has */
+		char secret[65];
+		random_hex(secret, 32);
+		free(n->secret);
+		n->secret = xstrdup(secret);
+	}
+	n->reset = 0;
+	text_printf(n->registered_from, sizeof(n->registered_from), "%s", adm->peer);
 	state_node_facts(st, n, facts);
 	n->last_seen_ms = n->facts_ms = now_ms();
 	state_want_schedule(st);
-	return n;
+	*out = n;
+	return 0;
+}
+
+int state_node_sync_from(struct state *st, struct node *n, const char *peer, int bind_address,
+                         char *err, size_t errlen)
+{
+	if (!n->registered_from[0]) { /* registered before addresses were recorded */
+		text_printf(n->registered_from, sizeof(n->registered_from), "%s", peer);
+		state_mark_node(st, n);
+		return 0;
+	}
+	if (strcmp(n->registered_from, peer) == 0)
+		return 0;
+	if (bind_address)
+		text_printf(err, errlen,
+		            "node %s's secret is bound to the address it registered from, %s "
+		            "(--bind-node-address); this sync comes from %s. To move the node, an "
+		            "admin resets it (anvil node reset %s)",
+		            n->name, n->registered_from, peer, n->name);
+	else
+		text_printf(err, errlen,
+		            "node %s registered from %s; this sync comes from %s. The server "
+		            "answers a node only at the address it registered from: register "
+		            "again from here with the node's secret (an agent does so by itself)",
+		            n->name, n->registered_from, peer);
+	return ERR_AUTH;
+}
+
+void state_node_reset(struct state *st, struct node *n)
+{
+	free(n->secret);
+	n->secret = xstrdup(""); /* revoked: no sync, no agent call carries it */
+	n->reset = 1;
+	state_event(st, "node.reset", 0, n->id,
+	            "node %s reset by an operator: its secret is revoked and its next "
+	            "registration with the join token is accepted",
+	            n->name);
+	log_info("node reset node=%s", n->name);
+	if (n->state != NODE_LOST)
+		node_lost(st, n, "reset by an operator");
+	state_mark_node(st, n);
+}
+
+int state_node_approve(struct state *st, struct node *n, char *err, size_t errlen)
+{
+	if (n->admin != NODE_AWAITING) {
+		text_printf(err, errlen, "node %s is not awaiting approval (it is %s)", n->name,
+		            node_shown_state(n));
+		return ERR_CONFLICT;
+	}
+	int rc = node_admin_to(st, n, NODE_READY, "", 0, NULL);
+	if (rc)
+		text_printf(err, errlen, "node %s cannot be approved now", n->name);
+	return rc;
 }
 
 /* ---- labels and pool ---- */
@@ -718,6 +840,9 @@ json_t *state_node_json(struct state *st, const struct node *n, int detail)
 	json_object_set_new(o, "facts_ms_ago",
 	                    n->facts_ms ? json_integer(now_ms() - n->facts_ms) : json_null());
 	json_object_set_new(o, "reason", json_string(n->admin_reason));
+	json_object_set_new(o, "registered_from",
+	                    n->registered_from[0] ? json_string(n->registered_from) : json_null());
+	json_object_set_new(o, "reset", json_boolean(n->reset));
 	json_object_set_new(o, "drained_by_fault", json_boolean(n->admin_by_fault));
 	const char *fault = state_node_fault(n);
 	json_object_set_new(o, "fault", fault ? json_string(fault) : json_null());

@@ -64,8 +64,10 @@ void nodes_back(struct state *st, struct node *n, const json_t *ranks);
 /* After loading: the masks from the last health report, the profile's hold. */
 void state_node_restore(struct state *st, struct node *n);
 /* Registration (state_register composes it with the fleet's part): the
- * node named name, made or found, with a new secret and these facts. */
-struct node *nodes_register(struct state *st, const json_t *facts, const char *name);
+ * node named name, made (with a new secret) or admitted again as adm
+ * allows, with these facts; state.h says what is refused. */
+int nodes_register(struct state *st, const json_t *facts, const char *name,
+                   const struct node_admission *adm, struct node **out, char *err, size_t errlen);
 /* How long a node whose check of its profile failed waits for the next. */
 #define NODES_CHECK_RETRY_MS 10000
 /* Recomputes what holds n from new work (node->hold): its profile not

@@ -45,6 +45,9 @@ struct server_config {
 	int64_t session_warning_ms;
 	char objects[PATH_MAX + 16]; /* "": file://STATE_DIR/objects */
 	int64_t object_max;
+	int64_t join_ttl_ms;
+	int approve_nodes;
+	int bind_node_address;
 	enum log_level level;
 };
 
@@ -81,7 +84,14 @@ static const char usage[] =
         "  --fair-share-half-life DUR half-life of the usage behind fair share (24h)\n"
         "  --session-warning DUR      a session's terminal is warned this long before its\n"
         "                             time limit or idle timeout ends it (1m; at most half\n"
-        "                             of either; 1s..1h)\n";
+        "                             of either; 1s..1h)\n"
+        "\n"
+        "Node identity (docs/operations.md, \"Node identity\"):\n"
+        "  --join-token-ttl DUR       how long a join token admits new nodes from when it\n"
+        "                             is made or rotated (24h; 0 = forever)\n"
+        "  --approve-nodes            a new node takes no work until `anvil node approve`\n"
+        "  --bind-node-address        a node's secret is good only from the address it\n"
+        "                             registered from (moving it takes `anvil node reset`)\n";
 
 int server_default_home(char *out, size_t n);
 int server_default_home(char *out, size_t n)
@@ -137,7 +147,7 @@ static int parse_size(const char *v, int64_t *out)
 #define SERVER_CONFIG_FILE "/etc/anvil/server.yaml"
 
 /* Options that take no value; a config file writes them `full-sync: true`. */
-static const char *const switches[] = {"full-sync", NULL};
+static const char *const switches[] = {"full-sync", "approve-nodes", "bind-node-address", NULL};
 
 static const char unknown_option[] = "is not an option of anvil server (see --help)";
 
@@ -171,6 +181,7 @@ static void config_defaults(struct server_config *c)
 	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->session_warning_ms = 60 * 1000;
 	c->object_max = OBJECT_MAX_DEFAULT;
+	c->join_ttl_ms = 24 * 3600 * 1000LL; /* as kubeadm's bootstrap tokens */
 	c->level = LOG_INFO;
 }
 
@@ -220,6 +231,12 @@ static const char *set_option(struct server_config *c, const char *f, const char
 	} else if (strcmp(f, "--object-max-size") == 0) {
 		if (parse_size(v, &c->object_max))
 			return "is not a size from 1Mi to 1Pi (bytes, or 10G, 256Gi)";
+	} else if (strcmp(f, "--join-token-ttl") == 0) {
+		if (parse_duration_ms(v, &c->join_ttl_ms) ||
+		    (c->join_ttl_ms != 0 && c->join_ttl_ms < 1000) ||
+		    c->join_ttl_ms > JOINTOKEN_TTL_MAX_MS)
+			return "is not a duration from 1s to 87840h, or 0 for a token that never "
+			       "expires";
 	} else if (strcmp(f, "--log-level") == 0) {
 		if (log_level_parse(v, &c->level))
 			return "is not one of error, warn, info, debug";
@@ -244,6 +261,11 @@ static int parse_flags(int argc, char **argv, const struct conf *from, struct se
 		}
 		if (strcmp(f, "--full-sync") == 0) {
 			c->full_sync = 1;
+			continue;
+		}
+		if (strcmp(f, "--approve-nodes") == 0 || strcmp(f, "--bind-node-address") == 0) {
+			*(strcmp(f, "--approve-nodes") == 0 ? &c->approve_nodes
+			                                    : &c->bind_node_address) = 1;
 			continue;
 		}
 		if (strcmp(f, "--check-config") == 0) {
@@ -493,6 +515,29 @@ static int open_objects(struct server *s, const struct server_config *c, char *u
 	return rc;
 }
 
+/* The admin token, and the join token with its record (jointoken.h). */
+static int open_join_token(struct server *s, const struct server_config *c)
+{
+	char join[SERVER_TOKEN_MAX + 1], err[PATH_MAX + 200];
+	int rc = load_token(c->state_dir, "admin.token", s->admin_token);
+	if (rc == 0)
+		rc = load_token(c->state_dir, "join.token", join);
+	if (rc)
+		return rc;
+	snprintf(s->state_dir, sizeof(s->state_dir), "%s", c->state_dir);
+	s->join_ttl_ms = c->join_ttl_ms;
+	s->approve_nodes = c->approve_nodes;
+	s->bind_node_address = c->bind_node_address;
+	rc = jointoken_load(c->state_dir, join, c->join_ttl_ms, wall_ms(), &s->join, err,
+	                    sizeof(err));
+	if (rc)
+		log_error("cannot open the join token: %s", err);
+	else
+		log_info("join token expires_ms=%lld approve_nodes=%d bind_node_address=%d",
+		         (long long)s->join.expires_ms, s->approve_nodes, s->bind_node_address);
+	return rc;
+}
+
 static int open_all(struct server *s, const struct server_config *c)
 {
 	int rc = mkdir_p(c->state_dir, 0700);
@@ -501,8 +546,7 @@ static int open_all(struct server *s, const struct server_config *c)
 		return rc;
 	}
 	tighten_state(c->state_dir);
-	if ((rc = load_token(c->state_dir, "admin.token", s->admin_token)) ||
-	    (rc = load_token(c->state_dir, "join.token", s->join_token)))
+	if ((rc = open_join_token(s, c)))
 		return rc;
 	char *db = xasprintf("%s/anvil.db", c->state_dir);
 	rc = state_open(&s->state, db, c->full_sync, c->node_timeout_ms);
@@ -550,11 +594,14 @@ int server_main(int argc, char **argv)
 	if (check_only) {
 		printf("configuration ok: config=%s state-dir=%s listen=%s:%d node-timeout=%lldms "
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
-		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld\n",
+		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld "
+		       "join-token-ttl=%lldms approve-nodes=%s bind-node-address=%s\n",
 		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
-		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max);
+		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max,
+		       (long long)c.join_ttl_ms, c.approve_nodes ? "on" : "off",
+		       c.bind_node_address ? "on" : "off");
 		return 0;
 	}
 	log_init("server", c.level);
@@ -563,6 +610,7 @@ int server_main(int argc, char **argv)
 	stop_signals_catch();
 	struct server *s = xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->objects_mu, NULL);
+	pthread_mutex_init(&s->join_mu, NULL);
 	rc = open_all(s, &c);
 	if (rc) {
 		fprintf(stderr, "anvil server: cannot start: %s (the log above says why)\n",
@@ -573,6 +621,7 @@ int server_main(int argc, char **argv)
 			state_close(&s->state);
 		blob_close(s->state.objects);
 		pthread_mutex_destroy(&s->objects_mu);
+		pthread_mutex_destroy(&s->join_mu);
 		free(s);
 		return 1;
 	}
@@ -595,6 +644,7 @@ int server_main(int argc, char **argv)
 	state_close(&s->state);
 	blob_close(s->state.objects);
 	pthread_mutex_destroy(&s->objects_mu);
+	pthread_mutex_destroy(&s->join_mu);
 	free(s->waiters);
 	free(s);
 	return 0;

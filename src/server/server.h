@@ -7,10 +7,12 @@
 #ifndef ANVIL_SERVER_H
 #define ANVIL_SERVER_H
 
+#include <limits.h>
 #include <pthread.h>
 
 #include "base/httpd.h"
 #include "base/jv.h"
+#include "server/jointoken.h"
 #include "server/state.h"
 
 /* A token file holds 32 to 128 characters of [A-Za-z0-9._~+/=-] (the server
@@ -23,7 +25,19 @@ struct server {
 	struct httpd *http;
 	int state_open; /* state_open() succeeded: state_close() on the way out */
 	char admin_token[SERVER_TOKEN_MAX + 1];
-	char join_token[SERVER_TOKEN_MAX + 1];
+	/* The join token (jointoken.h) under join_mu: rotated by an admin
+	 * while registrations read it. Lock order: join_mu may be taken with
+	 * the state lock held, never the state lock with join_mu held.
+	 * state_dir: where its files are. */
+	pthread_mutex_t join_mu;
+	struct jointoken join;
+	int64_t join_ttl_ms; /* --join-token-ttl: a new token's life; 0: forever */
+	char state_dir[PATH_MAX + 16];
+	/* Node identity (server/nodes.c, "registration"): new nodes await an
+	 * admin's approval (--approve-nodes); a node's secret is good only
+	 * from the address it registered from (--bind-node-address). */
+	int approve_nodes;
+	int bind_node_address;
 	char url[128];
 	int64_t max_wait_ms;
 	volatile int stopping;
@@ -61,9 +75,17 @@ void api_send_json(struct httpd_req *req, int status, json_t *o); /* takes o */
 /* Parses a request body and validates it against fields (jv_check); on
  * failure answers 400 itself and returns NULL. */
 json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
-/* "Authorization: Bearer WANT", compared in constant time; NULL want: no. */
+/* "Authorization: Bearer WANT", compared in constant time; NULL or ""
+ * want (a revoked secret): no. */
 int api_token_ok(struct httpd_req *req, const char *want);
 int api_flush_or_fail(struct state *st, struct httpd_req *req);
+/* Answers the node's waiting sync poll, if any, with 401 and why, not its
+ * desired set: the poll belongs to a registration that is over (the node
+ * registered again, maybe from another address, or was reset). Lock held. */
+void api_poll_drop(struct node *n, const char *why);
+/* Whether the request's bearer token is the valid join token now: 0, or
+ * ERR_AUTH with why in why (takes join_mu). */
+int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len);
 int64_t api_path_id(const char *seg, size_t len);
 /* POST /v1/jobs/ID/attach (exec 0) and /exec (exec 1): the rank's stream,
  * relayed to its agent (api_stream.c). */
@@ -89,6 +111,8 @@ int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id,
 int64_t api_objects_spool(struct httpd_req *req, void *ctx);
 /* Routes under /v1/nodes (api_nodes.c); rest is what follows "/v1/nodes". */
 void api_nodes(struct server *s, struct httpd_req *req, const char *rest);
+/* GET /v1/join-token and POST /v1/join-token/rotate (api_nodes.c). */
+void api_join_token(struct server *s, struct httpd_req *req, const char *rest);
 /* The node check of node node_id with the expectations expect (taken), as
  * POST /v1/nodes/NAME/check runs it, for the fleet's checker thread
  * (server.c): 0 with the agent's result in *result (the caller's), or an

@@ -165,7 +165,36 @@ void state_schedule_estimate(struct state *st, struct job *j);
 
 /* ---- agents ---- */
 
-struct node *state_register(struct state *st, const json_t *facts, const char *name);
+/* What a registration presents, as the HTTP side judged it
+ * (server/agentproto.c), and the server's settings that decide it. */
+struct node_admission {
+	const char *peer;     /* the address it comes from */
+	int join_ok;          /* it presented the valid join token */
+	const char *join_why; /* else why that was refused: the 401's message */
+	int own_secret;       /* it presented the named node's current secret */
+	int approve;          /* --approve-nodes: a new node awaits approval */
+	int bind_address;     /* --bind-node-address: a secret is good from its address only */
+};
+/* Registers the node name with facts (server/nodes.c, "registration"): a
+ * new name with the join token (awaiting approval when adm->approve); a
+ * registered one with its own secret (bound to its address when
+ * adm->bind_address), or with the join token once after a reset. 0 with
+ * the node in *out; ERR_AUTH (credentials) or ERR_CONFLICT (the join token
+ * for a registered name) with why in err, nothing changed. */
+int state_register(struct state *st, const json_t *facts, const char *name,
+                   const struct node_admission *adm, struct node **out, char *err, size_t errlen);
+/* Whether a sync of n with its secret from peer is answered: 0 (and the
+ * address recorded, for a node registered before addresses were), or
+ * ERR_AUTH with why in err: it registered from another address. */
+int state_node_sync_from(struct state *st, struct node *n, const char *peer, int bind_address,
+                         char *err, size_t errlen);
+/* `anvil node reset`: n's secret is revoked now, its ranks are lost with
+ * it (it is lost until its agent registers and syncs again), and the next
+ * registration of its name with the join token is accepted, once. */
+void state_node_reset(struct state *st, struct node *n);
+/* `anvil node approve`: a node awaiting approval becomes ready (and may
+ * take work); ERR_CONFLICT with why in err when it is not awaiting. */
+int state_node_approve(struct state *st, struct node *n, char *err, size_t errlen);
 void state_node_facts(struct state *st, struct node *n, const json_t *facts);
 /* Applies one sync's rank reports (agent_gen: the generation the agent
  * last applied), then settles. */

@@ -101,6 +101,9 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 		const char *pool = jv_str(extra, "pool", NULL);
 		n->pool = pool ? xstrdup(pool) : NULL;
 		node_fleet_row(n, extra);
+		text_printf(n->registered_from, sizeof(n->registered_from), "%s",
+		            jv_str(extra, "registered_from", ""));
+		n->reset = json_is_true(json_object_get(extra, "reset"));
 		json_decref(extra);
 		l->node(l->ctx, n);
 	}

@@ -61,7 +61,8 @@ static const struct machine_move rank_moves[] = {
 };
 
 static const struct machine_move node_moves[] = {
-        {NODE_READY, NODE_LOST, "node.lost", "its agent was silent longer than the node timeout"},
+        {NODE_READY, NODE_LOST, "node.lost",
+         "its agent was silent longer than the node timeout, or an operator reset its identity"},
         {NODE_LOST, NODE_READY, "node.ready", "its agent syncs again and runs nothing unwanted"},
         END,
 };
@@ -85,6 +86,8 @@ static const struct machine_move admin_moves[] = {
         {NODE_DRAINED, NODE_CORDONED, "node.state", "an operator cordons it"},
         {NODE_DRAINED, NODE_DRAINING, "node.state",
          "an operator drains it again, or a node fault takes over an operator's drain"},
+        {NODE_AWAITING, NODE_READY, "node.approved",
+         "an operator approves it (a server with --approve-nodes makes new nodes so)"},
         END,
 };
 
@@ -103,17 +106,19 @@ static const char *node_name(int s)
 	return node_state_name((enum node_state)s);
 }
 
+/* initial: the state a record is created in; also_initial: another one
+ * some records are created in (-1: none). */
 static const struct kind {
 	const char *name;
 	const struct machine_move *moves;
-	int nstates, initial;
+	int nstates, initial, also_initial;
 	const char *(*state_name)(int s);
 } kinds[MACHINE_NKINDS] = {
-        {"job", job_moves, JOB_NSTATES, JOB_PENDING, job_name},
-        {"attempt", attempt_moves, JOB_NSTATES, JOB_SCHEDULED, job_name},
-        {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, rank_name},
-        {"node", node_moves, NODE_NSTATES, NODE_READY, node_name},
-        {"node admin", admin_moves, NODE_NSTATES, NODE_READY, node_name},
+        {"job", job_moves, JOB_NSTATES, JOB_PENDING, -1, job_name},
+        {"attempt", attempt_moves, JOB_NSTATES, JOB_SCHEDULED, -1, job_name},
+        {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, -1, rank_name},
+        {"node", node_moves, NODE_NSTATES, NODE_READY, -1, node_name},
+        {"node admin", admin_moves, NODE_NSTATES, NODE_READY, NODE_AWAITING, node_name},
 };
 
 static const struct kind *kind_of(enum machine_kind k)
@@ -155,6 +160,11 @@ int machine_initial(enum machine_kind k)
 	return kind_of(k) ? kind_of(k)->initial : 0;
 }
 
+int machine_also_initial(enum machine_kind k)
+{
+	return kind_of(k) ? kind_of(k)->also_initial : -1;
+}
+
 int machine_final(enum machine_kind k, int s)
 {
 	const struct machine_move *m = machine_moves(k);
@@ -167,7 +177,7 @@ int machine_final(enum machine_kind k, int s)
 /* A state some move reaches or leaves, or the initial one. */
 static int used(enum machine_kind k, int s)
 {
-	if (s == machine_initial(k))
+	if (s == machine_initial(k) || s == machine_also_initial(k))
 		return 1;
 	for (const struct machine_move *m = machine_moves(k); m && m->why; m++)
 		if (m->from == s || m->to == s)
@@ -189,6 +199,8 @@ size_t machine_markdown(enum machine_kind k, char *out, size_t len)
 	out[0] = '\0';
 	EMIT("```mermaid\nstateDiagram-v2\n    [*] --> %s\n",
 	     machine_state_name(k, machine_initial(k)));
+	if (machine_also_initial(k) >= 0)
+		EMIT("    [*] --> %s\n", machine_state_name(k, machine_also_initial(k)));
 	for (const struct machine_move *m = machine_moves(k); m && m->why; m++)
 		if (m->from != m->to)
 			EMIT("    %s --> %s\n", machine_state_name(k, m->from),

@@ -11,7 +11,8 @@
  * lost) and what operators and faults decided (MACHINE_NODE_ADMIN: ready,
  * cordoned, draining, drained); model.h explains how they combine.
  * Records are created in their first state (a job pending, an attempt
- * scheduled, a rank assigned, a node ready), which is not a move.
+ * scheduled, a rank assigned, a node ready, or awaiting approval where the
+ * server asks for it), which is not a move.
  */
 #ifndef ANVIL_MACHINE_H
 #define ANVIL_MACHINE_H
@@ -39,6 +40,9 @@ const char *machine_state_name(enum machine_kind k, int s);
 int machine_nstates(enum machine_kind k);
 /* The state a record of kind k is created in. */
 int machine_initial(enum machine_kind k);
+/* Another state some records of kind k are created in (a node awaiting
+ * approval), or -1. */
+int machine_also_initial(enum machine_kind k);
 /* A state with no move out of it. */
 int machine_final(enum machine_kind k, int s);
 /* Kind k as docs/states.md shows it: a mermaid state diagram (moves to

@@ -9,7 +9,8 @@ static const char *job_names[JOB_NSTATES] = {"pending", "scheduled", "running", 
                                              "failed",  "cancelled", "lost",    "preempted"};
 static const char *rank_names[RANK_NSTATES] = {"assigned", "running", "exited", "failed_to_start",
                                                "lost"};
-static const char *node_names[NODE_NSTATES] = {"ready", "lost", "cordoned", "draining", "drained"};
+static const char *node_names[NODE_NSTATES] = {"ready",    "lost",    "cordoned",
+                                               "draining", "drained", "awaiting_approval"};
 static const char *scope_names[NODE_FAULT_NSCOPES] = {"warning", "job", "gpu", "node"};
 
 static int parse(const char *const *names, int n, const char *s, int *out)

@@ -59,8 +59,18 @@ enum rank_state {
  * draining and drained nodes take no new work (server/nodes.c). Nor does a
  * ready node that its fleet profile holds (node->hold: converging, or its
  * node check not passed yet): it is shown "converging", or "held" when its
- * profile failed or drifted. */
-enum node_state { NODE_READY, NODE_LOST, NODE_CORDONED, NODE_DRAINING, NODE_DRAINED, NODE_NSTATES };
+ * profile failed or drifted. A server run with --approve-nodes creates a
+ * new node in NODE_AWAITING ("awaiting_approval"), which takes no work and
+ * leaves it only for ready, by `anvil node approve` (nodes_approve). */
+enum node_state {
+	NODE_READY,
+	NODE_LOST,
+	NODE_CORDONED,
+	NODE_DRAINING,
+	NODE_DRAINED,
+	NODE_AWAITING,
+	NODE_NSTATES
+};
 
 /* Fault findings by scope, as the agent's GPU health reports them. */
 enum node_fault_scope {
@@ -236,6 +246,15 @@ struct node {
 	int64_t finding_seq;                /* newest fault finding applied */
 	int64_t faults[NODE_FAULT_NSCOPES]; /* findings applied, by scope */
 	int64_t generation;                 /* bumped when the desired set changes */
+	/* Its identity (server/nodes.c, "registration"): the address its agent
+	 * registered from (the TCP peer; "" for a node registered before the
+	 * server recorded it, filled by its next sync), which its agent_url
+	 * points at and the only address its syncs are answered at; and
+	 * whether an operator reset it (`anvil node reset`): its secret is
+	 * revoked ("") and the next registration under its name with the join
+	 * token is accepted, once. */
+	char registered_from[48];
+	int reset;
 	/* The fleet (server/fleet.c, docs/fleet.md): the profile its agent is
 	 * to converge to, as the sync answer carries it ({"hash", "name",
 	 * "spec"}; NULL: none), what the agent last said of it (its

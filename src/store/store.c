@@ -405,6 +405,10 @@ int store_put_node(struct store *st, const struct node *n)
 		json_object_set_new(extra, "profile_checked", json_string(n->profile_checked));
 	if (n->fleet_removed)
 		json_object_set_new(extra, "fleet_removed", json_integer(n->fleet_removed));
+	if (n->registered_from[0])
+		json_object_set_new(extra, "registered_from", json_string(n->registered_from));
+	if (n->reset)
+		json_object_set_new(extra, "reset", json_true());
 	bind_json(s, 7, extra);
 	json_decref(extra);
 	return step_done(st, s, "node put");

@@ -197,10 +197,11 @@ def spec(path, hosts):
                 "    nodes: box-[1-2]\n    addresses: [%s, %s]\n" % (hosts.addr(0), hosts.addr(1)))
 
 
-def bootstrap(c, hosts, *args, env=None):
+def bootstrap(c, hosts, *args, env=None, token_file=True):
     m = hosts.root
+    token = ["--join-token-file", os.path.join(c.state_dir, "join.token")] if token_file else []
     argv = ["fleet", "bootstrap", "--agent-server", "http://%s:%d" % (hosts.server_side(0), c.port),
-            "--join-token-file", os.path.join(c.state_dir, "join.token"), "-i", hosts.key,
+            ] + token + ["-i", hosts.key,
             "--ssh-option", "StrictHostKeyChecking=no", "--ssh-option",
             "UserKnownHostsFile=/dev/null", "--prefix", m + "/bin", "--config-dir", m + "/etc",
             "--unit-dir", m + "/systemd", "--work-dir", m + "/work", "--agent-option",
@@ -311,6 +312,21 @@ def test_bootstrap_two_hosts():
             assert not alive(before[0])
             assert "log-level: 'debug'" in open(hosts.file(0, "etc/agent.yaml")).read()
             assert files_of(hosts, 1) == held[1]
+
+            # later, the join token has expired (it lives 24h by default): a
+            # bootstrap that takes the token from the server has it rotated
+            # first, and installs the valid one
+            p = c.cli("node", "token", "--rotate", "--ttl", "1s")
+            assert p.returncode == 0, p.stderr
+            wait_for(lambda: c.api("GET", "/v1/join-token")["expired"], what="the expiry")
+            p = bootstrap(c, hosts, "--agent-option", "log-level=debug",
+                          "%s=box-1" % hosts.addr(0), token_file=False)
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            assert "the join token had expired; rotated it" in p.stderr, p.stderr
+            current = c.api("GET", "/v1/join-token")
+            assert not current["expired"], current
+            assert open(hosts.file(0, "etc/join.token")).read().strip() == current["token"]
+            assert "%s: joined as node box-1" % hosts.addr(0) in p.stdout, p.stdout
         ok = True
     finally:
         if not ok:

@@ -105,8 +105,17 @@ TEST(node_verb_usage_errors_before_any_request)
 	CHECK_INT(RUN(&o, "node", "check", "n1", "extra"), 2);
 	CHECK_CONTAINS(o.data, "too many arguments (usage: anvil node check NODE");
 	CHECK_INT(RUN(&o, "node", "reboot", "n1"), 2);
-	CHECK_CONTAINS(o.data, "\"reboot\" is not show, cordon, drain, uncordon, label, check or "
-	                       "fault");
+	CHECK_CONTAINS(o.data, "\"reboot\" is not show, cordon, drain, uncordon, label, check, "
+	                       "fault, reset, approve or token");
+	CHECK_INT(RUN(&o, "node", "token", "n1"), 2);
+	CHECK_CONTAINS(o.data,
+	               "too many arguments (usage: anvil node token [--rotate [--ttl DUR]])");
+	CHECK_INT(RUN(&o, "node", "token", "--ttl", "1h"), 2);
+	CHECK_CONTAINS(o.data, "--ttl goes with --rotate");
+	CHECK_INT(RUN(&o, "node", "reset"), 2);
+	CHECK_CONTAINS(o.data, "missing argument (usage: anvil node reset NODE)");
+	CHECK_INT(RUN(&o, "node", "approve", "n1", "--reason", "x"), 2);
+	CHECK_CONTAINS(o.data, "--reason is not an option of `anvil node approve`");
 	CHECK_INT(RUN(&o, "nodes", "list"), 2);
 	CHECK_CONTAINS(o.data, "anvil nodes: \"list\" is not show");
 	CHECK_INT(RUN(&o, "nodes", "show"), 2);
@@ -115,6 +124,8 @@ TEST(node_verb_usage_errors_before_any_request)
 	CHECK_INT(RUN(&o, "node", "uncordon", "n1", "--force", "--reason", "fixed"), 3);
 	CHECK_INT(RUN(&o, "node", "fault", "n1", "--gpu", "2", "ecc", "uncorrectable=1"), 3);
 	CHECK_INT(RUN(&o, "nodes", "show", "n1"), 3);
+	CHECK_INT(RUN(&o, "node", "token", "--rotate", "--ttl", "0"), 3);
+	CHECK_INT(RUN(&o, "node", "reset", "n1"), 3);
 	buf_cleanup(&o);
 }
 

@@ -3,6 +3,7 @@
  * ports), `anvil node check` and `anvil node fault`. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../test.h"
 #include "base/err.h"
@@ -196,6 +197,47 @@ TEST(node_check_table_and_verdict)
 	verb_node_check_render(r, 0, &out);
 	CHECK_CONTAINS(out.data, "check passed: 5 checks, 1 failed (backend sim)\n");
 	json_decref(r);
+	buf_cleanup(&out);
+}
+
+/* A reset node is lost until its agent registers again; its row says so,
+ * before the operator's reason. */
+TEST(nodes_table_says_a_reset_node_waits_for_its_agent)
+{
+	json_t *nodes = load("[{\"id\": 1, \"name\": \"n1\", \"address\": \"10.0.0.1\","
+	                     " \"state\": \"lost\", \"reset\": true, \"reason\": \"rack 4\","
+	                     " \"last_seen_ms_ago\": 10, \"gpus_total\": 0, \"gpus\": []}]");
+	struct buf out;
+	buf_init(&out);
+	verb_nodes_render(nodes, 0, &out);
+	CHECK_CONTAINS(out.data, "lost");
+	CHECK_CONTAINS(out.data,
+	               "reset: waiting for its agent to register with the join token; rack 4\n");
+	json_decref(nodes);
+	buf_cleanup(&out);
+}
+
+/* `anvil node token`: the token alone on its first line (for scripts),
+ * then when it expires, that it expired (and what to do), or never. */
+TEST(node_token_render_says_when_it_expires)
+{
+	setenv("TZ", "UTC", 1);
+	tzset();
+	json_t *t = load("{\"token\": \"abc123\", \"created_ms\": 0, \"expires_ms\": 86400000,"
+	                 " \"expired\": false}");
+	struct buf out;
+	buf_init(&out);
+	verb_node_token_render(t, 86400000 - 3600000, &out);
+	CHECK_STR(out.data, "abc123\nexpires at 1970-01-02 00:00:00 (in 1h00m)\n");
+	buf_reset(&out);
+	verb_node_token_render(t, 86400000, &out);
+	CHECK_STR(out.data, "abc123\nexpired at 1970-01-02 00:00:00: `anvil node token --rotate` "
+	                    "makes a new one\n");
+	json_object_set_new(t, "expires_ms", json_null());
+	buf_reset(&out);
+	verb_node_token_render(t, 5, &out);
+	CHECK_STR(out.data, "abc123\nnever expires\n");
+	json_decref(t);
 	buf_cleanup(&out);
 }
 

@@ -28,6 +28,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "proto/wire.h"
+#include "register_fixture.h"
 #include "server/glue.h"
 
 #define SFX_MAX_NODES  8
@@ -108,7 +109,7 @@ static inline int sfx_add_node(struct sfx *f, int gpus)
 	char name[32];
 	snprintf(name, sizeof(name), "node-%d", f->nnodes + 1);
 	json_t *facts = sfx_facts(gpus);
-	struct node *n = state_register(&f->st, facts, name);
+	struct node *n = test_join(&f->st, facts, name);
 	json_decref(facts);
 	CHECK_INT(n->id, f->nnodes + 1);
 	state_settle(&f->st);

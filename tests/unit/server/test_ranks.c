@@ -9,6 +9,7 @@
 #include "../test_json.h"
 #include "base/jv.h"
 #include "proto/wire.h"
+#include "register_fixture.h"
 #include "server/state.h"
 
 /* The answer as text (state_desired_text, what a sync gets) is the
@@ -42,7 +43,7 @@ static json_t *desired_after(const char *job, int protocol, int reprotocol)
 	                          "{\"index\": 1, \"uuid\": \"GPU-1\", \"memory_bytes\": 1000}]}");
 	if (protocol)
 		json_object_set_new(facts, "protocol", json_integer(protocol));
-	struct node *n = state_register(&st, facts, "node-1");
+	struct node *n = test_join(&st, facts, "node-1");
 	json_t *body = test_json(job);
 	struct job *j = NULL;
 	int rc = state_submit(&st, body, &j, err, sizeof(err));

@@ -8,6 +8,7 @@
 #include "../test_json.h"
 #include "base/err.h"
 #include "base/jv.h"
+#include "register_fixture.h"
 #include "server/core.h"
 
 struct fx {
@@ -27,8 +28,8 @@ static void fx_open(struct fx *f)
 	state_lock(&f->st);
 	json_t *facts = test_json("{\"address\": \"127.0.0.1\", \"gpus\": ["
 	                          "{\"index\": 0, \"uuid\": \"GPU-0\", \"memory_bytes\": 1000}]}");
-	f->n[0] = state_register(&f->st, facts, "node-1");
-	f->n[1] = state_register(&f->st, facts, "node-2");
+	f->n[0] = test_join(&f->st, facts, "node-1");
+	f->n[1] = test_join(&f->st, facts, "node-2");
 	json_decref(facts);
 }
 

@@ -44,21 +44,23 @@ static const char *const rank_matrix[RANK_NSTATES] = {
 };
 
 static const char *const node_matrix[NODE_NSTATES] = {
-        /*          ready lost cord drning drned */
-        /* ready */ ".x...",
-        /* lost  */ "x....",
-        /* cord  */ ".....",
-        /* drning*/ ".....",
-        /* drned */ ".....",
+        /*          ready lost cord drning drned await */
+        /* ready */ ".x....",
+        /* lost  */ "x.....",
+        /* cord  */ "......",
+        /* drning*/ "......",
+        /* drned */ "......",
+        /* await */ "......",
 };
 
 static const char *const admin_matrix[NODE_NSTATES] = {
-        /*           ready lost cord drning drned */
-        /* ready  */ "x.xx.",
-        /* lost   */ ".....",
-        /* cord   */ "x.xx.",
-        /* drning */ "x.xxx",
-        /* drned  */ "x.xx.",
+        /*           ready lost cord drning drned await */
+        /* ready  */ "x.xx..",
+        /* lost   */ "......",
+        /* cord   */ "x.xx..",
+        /* drning */ "x.xxx.",
+        /* drned  */ "x.xx..",
+        /* await  */ "x.....",
 };
 
 static void check_matrix(enum machine_kind k, const char *const *m)
@@ -149,6 +151,13 @@ TEST(markdown_draws_every_move)
 	CHECK(strstr(out, "    assigned --> running\n") != NULL);
 	CHECK(strstr(out, "    lost --> [*]\n") != NULL);
 	CHECK(strstr(out, "| running | exited | - |") != NULL);
+	/* a node is created ready, or awaiting approval where the server asks */
+	n = machine_markdown(MACHINE_NODE_ADMIN, out, sizeof(out));
+	CHECK(strstr(out, "    [*] --> ready\n    [*] --> awaiting_approval\n") != NULL);
+	CHECK(strstr(out, "    awaiting_approval --> ready\n") != NULL);
+	CHECK(strstr(out, "awaiting_approval --> [*]") == NULL);
+	CHECK_INT(machine_also_initial(MACHINE_NODE_ADMIN), NODE_AWAITING);
+	CHECK_INT(machine_also_initial(MACHINE_JOB), -1);
 	char tiny[16];
 	n = machine_markdown(MACHINE_JOB, tiny, sizeof(tiny));
 	CHECK_INT((long long)n, 15);
