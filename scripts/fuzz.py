@@ -6,8 +6,11 @@
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py simfile [--seed N] [--count N]
     ANVIL_BIN=build/asan/anvil /usr/bin/python3 scripts/fuzz.py agentfiles [--seed N] [--count N]
 
-post:    mutated JSON bodies, any method, to the server's routes with every kind of token;
-         no answer may be a 5xx and no daemon may die.
+post:    mutated JSON bodies, any method, to the server's routes with every kind of token,
+         some with an Idempotency-Key (valid ones from a small set, so that keys are
+         repeated with the same and with other bodies, and malformed ones); no answer may
+         be a 5xx and no daemon may die, and a create that succeeded with a key, sent
+         again at once, must be answered the same, marked replayed.
 get:     GET with mutated paths and query strings to the server and to the agent.
 simfile: mutated simulated-GPU files given to `anvil agent --gpus-file`: each must be
          rejected with exit status 1 or 2 (or be accepted), never crash or trip a sanitizer.
@@ -59,17 +62,35 @@ def alive(c):
         assert p.poll() is None, "an agent died"
 
 
-def request(host, port, method, path, body, token):
+def request(host, port, method, path, body, token, key=None):
+    """(status, answer body, replayed) of one request; status 0 when the client would
+    not send it."""
     conn = http.client.HTTPConnection(host, port, timeout=10)
+    headers = {"Authorization": "Bearer " + token}
+    if key is not None:
+        headers["Idempotency-Key"] = key
     try:
-        conn.request(method, path, body, {"Authorization": "Bearer " + token})
+        conn.request(method, path, body, headers)
         r = conn.getresponse()
-        r.read()
-        return r.status
-    except http.client.InvalidURL:
-        return 0  # the client would not send it
+        return r.status, r.read(), r.getheader("Idempotent-Replayed") == "true"
+    except (http.client.InvalidURL, ValueError):
+        return 0, b"", False  # the client would not send it
     finally:
         conn.close()
+
+
+# Idempotency-Keys: a few valid ones, used again and again, and malformed ones
+# (empty, too long, blank, control characters, not ASCII).
+VALID_KEYS = ["k1", "k2", "k3", "x" * 255]
+BAD_KEYS = ["", "y" * 256, "a b", "\x01ctl", "caf\xe9", "\t"]
+# The routes that take a key (docs/api.md, "Idempotency-Key").
+KEYED = {("POST", "/v1/jobs"), ("POST", "/v1/workflows"), ("POST", "/v1/workflows/1/recover"),
+         ("POST", "/v1/fleet/apply"), ("POST", "/v1/fleet/rollback")}
+
+
+def pick_key(rnd):
+    r = rnd.random()
+    return None if r < 0.5 else rnd.choice(VALID_KEYS) if r < 0.85 else rnd.choice(BAD_KEYS)
 
 
 def fuzz_post(rnd, count):
@@ -77,7 +98,8 @@ def fuzz_post(rnd, count):
              "/v1/queues/default", "/v1/jobs/1/cancel", "/v1/jobs/1/why", "/v1/nodes/node-1",
              "/v1/nodes/node-1/check", "/v1/nodes/node-1/faults", "/v1/nodes/node-1/state",
              "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec",
-             "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop"]
+             "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop",
+             "/v1/workflows", "/v1/workflows/1/recover"]
     seeds = [b'{"command":["true"],"after":[{"job":1,"when":"any"}],"array":{"indices":[0,3],'
              b'"max_running":1},"cwd":"/tmp","env":{"A":"1"},"exported":["A"]}',
              b'{"command":["true"],"nodes":2,"head":"sleep 1","worker":"sleep 1",'
@@ -103,16 +125,25 @@ def fuzz_post(rnd, count):
              b'{"plan":{"spec":{"name":"f"},"fingerprint":"00","digest":{"revision":0,'
              b'"nodes":{},"queues":{},"teams":{}}},"revision":1}',
              b'{"node_id":1,"profile_status":{"hash":"ab","state":"failed","time_ms":1,'
-             b'"steps":[{"name":"s","status":"failed","detail":"d"}]}}']
+             b'"steps":[{"name":"s","status":"failed","detail":"d"}]}}',
+             b'{"workflow":{"name":"w","tasks":[{"name":"a","command":["true"],'
+             b'"retries":1}]},"no_cache":true}']
     with cluster(agents=1, gpus=2, name="fuzzpost") as c:
         tokens = [c.token, c.join_token, c.node_secret(0), "x"]
         for _ in range(count):
             body = mutate(rnd, rnd.choice(seeds))
             method = rnd.choice(["POST", "POST", "POST", "PUT", "DELETE", "GET", "PATCH"])
             path = rnd.choice(paths)
-            status = request("127.0.0.1", c.port, method, path, body, rnd.choice(tokens))
+            token, key = rnd.choice(tokens), pick_key(rnd)
+            status, answer, _ = request("127.0.0.1", c.port, method, path, body, token, key)
             if status >= 500:
-                raise AssertionError("%d for %s %s %r" % (status, method, path, body))
+                raise AssertionError("%d for %s %s %r (key %r)" % (status, method, path, body,
+                                                                  key))
+            if (method, path) in KEYED and key in VALID_KEYS and 200 <= status < 300:
+                again = request("127.0.0.1", c.port, method, path, body, token, key)
+                if again != (status, answer, True):
+                    raise AssertionError("%s %s %r with key %r: %r, then %r" % (
+                        method, path, body, key, (status, answer), again))
         alive(c)
 
 
