@@ -8,7 +8,10 @@
 
 post:    mutated JSON bodies, any method, to the server's routes with every kind of token
          (registrations and syncs, node reset and approval, the join token's rotation
-         included); no answer may be a 5xx and no daemon may die.
+         included), some with an Idempotency-Key (valid ones from a small set, so that keys
+         are repeated with the same and with other bodies, and malformed ones); no answer
+         may be a 5xx and no daemon may die, and a create that succeeded with a key, sent
+         again at once, must be answered the same, marked replayed.
 get:     GET with mutated paths and query strings to the server and to the agent.
 simfile: mutated simulated-GPU files given to `anvil agent --gpus-file`: each must be
          rejected with exit status 1 or 2 (or be accepted), never crash or trip a sanitizer.
@@ -60,17 +63,35 @@ def alive(c):
         assert p.poll() is None, "an agent died"
 
 
-def request(host, port, method, path, body, token):
+def request(host, port, method, path, body, token, key=None):
+    """(status, answer body, replayed) of one request; status 0 when the client would
+    not send it."""
     conn = http.client.HTTPConnection(host, port, timeout=10)
+    headers = {"Authorization": "Bearer " + token}
+    if key is not None:
+        headers["Idempotency-Key"] = key
     try:
-        conn.request(method, path, body, {"Authorization": "Bearer " + token})
+        conn.request(method, path, body, headers)
         r = conn.getresponse()
-        r.read()
-        return r.status
-    except http.client.InvalidURL:
-        return 0  # the client would not send it
+        return r.status, r.read(), r.getheader("Idempotent-Replayed") == "true"
+    except (http.client.InvalidURL, ValueError):
+        return 0, b"", False  # the client would not send it
     finally:
         conn.close()
+
+
+# Idempotency-Keys: a few valid ones, used again and again, and malformed ones
+# (empty, too long, blank, control characters, not ASCII).
+VALID_KEYS = ["k1", "k2", "k3", "x" * 255]
+BAD_KEYS = ["", "y" * 256, "a b", "\x01ctl", "caf\xe9", "\t"]
+# The routes that take a key (docs/api.md, "Idempotency-Key").
+KEYED = {("POST", "/v1/jobs"), ("POST", "/v1/workflows"), ("POST", "/v1/workflows/1/recover"),
+         ("POST", "/v1/fleet/apply"), ("POST", "/v1/fleet/rollback")}
+
+
+def pick_key(rnd):
+    r = rnd.random()
+    return None if r < 0.5 else rnd.choice(VALID_KEYS) if r < 0.85 else rnd.choice(BAD_KEYS)
 
 
 def fuzz_post(rnd, count):
@@ -80,7 +101,8 @@ def fuzz_post(rnd, count):
              "/v1/nodes/node-1/labels", "/v1/teams", "/v1/jobs/1/attach", "/v1/jobs/1/exec",
              "/v1/fleet/plan", "/v1/fleet/apply", "/v1/fleet/rollback", "/v1/fleet/stop",
              "/v1/nodes/node-1/reset", "/v1/nodes/node-1/approve", "/v1/nodes/n/approve",
-             "/v1/join-token", "/v1/join-token/rotate", "/v1/join-token/x"]
+             "/v1/join-token", "/v1/join-token/rotate", "/v1/join-token/x",
+             "/v1/workflows", "/v1/workflows/1/recover"]
     seeds = [b'{"command":["true"],"after":[{"job":1,"when":"any"}],"array":{"indices":[0,3],'
              b'"max_running":1},"cwd":"/tmp","env":{"A":"1"},"exported":["A"]}',
              b'{"command":["true"],"nodes":2,"head":"sleep 1","worker":"sleep 1",'
@@ -115,7 +137,9 @@ def fuzz_post(rnd, count):
              b'{"name":"r","agent_url":"http://localhost:7071","rdma":[]}',
              b'{"name":"r","agent_url":"https://user@10.0.0.1:1"}',
              b'{"node_id":1,"facts":{"agent_url":"http://127.0.0.1:9","name":"node-1"}}',
-             b'{"ttl_ms":3600000}', b'{"ttl_ms":0}', b'{}']
+             b'{"ttl_ms":3600000}', b'{"ttl_ms":0}', b'{}',
+             b'{"workflow":{"name":"w","tasks":[{"name":"a","command":["true"],'
+             b'"retries":1}]},"no_cache":true}']
     with cluster(agents=1, gpus=2, name="fuzzpost") as c:
         secret = c.node_secret(0)
         for _ in range(count):
@@ -125,9 +149,16 @@ def fuzz_post(rnd, count):
             body = mutate(rnd, rnd.choice(seeds))
             method = rnd.choice(["POST", "POST", "POST", "PUT", "DELETE", "GET", "PATCH"])
             path = rnd.choice(paths)
-            status = request("127.0.0.1", c.port, method, path, body, rnd.choice(tokens))
+            token, key = rnd.choice(tokens), pick_key(rnd)
+            status, answer, _ = request("127.0.0.1", c.port, method, path, body, token, key)
             if status >= 500:
-                raise AssertionError("%d for %s %s %r" % (status, method, path, body))
+                raise AssertionError("%d for %s %s %r (key %r)" % (status, method, path, body,
+                                                                  key))
+            if (method, path) in KEYED and key in VALID_KEYS and 200 <= status < 300:
+                again = request("127.0.0.1", c.port, method, path, body, token, key)
+                if again != (status, answer, True):
+                    raise AssertionError("%s %s %r with key %r: %r, then %r" % (
+                        method, path, body, key, (status, answer), again))
         alive(c)
 
 

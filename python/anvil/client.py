@@ -11,14 +11,23 @@
 The server and token come from the arguments, else ANVIL_SERVER and ANVIL_TOKEN, else the
 client file the CLI uses ($ANVIL_HOME/client.json or ~/.anvil/client.json). Standard library
 only.
+
+Creates (submit, run_workflow, recover) are safe to retry: each carries an Idempotency-Key
+made for it, and when its answer is lost (the server restarts, a proxy answers 502, 503 or
+504) it is sent again with the same key for up to retry_for seconds (60 by default), so the
+server makes it once (docs/api.md, "Idempotency-Key").
 """
+import http.client
 import json
 import os
+import secrets
 import time
 import urllib.error
 import urllib.request
 
 FINAL_JOB = ("succeeded", "failed", "cancelled", "lost")
+LOST_ANSWER = (502, 503, 504)  # what a proxy or a restarting server answers
+RETRY_FIRST, RETRY_GAP = 0.25, 2.0  # seconds between tries: doubling, at most RETRY_GAP
 
 
 class AnvilError(Exception):
@@ -38,7 +47,7 @@ def _client_file():
 
 
 class Client:
-    def __init__(self, server=None, token=None, timeout=30):
+    def __init__(self, server=None, token=None, timeout=30, retry_for=60):
         server = server or os.environ.get("ANVIL_SERVER")
         token = token or os.environ.get("ANVIL_TOKEN")
         if not server or not token:
@@ -55,14 +64,42 @@ class Client:
         self.server = server.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.retry_for = retry_for
 
-    def request(self, method, path, body=None):
-        """One call; the answer's JSON (or text for logs). Raises AnvilError."""
+    def request(self, method, path, body=None, create=False):
+        """One call; the answer's JSON (or text for logs). Raises AnvilError. create: the
+        call makes something (a job, an execution): it carries an Idempotency-Key, and is
+        sent again with that key while its answer is lost, for up to retry_for seconds."""
         data = json.dumps(body).encode() if body is not None else None
+        if not create:
+            return self._send(method, path, data, {})
+        headers = {"Idempotency-Key": secrets.token_hex(16)}
+        deadline = time.monotonic() + self.retry_for
+        pause, tries = RETRY_FIRST, 0
+        while True:
+            tries += 1
+            try:
+                return self._send(method, path, data, headers)
+            except AnvilError as e:
+                lost = e.status == 0 or e.status in LOST_ANSWER
+                left = deadline - time.monotonic()
+                if not lost or left <= 0:
+                    if lost and tries > 1:
+                        e.message += (f" (sent {tries} times with one Idempotency-Key; the "
+                                      f"server makes it at most once: look before sending "
+                                      f"it again)")
+                        e.args = (f"HTTP {e.status} {e.code}: {e.message}",)
+                    raise
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, RETRY_GAP)
+
+    def _send(self, method, path, data, headers):
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.token)
         if data is not None:
             req.add_header("Content-Type", "application/json")
+        for k, v in headers.items():
+            req.add_header(k, v)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 raw = r.read()
@@ -78,6 +115,8 @@ class Client:
                 raise AnvilError(e.code, "", text) from None
         except urllib.error.URLError as e:
             raise AnvilError(0, "unreachable", f"{self.server}: {e.reason}") from None
+        except (http.client.HTTPException, OSError) as e:  # the answer cut off, or late
+            raise AnvilError(0, "unreachable", f"{self.server}: no answer: {e!r}") from None
 
     # ---- jobs ----
     def submit(self, command, **fields):
@@ -85,7 +124,8 @@ class Client:
         fields as the API names them (gpus, nodes, queue, priority, env, ...)."""
         if isinstance(command, str):
             command = ["/bin/sh", "-c", command]
-        return self.request("POST", "/v1/jobs", dict(fields, command=list(command)))["job"]
+        return self.request("POST", "/v1/jobs", dict(fields, command=list(command)),
+                            create=True)["job"]
 
     def job(self, job_id):
         return self.request("GET", f"/v1/jobs/{int(job_id)}")["job"]
@@ -118,7 +158,7 @@ class Client:
         body = {"workflow": spec, "no_cache": bool(no_cache)}
         if bundle:
             body["bundle"] = bundle
-        return self.request("POST", "/v1/workflows", body)["workflow"]
+        return self.request("POST", "/v1/workflows", body, create=True)["workflow"]
 
     def execution(self, exec_id):
         """One execution with every run (run_list)."""
@@ -131,7 +171,8 @@ class Client:
         return self.request("POST", f"/v1/workflows/{int(exec_id)}/cancel")["workflow"]
 
     def recover(self, exec_id):
-        return self.request("POST", f"/v1/workflows/{int(exec_id)}/recover")["workflow"]
+        return self.request("POST", f"/v1/workflows/{int(exec_id)}/recover",
+                            create=True)["workflow"]
 
     def wait(self, exec_id, timeout=None):
         """The execution once it has ended (succeeded, failed or cancelled)."""

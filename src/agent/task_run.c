@@ -30,6 +30,12 @@
 #define TRIES           4 /* an object call that failed upstream, tried again after 1, 2, 4 s */
 #define POST_TIMEOUT_MS 30000
 
+/* Within each of those tries: a call whose answer is lost (the server
+ * restarts) is sent again, an upload with its one Idempotency-Key, for
+ * this long (base/objects.h); with the tries, a server away for about
+ * 25 s fails no task. */
+#define TASK_RETRY_MS 5000
+
 struct wrapper {
 	struct task_doc doc;
 	const char *work_dir;
@@ -129,7 +135,8 @@ static int connect_server(struct wrapper *w)
 	w->obj = (struct objects){.server = w->server,
 	                          .token = w->token,
 	                          .attempt_id = w->attempt_id,
-	                          .http = w->http};
+	                          .http = w->http,
+	                          .retry_ms = TASK_RETRY_MS};
 	return 0;
 }
 

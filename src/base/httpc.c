@@ -2,14 +2,18 @@
  * backend by the URL's scheme (httpc.h says why). */
 #include "base/httpc.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "base/err.h"
 #include "base/event_lazy.h"
 #include "base/httpc_impl.h"
 #include "base/mem.h"
+#include "base/util.h"
 
 #define HTTPC_MAX_RESP  (64u << 20)
 #define HTTPC_MAX_ERROR (64u << 10) /* a non-2xx body of a file transfer */
@@ -36,6 +40,7 @@ void httpc_free(struct httpc *c)
 	httpc_curl_free(c->curl);
 	buf_cleanup(&c->headers);
 	free(c->extra);
+	free(c->idem_key);
 	free(c);
 }
 
@@ -45,14 +50,38 @@ void httpc_set_header(struct httpc *c, const char *line)
 	c->extra = line ? xstrdup(line) : NULL;
 }
 
-/* Runs call on the backend its scheme picks. A failure leaves no headers
- * (there was no answer to read them from). */
-static int run(struct httpc *c, struct httpc_call *call, int *status)
+void httpc_set_retry(struct httpc *c, const char *key, long retry_ms)
+{
+	free(c->idem_key);
+	c->idem_key = key ? xstrdup(key) : NULL;
+	c->retry_ms = retry_ms > 0 ? retry_ms : 0;
+}
+
+int httpc_tries(const struct httpc *c)
+{
+	return c->tries;
+}
+
+void httpc_on_retry(struct httpc *c, httpc_retry_fn fn, void *ctx)
+{
+	c->on_retry = fn;
+	c->on_retry_ctx = ctx;
+}
+
+void httpc_new_key(char key[HTTPC_KEY_LEN + 1])
+{
+	random_hex(key, HTTPC_KEY_LEN / 2);
+}
+
+/* Runs call once on the backend its scheme picks. A failure leaves no
+ * headers (there was no answer to read them from). */
+static int try_once(struct httpc *c, struct httpc_call *call, int *status)
 {
 	buf_reset(&c->headers);
 	c->error[0] = '\0';
 	c->fd_errno = 0;
 	call->extra = c->extra;
+	call->idem_key = c->idem_key;
 	int rc = c->curl_always || strncasecmp(call->url, "https://", 8) == 0
 	                 ? httpc_curl_run(c, call, status)
 	                 : httpc_event_run(c, call, status);
@@ -62,6 +91,63 @@ static int run(struct httpc *c, struct httpc_call *call, int *status)
 	if (rc < 0)
 		buf_reset(&c->headers);
 	return rc;
+}
+
+/* Whether a try's result means its answer was lost, so that the request
+ * may be sent again (httpc_set_retry). */
+static int lost(const struct httpc *c, int rc, int status)
+{
+	if (rc == 0)
+		return status == 502 || status == 503 || status == 504;
+	return (rc == ERR_UPSTREAM || rc == ERR_TIMEOUT) && !c->fd_errno;
+}
+
+/* Puts the call's files and answer back where the first try found them:
+ * 0, or -1 when a file cannot be (a pipe): no retry then. */
+static int rewind_call(const struct httpc_call *call, off_t put_at, off_t get_at, size_t out_len)
+{
+	if (call->put_fd >= 0 && (put_at < 0 || lseek(call->put_fd, put_at, SEEK_SET) < 0))
+		return -1;
+	if (call->get_fd >= 0 && (get_at < 0 || ftruncate(call->get_fd, get_at) < 0 ||
+	                          lseek(call->get_fd, get_at, SEEK_SET) < 0))
+		return -1;
+	if (call->out && call->out->data) {
+		call->out->len = out_len;
+		call->out->data[out_len] = '\0';
+	}
+	return 0;
+}
+
+/* Runs call, and again while its answer is lost and the handle's retry
+ * budget lasts (httpc_set_retry): only a GET or a call with a key. */
+static int run(struct httpc *c, struct httpc_call *call, int *status)
+{
+	int may = c->retry_ms > 0 && (c->idem_key || strcmp(call->method, "GET") == 0);
+	off_t put_at = may && call->put_fd >= 0 ? lseek(call->put_fd, 0, SEEK_CUR) : -1;
+	off_t get_at = may && call->get_fd >= 0 ? lseek(call->get_fd, 0, SEEK_CUR) : -1;
+	size_t out_len = call->out ? call->out->len : 0;
+	int64_t deadline = now_ms() + c->retry_ms;
+	long gap = HTTPC_RETRY_FIRST_MS;
+	c->tries = 0;
+	for (;;) {
+		c->tries++;
+		int rc = try_once(c, call, status);
+		if (!may || !lost(c, rc, rc ? 0 : *status))
+			return rc;
+		int64_t left = deadline - now_ms();
+		if (left <= 0 || rewind_call(call, put_at, get_at, out_len) < 0)
+			return rc;
+		if (c->on_retry) {
+			char why[HTTPC_ERROR_MAX];
+			if (rc)
+				snprintf(why, sizeof(why), "%s", c->error);
+			else
+				snprintf(why, sizeof(why), "it answered %d", *status);
+			c->on_retry(c->on_retry_ctx, c->tries + 1, why);
+		}
+		sleep_ms(gap < left ? gap : left);
+		gap = gap * 2 < HTTPC_RETRY_GAP_MS ? gap * 2 : HTTPC_RETRY_GAP_MS;
+	}
 }
 
 int httpc_do(struct httpc *c, const char *method, const char *url, const char *token,

@@ -31,6 +31,12 @@
  *
  * $ANVIL_HTTP_CLIENT=curl sends http:// through libcurl too: the tests run
  * the same checks on both, and it is a way back should libevent misbehave.
+ *
+ * A create that must not happen twice (a job, a workflow execution, an
+ * upload: docs/api.md, "Idempotency-Key") carries a key the client made
+ * for it, and may then be sent again when its answer is lost: the server
+ * answers a repeat of a key it has seen with the first answer instead of
+ * creating again. httpc_set_retry() turns both on for a handle.
  */
 #ifndef ANVIL_HTTPC_H
 #define ANVIL_HTTPC_H
@@ -58,6 +64,32 @@ const char *httpc_error(const struct httpc *c);
 /* A header line ("X-Anvil-Attempt: 12") that every request of c sends
  * from now on, besides its own; NULL: none. Copied. */
 void httpc_set_header(struct httpc *c, const char *line);
+
+/* From now on every call of c carries "Idempotency-Key: key" (NULL:
+ * none; copied) and, when retry_ms > 0, is sent again, with the same key,
+ * when its answer is lost - no answer came (refused, reset, closed early,
+ * timed out) or it is 502, 503 or 504, what a proxy or a restarting server
+ * answers - HTTPC_RETRY_FIRST_MS after the first try, then twice as long
+ * each time up to HTTPC_RETRY_GAP_MS apart, until retry_ms has passed
+ * since the first try: the last try's result then stands. Only a request
+ * that may be repeated retries: a GET, or one with a key. A file's body
+ * is sent again from its first offset; a file being downloaded is cut back
+ * to where it started. A failure to read or write the caller's file is
+ * not retried. httpc_set_retry(c, NULL, 0) ends it. */
+#define HTTPC_RETRY_FIRST_MS 250
+#define HTTPC_RETRY_GAP_MS   2000
+void httpc_set_retry(struct httpc *c, const char *key, long retry_ms);
+/* How many times the last call was sent: 1, more after retries. */
+int httpc_tries(const struct httpc *c);
+/* Called before each retry (try: the one about to be sent, from 2; why:
+ * what became of the last: httpc_error(), or its status), so that a
+ * person waiting is told; NULL: nothing. */
+typedef void (*httpc_retry_fn)(void *ctx, int try, const char *why);
+void httpc_on_retry(struct httpc *c, httpc_retry_fn fn, void *ctx);
+
+/* A fresh random key for one create (hex; HTTPC_KEY_LEN digits). */
+#define HTTPC_KEY_LEN 32
+void httpc_new_key(char key[HTTPC_KEY_LEN + 1]);
 
 /* GET url: a 2xx answer's body is written to fd (from its current
  * offset), another's goes to err_body (capped at 64 KiB). *status as for

@@ -119,6 +119,10 @@ static struct curl_slist *header_list(const struct httpc_call *call)
 		hdrs = curl_slist_append(hdrs, "Expect:");
 	if (call->extra)
 		hdrs = curl_slist_append(hdrs, call->extra);
+	if (call->idem_key && strlen(call->idem_key) < sizeof(line) - 20) {
+		snprintf(line, sizeof(line), "Idempotency-Key: %s", call->idem_key);
+		hdrs = curl_slist_append(hdrs, line);
+	}
 	return hdrs;
 }
 

@@ -278,6 +278,8 @@ static int fill_request(struct httpc_event *e, struct evhttp_request *req, const
 		evhttp_add_header(h, "Authorization", line);
 	}
 	evhttp_add_header(h, "Content-Type", call->content_type);
+	if (call->idem_key)
+		evhttp_add_header(h, "Idempotency-Key", call->idem_key);
 	const char *colon = call->extra ? strchr(call->extra, ':') : NULL;
 	if (colon && (size_t)(colon - call->extra) < sizeof(line)) {
 		snprintf(line, sizeof(line), "%.*s", (int)(colon - call->extra), call->extra);

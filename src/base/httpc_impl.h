@@ -25,6 +25,7 @@ struct httpc_call {
 	const char *url;
 	const char *token;        /* the bearer token; NULL or "": none */
 	const char *extra;        /* httpc_set_header's line, or NULL */
+	const char *idem_key;     /* httpc_set_retry's Idempotency-Key, or NULL */
 	const char *content_type; /* "application/json", or octet-stream for a file */
 	const char *body;         /* httpc_do's body, or NULL */
 	size_t body_len;
@@ -42,8 +43,13 @@ struct httpc_curl;
 struct httpc_event;
 
 struct httpc {
-	struct buf headers; /* the last answer's header lines, "Name: value\r\n" */
-	char *extra;        /* httpc_set_header's line, or NULL */
+	struct buf headers;      /* the last answer's header lines, "Name: value\r\n" */
+	char *extra;             /* httpc_set_header's line, or NULL */
+	char *idem_key;          /* httpc_set_retry's key, or NULL */
+	long retry_ms;           /* httpc_set_retry's budget; 0: one try */
+	int tries;               /* how many times the last call was sent */
+	httpc_retry_fn on_retry; /* httpc_on_retry's */
+	void *on_retry_ctx;
 	char error[HTTPC_ERROR_MAX];
 	int fd_errno;              /* a failed read or write of the call's file */
 	int curl_always;           /* $ANVIL_HTTP_CLIENT=curl: libcurl for http:// too */

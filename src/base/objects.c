@@ -87,11 +87,21 @@ static char *key_url(struct objects *o, const char *key, const char *query)
 	return xasprintf("%s/v1/objects/%s%s", o->server, key, query ? query : "");
 }
 
-static void set_attempt(struct objects *o)
+/* What every call sends and how it is retried; key: an upload's
+ * Idempotency-Key, NULL for a read. done() undoes it for the httpc's
+ * next user. */
+static void set_attempt(struct objects *o, const char *key)
 {
 	char line[64];
 	snprintf(line, sizeof(line), "X-Anvil-Attempt: %lld", (long long)o->attempt_id);
 	httpc_set_header(o->http, o->attempt_id > 0 ? line : NULL);
+	httpc_set_retry(o->http, key, o->retry_ms);
+}
+
+static void done(struct objects *o)
+{
+	httpc_set_header(o->http, NULL);
+	httpc_set_retry(o->http, NULL, 0);
 }
 
 /* Describes a transfer that failed, or a non-2xx answer, in o->error. */
@@ -147,9 +157,9 @@ int objects_stat(struct objects *o, const char *key, struct objects_info *info)
 	struct buf body;
 	buf_init(&body);
 	int status = 0;
-	set_attempt(o);
+	set_attempt(o, NULL);
 	rc = httpc_do(o->http, "GET", url, o->token, NULL, 0, STAT_TIMEOUT_MS, &status, &body);
-	httpc_set_header(o->http, NULL);
+	done(o);
 	if (rc || status != 200)
 		rc = failed(o, "stat of", canon, rc, status, &body);
 	else
@@ -206,9 +216,9 @@ int objects_get(struct objects *o, const char *key, const char *path, struct obj
 	struct buf body;
 	buf_init(&body);
 	int status = 0;
-	set_attempt(o);
+	set_attempt(o, NULL);
 	rc = httpc_get_file(o->http, url, o->token, fd, OBJECTS_IDLE_MS, &status, &body);
-	httpc_set_header(o->http, NULL);
+	done(o);
 	if (close(fd) < 0 && rc == 0) {
 		rc = -errno;
 		say(o, "object %s: cannot write %s: %s", canon, tmp, strerror(errno));
@@ -251,9 +261,11 @@ static int put(struct objects *o, const char *key, const char *path, int64_t siz
 	struct buf body;
 	buf_init(&body);
 	int status = 0;
-	set_attempt(o);
+	char key_hdr[HTTPC_KEY_LEN + 1];
+	httpc_new_key(key_hdr); /* one upload: its retries send the same */
+	set_attempt(o, key_hdr);
 	int rc = httpc_put_file(o->http, url, o->token, fd, size, OBJECTS_IDLE_MS, &status, &body);
-	httpc_set_header(o->http, NULL);
+	done(o);
 	close(fd);
 	if (rc || (status != 200 && status != 201))
 		rc = failed(o, "upload of", key, rc, status, &body);

@@ -15,6 +15,13 @@
  * nothing. Uploads of a content key ask first whether the server has it
  * (stored once). Blocking; one thread per struct objects (it borrows an
  * httpc, which is single-threaded).
+ *
+ * Retries. With retry_ms set, a call whose answer is lost (the server
+ * restarts, a proxy answers 502/503/504) is sent again until retry_ms has
+ * passed (httpc_set_retry); every upload carries an Idempotency-Key of
+ * its own, the same in each of its tries, so that a repeat of one the
+ * server stored is answered as the first was and never puts an older
+ * named object back over a newer one (docs/api.md, "Idempotency-Key").
  */
 #ifndef ANVIL_OBJECTS_H
 #define ANVIL_OBJECTS_H
@@ -35,6 +42,7 @@ struct objects {
 	const char *token;  /* bearer token */
 	int64_t attempt_id; /* > 0: the exec token's attempt, sent as X-Anvil-Attempt */
 	struct httpc *http; /* the connection to use */
+	long retry_ms;      /* a call whose answer is lost is tried this long; 0: once */
 	char error[600];    /* the last failure, for the caller to print */
 };
 

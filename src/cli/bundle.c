@@ -345,7 +345,8 @@ int bundle_upload(struct cliconn *c, const char *path, char key[OBJECTS_KEY_MAX]
 {
 	if (!c->http) /* the conn makes its connection on its first call */
 		c->http = httpc_new();
-	struct objects o = {.server = c->server, .token = c->token, .http = c->http};
+	struct objects o = {
+	        .server = c->server, .token = c->token, .http = c->http, .retry_ms = c->retry_ms};
 	int rc = objects_put(&o, path, key, info);
 	if (rc)
 		snprintf(err, errlen, "code bundle: %s", o.error);

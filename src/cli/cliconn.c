@@ -105,7 +105,19 @@ int cliconn_resolve(struct cliconn *c, const char *server_flag, const char *toke
 {
 	memset(c, 0, sizeof(*c));
 	c->timeout_ms = CLICONN_TIMEOUT_MS;
+	c->retry_ms = CLICONN_RETRY_MS;
 	c->file = cliconn_file_path();
+	const char *retry = getenv(CLICONN_RETRY_ENV);
+	int64_t ms = 0;
+	if (retry && *retry) {
+		if (parse_duration_ms(retry, &ms) || ms > 3600000) {
+			snprintf(c->error, sizeof(c->error),
+			         "$%s: '%.40s' is not a duration from 0s to 1h (such as 30s or 2m)",
+			         CLICONN_RETRY_ENV, retry);
+			return ERR_INVALID;
+		}
+		c->retry_ms = (long)ms;
+	}
 	take(&c->server, &c->server_from, server_flag, "--server");
 	take(&c->token, &c->token_from, token_flag, "--token");
 	take(&c->server, &c->server_from, getenv("ANVIL_SERVER"), "$ANVIL_SERVER");
@@ -225,6 +237,39 @@ int cliconn_call(struct cliconn *c, const char *method, const char *path, const 
 fail:
 	fprintf(stderr, "anvil: %s\n", c->error);
 	buf_cleanup(&resp);
+	return ret;
+}
+
+/* The first retry of a create is said, so that a wait is not silent. */
+static void say_retry(void *ctx, int try, const char *why)
+{
+	const struct cliconn *c = ctx;
+	if (try == 2)
+		fprintf(stderr,
+		        "anvil: no answer from the server at %s (%s); sending it again with the "
+		        "same Idempotency-Key for up to %lds\n",
+		        c->server, why, (c->retry_ms + 999) / 1000);
+}
+
+int cliconn_create(struct cliconn *c, const char *method, const char *path, const json_t *body,
+                   json_t **out)
+{
+	char key[HTTPC_KEY_LEN + 1];
+	httpc_new_key(key);
+	if (!c->http)
+		c->http = httpc_new();
+	httpc_set_retry(c->http, key, c->retry_ms);
+	httpc_on_retry(c->http, say_retry, c);
+	int ret = cliconn_call(c, method, path, body, out);
+	int tries = httpc_tries(c->http);
+	httpc_set_retry(c->http, NULL, 0);
+	httpc_on_retry(c->http, NULL, NULL);
+	if (ret != CLI_EXIT_OK && tries > 1)
+		fprintf(stderr,
+		        "anvil: sent %d times within %lds with one Idempotency-Key (the answers "
+		        "were lost); the server makes it at most once: look before sending it "
+		        "again (`anvil jobs`, `anvil wf list`)\n",
+		        tries, (c->retry_ms + 999) / 1000);
 	return ret;
 }
 

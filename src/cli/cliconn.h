@@ -12,6 +12,12 @@
  * usual path for a verb: it prints "anvil: <message>" itself on failure and
  * returns the process exit status (CLI_EXIT_FAILED when the server said no,
  * CLI_EXIT_UNREACHABLE when it could not be reached). One thread.
+ *
+ * A create (a job, a workflow execution, a fleet apply or rollback, an
+ * upload) goes through cliconn_create(): it carries an Idempotency-Key
+ * made for it and, when its answer is lost (the server restarts, a proxy
+ * answers 502/503/504), is sent again with the same key for up to
+ * retry_ms, so that it is made once (docs/cli.md, "Retries").
  */
 #ifndef ANVIL_CLICONN_H
 #define ANVIL_CLICONN_H
@@ -31,12 +37,17 @@ struct cliconn {
 	char *file; /* the client file's path */
 	struct httpc *http;
 	long timeout_ms;  /* per request; 30 s */
+	long retry_ms;    /* a create's retries: CLICONN_RETRY_MS, or $ANVIL_RETRY_FOR */
 	char error[1024]; /* the last failure, for the caller to print */
 };
 
+#define CLICONN_RETRY_MS  60000 /* how long a create whose answer is lost is retried */
+#define CLICONN_RETRY_ENV "ANVIL_RETRY_FOR"
+
 /* Resolves server and token without touching the network. 0, or
  * ERR_NOTFOUND when no server address is configured anywhere, or
- * ERR_INVALID when the client file had to be read and is malformed; the
+ * ERR_INVALID when the client file had to be read and is malformed or
+ * $ANVIL_RETRY_FOR is not a duration; the
  * message (naming the file and the ways to configure) is in c->error.
  * c needs cliconn_cleanup() either way. */
 int cliconn_resolve(struct cliconn *c, const char *server_flag, const char *token_flag);
@@ -67,6 +78,12 @@ void cliconn_describe(struct cliconn *c, int status, const struct buf *body);
  * returns CLI_EXIT_FAILED or CLI_EXIT_UNREACHABLE. */
 int cliconn_call(struct cliconn *c, const char *method, const char *path, const json_t *body,
                  json_t **out);
+
+/* A create: cliconn_call with an Idempotency-Key made for this one call,
+ * sent again with the same key while its answer is lost, for up to
+ * c->retry_ms; the failure then says how often it was sent. */
+int cliconn_create(struct cliconn *c, const char *method, const char *path, const json_t *body,
+                   json_t **out);
 
 /* Appends s percent-encoded for a URL query value. */
 void cliconn_escape(struct buf *out, const char *s);

@@ -325,8 +325,8 @@ static int carry_out(struct verb_ctx *v, const char *path, json_t *body)
 	add_who(v, body);
 	int ret = verb_connect(v);
 	json_t *resp = NULL;
-	if (ret == CLI_EXIT_OK)
-		ret = cliconn_call(&v->conn, "POST", path, body, &resp);
+	if (ret == CLI_EXIT_OK) /* a revision: made once, however often sent */
+		ret = cliconn_create(&v->conn, "POST", path, body, &resp);
 	if (ret != CLI_EXIT_OK)
 		return ret;
 	int64_t revision = verb_int(resp, "revision", 0);

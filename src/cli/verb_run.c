@@ -152,7 +152,7 @@ static int run_fn(struct verb_ctx *v)
 		json_decref(body);
 		return ret;
 	}
-	ret = cliconn_call(&v->conn, "POST", "/v1/jobs", body, &resp);
+	ret = cliconn_create(&v->conn, "POST", "/v1/jobs", body, &resp);
 	json_decref(body);
 	if (ret != CLI_EXIT_OK)
 		return ret;

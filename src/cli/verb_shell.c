@@ -165,7 +165,7 @@ static int shell_fn(struct verb_ctx *v)
 	if (ret == CLI_EXIT_OK)
 		ret = verb_connect(v);
 	if (ret == CLI_EXIT_OK)
-		ret = cliconn_call(&v->conn, "POST", "/v1/jobs", body, &resp);
+		ret = cliconn_create(&v->conn, "POST", "/v1/jobs", body, &resp);
 	json_decref(body);
 	if (ret != CLI_EXIT_OK)
 		return ret;

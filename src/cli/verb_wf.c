@@ -226,7 +226,7 @@ static int run(struct verb_ctx *v, const char *path)
 		json_object_set_new(body, "bundle", json_string(key));
 	}
 	json_t *resp = NULL;
-	ret = cliconn_call(&v->conn, "POST", "/v1/workflows", body, &resp);
+	ret = cliconn_create(&v->conn, "POST", "/v1/workflows", body, &resp);
 	json_decref(body);
 	if (ret != CLI_EXIT_OK)
 		return ret;
@@ -291,7 +291,9 @@ static int act(struct verb_ctx *v, int64_t id, const char *what)
 	char path[64];
 	snprintf(path, sizeof(path), "/v1/workflows/%lld/%s", (long long)id, what);
 	json_t *resp = NULL;
-	int ret = cliconn_call(&v->conn, "POST", path, NULL, &resp);
+	/* a recover starts runs again: a lost answer's repeat must not */
+	int ret = strcmp(what, "recover") == 0 ? cliconn_create(&v->conn, "POST", path, NULL, &resp)
+	                                       : cliconn_call(&v->conn, "POST", path, NULL, &resp);
 	if (ret != CLI_EXIT_OK)
 		return ret;
 	const json_t *x = json_object_get(resp, "workflow");

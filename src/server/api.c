@@ -30,11 +30,40 @@ static int admin_ok(struct server *s, struct httpd_req *req)
 	return 0;
 }
 
+/* A submission's answer: the job, and an array's members' ids. */
+static json_t *submitted(struct state *st, struct job *j)
+{
+	json_t *o = json_pack("{s:o}", "job", state_job_json(st, j, 1));
+	if (j->array_id) { /* its members' ids follow the first's */
+		json_t *ids = json_array();
+		for (int64_t id = j->id; state_job(st, id) && state_job(st, id)->array_id == j->id;
+		     id++)
+			json_array_append_new(ids, json_integer(id));
+		json_object_set_new(o, "array_job_ids", ids);
+	}
+	return o;
+}
+
+/* The answer of a submission whose key names its first job, "job:ID"
+ * (api_idem_remake): its answer was not written before a crash. */
+static json_t *resubmitted(struct state *st, const char *ref, int *status)
+{
+	int64_t id = 0;
+	struct job *j = strncmp(ref, "job:", 4) == 0 && parse_i64(ref + 4, 1, INT64_MAX, &id) == 0
+	                        ? state_job(st, id)
+	                        : NULL;
+	*status = 201;
+	return j ? submitted(st, j) : NULL;
+}
+
 static void jobs_submit(struct server *s, struct httpd_req *req)
 {
 	req->route = "jobs_submit";
 	char err[256];
 	json_t *body = NULL;
+	struct api_idem ik;
+	if (api_idem_begin(req, &ik, NULL))
+		return;
 	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
 	if (rc) {
 		httpd_error(req, rc, err);
@@ -43,23 +72,13 @@ static void jobs_submit(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	state_lock(st);
 	struct job *j = NULL;
-	rc = state_submit(st, body, &j, err, sizeof(err));
-	if (rc) {
+	if (api_idem_seen(st, req, &ik, resubmitted))
+		; /* a repeat: answered */
+	else if ((rc = state_submit_keyed(st, body, ik.has ? &ik.rec : NULL, &j, err, sizeof(err))))
 		httpd_error(req, rc, err);
-	} else {
-		/* the job itself is on disk already (state_submit); what its first
-		 * cycle changed is written now, or with the next flush that can */
-		state_flush(st);
-		json_t *o = json_pack("{s:o}", "job", state_job_json(st, j, 1));
-		if (j->array_id) { /* its members' ids follow the first's */
-			json_t *ids = json_array();
-			for (int64_t id = j->id;
-			     state_job(st, id) && state_job(st, id)->array_id == j->id; id++)
-				json_array_append_new(ids, json_integer(id));
-			json_object_set_new(o, "array_job_ids", ids);
-		}
-		api_send_json(req, 201, o);
-	}
+	else /* the jobs are on disk already (state_submit); what their first
+	      * cycle changed is written now, or with the next flush that can */
+		api_idem_answer(st, req, &ik, 201, submitted(st, j), 0);
 	state_unlock(st);
 	json_decref(body);
 }

@@ -9,7 +9,8 @@
  *   GET  /v1/fleet/status            the revision, its rollout, each node
  *   GET  /v1/fleet/refresh           drift, without changing anything
  *
- * The admin token, as every /v1 route. The work is server/fleet.c's. */
+ * The admin token, as every /v1 route. The work is server/fleet.c's. Apply
+ * and rollback take an Idempotency-Key (server/idem.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,14 @@ typedef int (*fleet_call)(struct state *st, const json_t *body, json_t **out, ch
                           size_t errlen);
 
 /* A POST: the body checked against fields, then call; what it changed is
- * written before the answer is sent. */
+ * written before the answer is sent. keyed: it takes an Idempotency-Key
+ * (server/idem.h): an apply and a rollback make a revision each. */
 static void post(struct server *s, struct httpd_req *req, const struct jv_field *fields,
-                 fleet_call call)
+                 fleet_call call, int keyed)
 {
+	struct api_idem ik = {0};
+	if (keyed && api_idem_begin(req, &ik, NULL))
+		return;
 	json_t *body = api_body(req, fields);
 	if (!body)
 		return;
@@ -61,11 +66,13 @@ static void post(struct server *s, struct httpd_req *req, const struct jv_field 
 	json_t *out = NULL;
 	struct state *st = &s->state;
 	state_lock(st);
-	int rc = call(st, body, &out, err, FLEET_ERR_MAX);
-	if (rc) {
+	int rc = 0;
+	if (api_idem_seen(st, req, &ik, NULL)) {
+		; /* a repeat: answered */
+	} else if ((rc = call(st, body, &out, err, FLEET_ERR_MAX))) {
 		httpd_error(req, rc, err);
-	} else if (api_flush_or_fail(st, req) == 0) {
-		api_send_json(req, 200, out);
+	} else {
+		api_idem_answer(st, req, &ik, 200, out, 1);
 		out = NULL;
 	}
 	state_unlock(st);
@@ -113,16 +120,16 @@ void api_fleet(struct server *s, struct httpd_req *req, const char *rest)
 	int get = strcmp(req->method, "GET") == 0, post_ = strcmp(req->method, "POST") == 0;
 	if (post_ && strcmp(rest, "/plan") == 0) {
 		req->route = "fleet_plan";
-		post(s, req, plan_fields, fleet_plan_spec);
+		post(s, req, plan_fields, fleet_plan_spec, 0);
 	} else if (post_ && strcmp(rest, "/apply") == 0) {
 		req->route = "fleet_apply";
-		post(s, req, apply_fields, fleet_apply);
+		post(s, req, apply_fields, fleet_apply, 1);
 	} else if (post_ && strcmp(rest, "/rollback") == 0) {
 		req->route = "fleet_rollback";
-		post(s, req, rollback_fields, fleet_rollback);
+		post(s, req, rollback_fields, fleet_rollback, 1);
 	} else if (post_ && strcmp(rest, "/stop") == 0) {
 		req->route = "fleet_stop";
-		post(s, req, stop_fields, fleet_stop);
+		post(s, req, stop_fields, fleet_stop, 0);
 	} else if (get &&
 	           (strcmp(rest, "/revisions") == 0 || strncmp(rest, "/revisions/", 11) == 0)) {
 		revisions(s, req, rest + 10);

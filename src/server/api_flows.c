@@ -8,7 +8,8 @@
  *   POST /v1/workflows/runs/RUN/outputs     a run's outputs, from its task wrapper
  *
  * The last also takes the exec token of the run's running attempt, which
- * its wrapper holds (ANVIL_EXEC_TOKEN); the rest need the admin token. */
+ * its wrapper holds (ANVIL_EXEC_TOKEN); the rest need the admin token.
+ * Submit and recover take an Idempotency-Key (server/idem.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,9 @@ static void submit(struct server *s, struct httpd_req *req)
 	req->route = "workflows_submit";
 	char err[4096];
 	json_t *body = NULL;
+	struct api_idem ik;
+	if (api_idem_begin(req, &ik, NULL))
+		return;
 	int rc = jv_parse_object(req->body, req->body_len, &body, err, sizeof(err));
 	if (rc) {
 		httpd_error(req, rc, err);
@@ -51,11 +55,13 @@ static void submit(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	state_lock(st);
 	struct flow_exec *x = NULL;
-	rc = flows_submit(st, body, &x, err, sizeof(err));
-	if (rc)
+	if (api_idem_seen(st, req, &ik, NULL))
+		; /* a repeat: answered */
+	else if ((rc = flows_submit(st, body, &x, err, sizeof(err))))
 		httpd_error(req, rc, err);
-	else if (api_flush_or_fail(st, req) == 0)
-		api_send_json(req, 201, json_pack("{s:o}", "workflow", exec_view(st, x, 1)));
+	else
+		api_idem_answer(st, req, &ik, 201,
+		                json_pack("{s:o}", "workflow", exec_view(st, x, 1)), 1);
 	state_unlock(st);
 	json_decref(body);
 }
@@ -97,12 +103,15 @@ static void one(struct server *s, struct httpd_req *req, int64_t id, const char 
 			              json_pack("{s:o}", "workflow", flow_exec_json(x, 0)));
 	} else if (post && strcmp(verb, "/recover") == 0) {
 		req->route = "workflows_recover";
-		rc = flows_recover(st, x, err, sizeof(err));
-		if (rc)
+		/* a recover starts runs again: its repeat must not (a key) */
+		struct api_idem ik;
+		if (api_idem_begin(req, &ik, NULL) || api_idem_seen(st, req, &ik, NULL))
+			; /* answered */
+		else if ((rc = flows_recover(st, x, err, sizeof(err))))
 			httpd_error(req, rc, err);
-		else if (api_flush_or_fail(st, req) == 0)
-			api_send_json(req, 200,
-			              json_pack("{s:o}", "workflow", flow_exec_json(x, 0)));
+		else
+			api_idem_answer(st, req, &ik, 200,
+			                json_pack("{s:o}", "workflow", flow_exec_json(x, 0)), 1);
 	} else {
 		httpd_error(req, ERR_NOTFOUND, "no such route");
 	}

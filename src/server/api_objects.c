@@ -9,6 +9,8 @@
  *                      SHA-256 is HEX; an existing object is not rewritten
  *   PUT  OTHER         a named put: replaces the object
  *
+ * A PUT takes an Idempotency-Key (put_object).
+ *
  * Bodies are never held in memory: httpd spools a PUT's body to a file in
  * the server's upload directory (api_objects_spool, asked before the body
  * is read, which is also where a caller without the right is turned away
@@ -35,6 +37,7 @@
 #include "base/log.h"
 #include "base/objects.h"
 #include "base/util.h"
+#include "server/idem.h"
 #include "server/server.h"
 #include "store/blob.h"
 
@@ -125,6 +128,9 @@ int64_t api_objects_spool(struct httpd_req *req, void *ctx)
 	int rc = parse_key(req->path + sizeof(prefix) - 1, &k, err, sizeof(err));
 	if (rc == 0)
 		rc = may(s, req, &k, err, sizeof(err));
+	const char *idem = httpd_header(req, IDEM_HEADER); /* refused before the body, too */
+	if (rc == 0 && idem)
+		rc = idem_key_check(idem, err, sizeof(err));
 	const char *cl = httpd_header(req, "Content-Length");
 	int64_t len = 0;
 	if (rc == 0 && cl && parse_i64(cl, 0, INT64_MAX, &len) == 0 && len > s->object_max) {
@@ -140,14 +146,19 @@ int64_t api_objects_spool(struct httpd_req *req, void *ctx)
 	return -1;
 }
 
-static void send_info(struct httpd_req *req, int status, const struct object_key *k,
-                      const struct blob_info *info, int stored)
+static json_t *info_json(const struct object_key *k, const struct blob_info *info, int stored)
 {
 	json_t *o = json_pack("{s:s,s:I,s:s}", "key", k->key, "size", (json_int_t)info->size,
 	                      "sha256", info->sha256);
 	if (stored >= 0)
 		json_object_set_new(o, "stored", json_boolean(stored));
-	api_send_json(req, status, o);
+	return o;
+}
+
+static void send_info(struct httpd_req *req, int status, const struct object_key *k,
+                      const struct blob_info *info, int stored)
+{
+	api_send_json(req, status, info_json(k, info, stored));
 }
 
 /* A failure of the store, answered: 404 when there is no such object. */
@@ -197,47 +208,93 @@ static void get_object(struct server *s, struct httpd_req *req, const struct obj
 	httpd_add_header(req, "X-Anvil-Sha256", info.sha256);
 }
 
-static void put_content(struct server *s, struct httpd_req *req, const struct object_key *k)
+/* Stores a content key's upload (info: its hash and size): the answer
+ * and its status, or NULL when it is answered already (refused). */
+static json_t *put_content(struct server *s, struct httpd_req *req, const struct object_key *k,
+                           const struct blob_info *info, int *status)
 {
-	struct blob_info info;
-	int rc = hash_file_sha256(req->body_path, info.sha256, &info.size);
-	if (rc) {
-		store_failed(req, k, rc, "read the upload of");
-		return;
-	}
-	if (strcmp(info.sha256, k->hex) != 0) {
+	if (strcmp(info->sha256, k->hex) != 0) {
 		char msg[KEY_MAX + 200];
 		snprintf(
 		        msg, sizeof(msg),
 		        "object key '%.200s': the body's SHA-256 is %s (%lld bytes), not the key's",
-		        k->given, info.sha256, (long long)info.size);
+		        k->given, info->sha256, (long long)info->size);
 		httpd_error(req, ERR_INVALID, msg);
-		return;
+		return NULL;
 	}
 	struct blob_info have;
-	if (blob_stat(s->state.objects, k->key, &have) == 0 && have.size == info.size) {
-		send_info(req, 200, k, &have, 0); /* stored once already */
-		return;
+	if (blob_stat(s->state.objects, k->key, &have) == 0 && have.size == info->size) {
+		*status = 200;
+		return info_json(k, &have, 0); /* stored once already */
 	}
 	char key[80];
-	rc = blob_put_file(s->state.objects, req->body_path, key, &info);
-	if (rc)
+	struct blob_info put = *info;
+	int rc = blob_put_file(s->state.objects, req->body_path, key, &put);
+	if (rc) {
 		store_failed(req, k, rc, "store");
-	else
-		send_info(req, 201, k, &info, 1);
+		return NULL;
+	}
+	*status = 201;
+	return info_json(k, &put, 1);
 }
 
-static void put_named(struct server *s, struct httpd_req *req, const struct object_key *k)
+static json_t *put_named(struct server *s, struct httpd_req *req, const struct object_key *k,
+                         int *status)
 {
 	struct blob_info info;
 	/* one named put at a time: two of one key could mix data and record */
 	pthread_mutex_lock(&s->objects_mu);
 	int rc = blob_put_named_file(s->state.objects, k->key, req->body_path, &info);
 	pthread_mutex_unlock(&s->objects_mu);
-	if (rc)
+	if (rc) {
 		store_failed(req, k, rc, "store");
+		return NULL;
+	}
+	*status = 200;
+	return info_json(k, &info, 1);
+}
+
+/* A PUT, with its Idempotency-Key when it has one (server/idem.h): a
+ * content key's repeat is harmless anyway, but a named key's is not (a
+ * retried checkpoint save must not put back an older one over a newer),
+ * and every create takes the key alike. The key is written, with the
+ * answer, once the object is stored: a crash between the two leaves an
+ * object without its key, and the repeat stores the same bytes again. */
+static void put_object(struct server *s, struct httpd_req *req, const struct object_key *k)
+{
+	struct blob_info info = {0};
+	int keyed = httpd_header(req, IDEM_HEADER) != NULL;
+	if (k->content || keyed) {
+		int rc = hash_file_sha256(req->body_path, info.sha256, &info.size);
+		if (rc) {
+			store_failed(req, k, rc, "read the upload of");
+			return;
+		}
+	}
+	struct api_idem ik;
+	if (api_idem_begin(req, &ik, info.sha256))
+		return;
+	state_lock(&s->state);
+	int seen = api_idem_seen(&s->state, req, &ik, NULL);
+	state_unlock(&s->state);
+	if (seen)
+		return;
+	int status = 0;
+	json_t *o =
+	        k->content ? put_content(s, req, k, &info, &status) : put_named(s, req, k, &status);
+	if (!o)
+		return;
+	if (!ik.has) {
+		api_send_json(req, status, o);
+		return;
+	}
+	state_lock(&s->state);
+	/* a repeat that ran alongside may have been first: its answer stands */
+	if (api_idem_seen(&s->state, req, &ik, NULL))
+		json_decref(o);
 	else
-		send_info(req, 200, k, &info, 1);
+		api_idem_answer(&s->state, req, &ik, status, o, 0);
+	state_unlock(&s->state);
 }
 
 void api_objects(struct server *s, struct httpd_req *req, const char *rest)
@@ -260,8 +317,6 @@ void api_objects(struct server *s, struct httpd_req *req, const char *rest)
 		httpd_error(req, rc, err);
 	else if (get)
 		get_object(s, req, &k);
-	else if (k.content)
-		put_content(s, req, &k);
 	else
-		put_named(s, req, &k);
+		put_object(s, req, &k);
 }

@@ -1,12 +1,17 @@
 /* api_util.c - what the API files share: JSON answers, path ids, bodies,
- * flushing before an answer. */
+ * flushing before an answer, a create's Idempotency-Key. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/failpoint.h"
+#include "base/hash.h"
 #include "base/jv.h"
+#include "base/log.h"
 #include "base/util.h"
+#include "server/idem.h"
 #include "server/server.h"
 
 void api_send_json(struct httpd_req *req, int status, json_t *o)
@@ -85,4 +90,109 @@ void api_poll_drop(struct node *n, const char *why)
 	n->waiter = NULL;
 	httpd_error(w, ERR_AUTH, why);
 	httpd_resume(w);
+}
+
+int api_idem_begin(struct httpd_req *req, struct api_idem *ik, const char *body_sha256)
+{
+	memset(ik, 0, sizeof(*ik));
+	const char *key = httpd_header(req, IDEM_HEADER);
+	if (!key)
+		return 0;
+	char err[256];
+	int rc = idem_key_check(key, err, sizeof(err));
+	if (rc) {
+		httpd_error(req, rc, err);
+		return -1;
+	}
+	/* the credential that sent it: a key is only ever found by its sender */
+	const char *auth = httpd_header(req, "Authorization");
+	idem_scope(auth ? auth : "", ik->rec.scope);
+	snprintf(ik->rec.key, sizeof(ik->rec.key), "%s", key);
+	char body[HASH_HEX_LEN + 1];
+	if (!body_sha256) {
+		hash_sha256(req->body ? req->body : "", req->body ? req->body_len : 0, body);
+		body_sha256 = body;
+	}
+	idem_digest(req->method, req->path, body_sha256, ik->rec.digest);
+	ik->has = 1;
+	return 0;
+}
+
+/* Answers a repeat of a key with its first answer. */
+static void replay(struct state *st, struct httpd_req *req, const struct store_idem *r,
+                   api_idem_remake remake)
+{
+	int status = r->status;
+	json_t *o = !r->body && remake ? remake(st, r->ref, &status) : NULL;
+	if (!r->body && !o) {
+		char msg[512];
+		snprintf(msg, sizeof(msg),
+		         "header '%s': '%.255s' was used for a create whose answer cannot be made "
+		         "again (%s); use a new key",
+		         IDEM_HEADER, r->key, r->ref[0] ? r->ref : "nothing recorded");
+		httpd_error(req, ERR_CONFLICT, msg);
+		return;
+	}
+	if (o)
+		api_send_json(req, status, o);
+	else
+		httpd_json(req, status, r->body);
+	httpd_add_header(req, IDEM_REPLAYED_HEADER, "true");
+}
+
+int api_idem_seen(struct state *st, struct httpd_req *req, const struct api_idem *ik,
+                  api_idem_remake remake)
+{
+	if (!ik->has)
+		return 0;
+	struct store_idem r;
+	int rc = state_idem_find(st, ik->rec.scope, ik->rec.key, &r);
+	if (rc == ERR_NOTFOUND)
+		return 0;
+	if (rc) {
+		httpd_error(req, rc, "cannot read the Idempotency-Key records; try again");
+		return 1;
+	}
+	if (strcmp(r.digest, ik->rec.digest) != 0) {
+		char msg[512], keep[32];
+		int64_t ms = st->config.idem_keep_ms;
+		if (ms % 3600000 == 0)
+			snprintf(keep, sizeof(keep), "%lldh", (long long)(ms / 3600000));
+		else
+			snprintf(keep, sizeof(keep), "%llds", (long long)(ms / 1000));
+		snprintf(msg, sizeof(msg),
+		         "header '%s': '%.255s' was used for another request (a different method, "
+		         "path or body) within the last %s; a new request needs a new key",
+		         IDEM_HEADER, ik->rec.key, keep);
+		httpd_error(req, ERR_CONFLICT, msg);
+	} else {
+		replay(st, req, &r, remake);
+	}
+	free(r.body);
+	return 1;
+}
+
+int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_idem *ik, int status,
+                    json_t *o, int strict)
+{
+	char *text = jv_dump(o);
+	json_decref(o);
+	if (ik->has) {
+		struct store_idem r = ik->rec;
+		r.status = status;
+		r.body = text;
+		r.created_ms = 0; /* now */
+		state_idem_add(st, &r);
+	}
+	int rc = state_flush(st);
+	if (rc && strict) {
+		httpd_error(req, rc, "cannot persist the change");
+	} else {
+		/* a test's crash between the commit and the answer (failpoint.h) */
+		if (rc == 0 && ik->has)
+			failpoint_crash("create.flushed");
+		httpd_json(req, status, text);
+	}
+	free(text);
+	return rc;
 }

@@ -3,6 +3,8 @@
  * The state files are layered; each calls only the layers below it
  * (tests/lint/layers.py checks it):
  *
+ *  -1  idem.c        the Idempotency-Keys of creates (idem.h): checks,
+ *                    digests, the records a flush writes; only the store
  *   0  state.c       the core: indexes, dirty records, events, flush,
  *                    queues and teams, accounting; jointoken.c and
  *                    peer.c: leaves that know no state (the join
@@ -32,6 +34,7 @@
 #ifndef ANVIL_CORE_H
 #define ANVIL_CORE_H
 
+#include "server/idem.h"
 #include "server/state.h"
 
 /* Interned strings for the scheduler: id = index + 1; 0 means none. */
@@ -96,6 +99,12 @@ struct state_core {
 	int (*fleet_flush)(struct state *st, struct store *store);
 	void (*fleet_flushed)(struct state *st);
 	void (*fleet_free)(struct state *st);
+	/* The Idempotency-Keys the next flush writes (idem.h), and the key of
+	 * the submission being admitted: jobs_admit writes it in the
+	 * transaction of the new jobs (state_submit_keyed sets it for the
+	 * call; NULL otherwise). */
+	struct idem_table idem;
+	const struct store_idem *admit_key;
 };
 
 /* ---- layer 0: state.c ---- */

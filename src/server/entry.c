@@ -81,9 +81,17 @@ void state_close(struct state *st)
 
 int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)
 {
+	return state_submit_keyed(st, body, NULL, out, err, errlen);
+}
+
+int state_submit_keyed(struct state *st, const json_t *body, const struct store_idem *key,
+                       struct job **out, char *err, size_t errlen)
+{
 	struct job **js = NULL;
 	int n = 0;
+	st->core->admit_key = key; /* for jobs_admit's transaction */
 	int rc = glue_submit(st, body, NULL, &js, &n, err, errlen);
+	st->core->admit_key = NULL;
 	if (rc)
 		return rc;
 	state_schedule(st);

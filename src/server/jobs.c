@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/failpoint.h"
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -358,6 +359,15 @@ int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errle
 	 * kept in memory behind an error, it would be scheduled all the same.
 	 * An array's members are written in one transaction: all or none. */
 	int rc = store_begin(st->core->store);
+	if (rc == 0 && st->core->admit_key && n > 0) {
+		/* the submission's key with its jobs: a repeat after a crash
+		 * finds them (idem.h); the handler's flush adds the answer */
+		struct store_idem key = *st->core->admit_key;
+		key.body = NULL;
+		key.created_ms = wall_ms();
+		snprintf(key.ref, sizeof(key.ref), "job:%lld", (long long)js[0]->id);
+		rc = store_put_idem(st->core->store, &key);
+	}
 	for (int k = 0; rc == 0 && k < n; k++) {
 		const struct job *j = js[k];
 		char *msg = xasprintf("job %lld submitted: %d node(s) x %d GPU(s)",
@@ -377,6 +387,7 @@ int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errle
 		         store_error(st->core->store));
 		return rc;
 	}
+	failpoint_crash("jobs.admitted");
 	for (int k = 0; k < n; k++) {
 		state_index_job(st, js[k]);
 		state_pending_add(st, js[k]);

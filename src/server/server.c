@@ -25,6 +25,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
+#include "server/idem.h"
 #include "store/blob.h"
 
 #define OBJECT_MAX_DEFAULT (256LL << 30) /* --object-max-size */
@@ -43,6 +44,7 @@ struct server_config {
 	int64_t preempt_restart_cost_ms;
 	int64_t half_life_ms;
 	int64_t session_warning_ms;
+	int64_t idem_keep_ms;
 	char objects[PATH_MAX + 16]; /* "": file://STATE_DIR/objects */
 	int64_t object_max;
 	int64_t join_ttl_ms;
@@ -85,6 +87,8 @@ static const char usage[] =
         "  --session-warning DUR      a session's terminal is warned this long before its\n"
         "                             time limit or idle timeout ends it (1m; at most half\n"
         "                             of either; 1s..1h)\n"
+        "  --idempotency-keep DUR     how long a create's Idempotency-Key is remembered,\n"
+        "                             with its first answer (24h; 1s..720h)\n"
         "\n"
         "Node identity (docs/operations.md, \"Node identity\"):\n"
         "  --join-token-ttl DUR       how long a join token admits new nodes from when it\n"
@@ -180,6 +184,7 @@ static void config_defaults(struct server_config *c)
 	c->preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	c->half_life_ms = 24 * 3600 * 1000LL;
 	c->session_warning_ms = 60 * 1000;
+	c->idem_keep_ms = IDEM_KEEP_DEFAULT_MS;
 	c->object_max = OBJECT_MAX_DEFAULT;
 	c->join_ttl_ms = 24 * 3600 * 1000LL; /* as kubeadm's bootstrap tokens */
 	c->level = LOG_INFO;
@@ -224,6 +229,10 @@ static const char *set_option(struct server_config *c, const char *f, const char
 		if (parse_duration_ms(v, &c->session_warning_ms) || c->session_warning_ms < 1000 ||
 		    c->session_warning_ms > 3600000)
 			return "is not a duration from 1s to 1h";
+	} else if (strcmp(f, "--idempotency-keep") == 0) {
+		if (parse_duration_ms(v, &c->idem_keep_ms) || c->idem_keep_ms < IDEM_KEEP_MIN_MS ||
+		    c->idem_keep_ms > IDEM_KEEP_MAX_MS)
+			return "is not a duration from 1s to 720h (30 days)";
 	} else if (strcmp(f, "--objects") == 0) {
 		if (strncmp(v, "file:///", 8) != 0 || strlen(v) >= sizeof(c->objects))
 			return "is not file:///ABSOLUTE/DIR (s3:// comes with the cache tier)";
@@ -483,6 +492,7 @@ static void *housekeeping(void *arg)
 		state_check_nodes(&s->state, now);
 		state_schedule_tick(&s->state, now);
 		state_flush(&s->state);
+		state_idem_prune(&s->state);
 		state_unlock(&s->state);
 		sleep_ms(50);
 	}
@@ -565,6 +575,7 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state.config.preempt_restart_cost_ms = c->preempt_restart_cost_ms;
 	s->state.config.usage_half_life_ms = c->half_life_ms;
 	s->state.config.session_warning_ms = c->session_warning_ms;
+	s->state.config.idem_keep_ms = c->idem_keep_ms;
 	s->max_wait_ms = c->node_timeout_ms / 2;
 	char uploads[PATH_MAX + 32];
 	if ((rc = open_objects(s, c, uploads, sizeof(uploads))))
@@ -595,13 +606,14 @@ int server_main(int argc, char **argv)
 		printf("configuration ok: config=%s state-dir=%s listen=%s:%d node-timeout=%lldms "
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
 		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld "
-		       "join-token-ttl=%lldms approve-nodes=%s bind-node-address=%s\n",
+		       "join-token-ttl=%lldms approve-nodes=%s bind-node-address=%s "
+		       "idempotency-keep=%lldms\n",
 		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
 		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max,
 		       (long long)c.join_ttl_ms, c.approve_nodes ? "on" : "off",
-		       c.bind_node_address ? "on" : "off");
+		       c.bind_node_address ? "on" : "off", (long long)c.idem_keep_ms);
 		return 0;
 	}
 	log_init("server", c.level);

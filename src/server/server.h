@@ -86,6 +86,37 @@ void api_poll_drop(struct node *n, const char *why);
 /* Whether the request's bearer token is the valid join token now: 0, or
  * ERR_AUTH with why in why (takes join_mu). */
 int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len);
+/* A create's Idempotency-Key (server/idem.h; docs/api.md), as its handler
+ * carries it: whether the request had one, and its record (scope, key and
+ * digest; the answer once made). */
+struct api_idem {
+	int has;
+	struct store_idem rec;
+};
+/* Reads the request's Idempotency-Key: 0, ik->has saying whether it had
+ * one; a malformed one is answered 400, and -1. body_sha256: the SHA-256
+ * of the body when the caller has it (a spooled upload); NULL: req->body
+ * is hashed. */
+int api_idem_begin(struct httpd_req *req, struct api_idem *ik, const char *body_sha256);
+/* Makes a create's first answer again from what it made (a record whose
+ * body a crash kept from being written; ref: "job:17"): the answer and
+ * *status, or NULL. */
+typedef json_t *(*api_idem_remake)(struct state *st, const char *ref, int *status);
+/* With the state lock held, before the create: 1 when ik's key was used
+ * within its time and the request is answered - the first answer again,
+ * with "Idempotent-Replayed: true", or 409 when the key came with another
+ * request (500 when the store cannot say) - so nothing is to be made. 0:
+ * go on (no key, or a new one). remake may be NULL. */
+int api_idem_seen(struct state *st, struct httpd_req *req, const struct api_idem *ik,
+                  api_idem_remake remake);
+/* With the state lock held, after the create: records status and o as
+ * ik's answer (with a key), writes what changed (state_flush) and answers
+ * o. When the flush fails: strict answers 500 (what was made stays in
+ * memory and a later flush writes it with its key); otherwise o is
+ * answered all the same, for a create committed already (jobs_admit).
+ * Takes o; returns the flush's result. */
+int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_idem *ik, int status,
+                    json_t *o, int strict);
 int64_t api_path_id(const char *seg, size_t len);
 /* POST /v1/jobs/ID/attach (exec 0) and /exec (exec 1): the rank's stream,
  * relayed to its agent (api_stream.c). */

@@ -210,7 +210,7 @@ void state_mark_job(struct state *st, struct job *j)
 int state_flush(struct state *st)
 {
 	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents &&
-	    !st->core->flows_dirty && !st->core->fleet_dirty)
+	    !st->core->flows_dirty && !st->core->fleet_dirty && !st->core->idem.npending)
 		return 0;
 	int rc = store_begin(st->core->store);
 	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
@@ -228,6 +228,9 @@ int state_flush(struct state *st)
 		rc = st->core->flows_flush(st, st->core->store);
 	if (rc == 0 && st->core->fleet_dirty && st->core->fleet_flush)
 		rc = st->core->fleet_flush(st, st->core->store);
+	/* a create's key with what it made: one transaction (idem.h) */
+	if (rc == 0)
+		rc = idem_write(&st->core->idem, st->core->store);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
 	else
@@ -255,6 +258,7 @@ int state_flush(struct state *st)
 	for (int i = 0; i < st->core->ndirty_jobs; i++)
 		st->core->dirty_jobs[i]->dirty = 0;
 	st->core->ndirty_jobs = 0;
+	idem_written(&st->core->idem);
 	if (st->core->flows_dirty && st->core->flows_flushed)
 		st->core->flows_flushed(st);
 	st->core->flows_dirty = 0;
@@ -268,6 +272,25 @@ int state_flush(struct state *st)
 		free(st->core->events[i].message);
 	st->core->nevents = 0;
 	return 0;
+}
+
+int state_idem_find(struct state *st, const char *scope, const char *key, struct store_idem *out)
+{
+	return idem_find(&st->core->idem, st->core->store, scope, key, wall_ms(),
+	                 st->config.idem_keep_ms, out);
+}
+
+void state_idem_add(struct state *st, const struct store_idem *r)
+{
+	struct store_idem copy = *r;
+	if (!copy.created_ms)
+		copy.created_ms = wall_ms();
+	idem_add(&st->core->idem, &copy);
+}
+
+void state_idem_prune(struct state *st)
+{
+	idem_prune(&st->core->idem, st->core->store, wall_ms(), st->config.idem_keep_ms);
 }
 
 void state_mark_node(struct state *st, struct node *n)
@@ -374,6 +397,7 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 	st->config.preempt_loss_pct = SCHED_DEFAULT_PREEMPT_LOSS_PCT;
 	st->config.preempt_restart_cost_ms = SCHED_DEFAULT_RESTART_COST_MS;
 	st->config.session_warning_ms = 60 * 1000;
+	st->config.idem_keep_ms = IDEM_KEEP_DEFAULT_MS;
 	st->core = xcalloc(1, sizeof(*st->core));
 	int rc = store_open(db_path, full_sync, &st->core->store);
 	if (rc) {
@@ -432,6 +456,7 @@ void state_core_free(struct state *st)
 	free(c->names.v);
 	free(c->dirty_jobs);
 	free(c->events);
+	idem_cleanup(&c->idem); /* not flushed: the disk refused them */
 	store_close(c->store);
 	free(c);
 	st->core = NULL;

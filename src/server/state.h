@@ -69,6 +69,8 @@ struct state_config {
 	/* How long before a session's time limit or idle timeout its terminal
 	 * is warned (at most half of either; server/ranks.c) */
 	int64_t session_warning_ms;
+	/* How long a create's Idempotency-Key is remembered (server/idem.h) */
+	int64_t idem_keep_ms;
 };
 
 /* Counters for /metrics. */
@@ -139,12 +141,29 @@ double state_team_usage(struct state *st, struct team *t, int64_t now_wall_ms);
 void state_event(struct state *st, const char *kind, int64_t job_id, int64_t node_id,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* ---- Idempotency-Keys (server/idem.h) ---- */
+
+/* The record of scope and key, unexpired: 0 with *out (free out->body);
+ * ERR_NOTFOUND; -EIO. */
+int state_idem_find(struct state *st, const char *scope, const char *key, struct store_idem *out);
+/* Remembers r (copied; its created_ms set to now when 0): the next flush
+ * writes it with whatever else changed, in one transaction. */
+void state_idem_add(struct state *st, const struct store_idem *r);
+/* From the housekeeping: the expired records go (now and then). */
+void state_idem_prune(struct state *st);
+
 /* ---- jobs ---- */
 
 /* Validates and enqueues a job from a request body, then runs a cycle. On
  * failure returns a code and a message naming the field; on success *out
  * is the new job. */
 int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen);
+/* The same, for a submission that carries an Idempotency-Key (key: its
+ * scope, key and digest; NULL: none): the key is written in the
+ * transaction that writes the new jobs, naming the first ("job:ID"), so
+ * that a repeat after a crash finds them (server/idem.h). */
+int state_submit_keyed(struct state *st, const json_t *body, const struct store_idem *key,
+                       struct job **out, char *err, size_t errlen);
 int state_cancel(struct state *st, struct job *j);
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts);
 

@@ -16,7 +16,7 @@
 #include "base/mem.h"
 #include "store/checkpoint.h"
 
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 
 enum {
 	ST_BEGIN,
@@ -37,6 +37,9 @@ enum {
 	ST_CACHE_PUT,
 	ST_CACHE_GET,
 	ST_FLEET_REV_PUT,
+	ST_IDEM_PUT,
+	ST_IDEM_GET,
+	ST_IDEM_PRUNE,
 	ST_N
 };
 
@@ -81,6 +84,11 @@ static const char *sql_text[ST_N] = {
         [ST_CACHE_PUT] = "INSERT OR REPLACE INTO flow_cache(key, doc) VALUES (?1, ?2)",
         [ST_CACHE_GET] = "SELECT doc FROM flow_cache WHERE key = ?1",
         [ST_FLEET_REV_PUT] = "INSERT OR REPLACE INTO fleet_revisions(id, doc) VALUES (?1, ?2)",
+        [ST_IDEM_PUT] = "INSERT OR REPLACE INTO idempotency(scope, key, digest, status, body, "
+                        "ref, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        [ST_IDEM_GET] = "SELECT digest, status, body, ref, created_ms FROM idempotency "
+                        "WHERE scope = ?1 AND key = ?2",
+        [ST_IDEM_PRUNE] = "DELETE FROM idempotency WHERE created_ms < ?1",
 };
 
 static const char schema[] =
@@ -115,7 +123,9 @@ static const char schema[] =
  * Version 6: no index of jobs by state: nothing ever looked a job up by it
  * (the server keeps its state in memory and loads every job in id order),
  * and each change of a job's state moved its entry, a page or two more in
- * every commit. */
+ * every commit. Version 7: the Idempotency-Keys of creates (server/idem.h),
+ * each with its first answer, written in the transaction of what the
+ * create made; pruned by their creation time. */
 static const char *const migrations[] = {
         [2] = "ALTER TABLE jobs ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
               "ALTER TABLE attempts ADD COLUMN extra TEXT NOT NULL DEFAULT '{}';"
@@ -131,6 +141,11 @@ static const char *const migrations[] = {
         [5] = "CREATE TABLE IF NOT EXISTS fleet_revisions(id INTEGER PRIMARY KEY,"
               " doc TEXT NOT NULL);",
         [6] = "DROP INDEX IF EXISTS jobs_state;",
+        [7] = "CREATE TABLE IF NOT EXISTS idempotency(scope TEXT NOT NULL, key TEXT NOT NULL,"
+              " digest TEXT NOT NULL, status INTEGER NOT NULL, body TEXT,"
+              " ref TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL,"
+              " PRIMARY KEY(scope, key)) WITHOUT ROWID;"
+              "CREATE INDEX IF NOT EXISTS idempotency_created ON idempotency(created_ms);",
 };
 
 /* A job's command, environment and exported names as last written, by
@@ -643,6 +658,69 @@ int store_put_fleet_revision(struct store *st, int64_t id, const json_t *doc)
 	sqlite3_bind_int64(s, 1, id);
 	bind_json(s, 2, doc);
 	return step_done(st, s, "fleet revision put");
+}
+
+int store_put_idem(struct store *st, const struct store_idem *r)
+{
+	sqlite3_stmt *s = st->st[ST_IDEM_PUT];
+	sqlite3_bind_text(s, 1, r->scope, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, r->key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, r->digest, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 4, r->status);
+	if (r->body)
+		sqlite3_bind_text(s, 5, r->body, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 5);
+	sqlite3_bind_text(s, 6, r->ref, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 7, r->created_ms);
+	return step_done(st, s, "idempotency key put");
+}
+
+/* Copies a text column into a fixed field; 0, or -1 when it does not fit
+ * (a row this code did not write). */
+static int col_copy(sqlite3_stmt *s, int i, char *out, size_t len)
+{
+	const char *t = (const char *)sqlite3_column_text(s, i);
+	return snprintf(out, len, "%s", t ? t : "") < (int)len ? 0 : -1;
+}
+
+int store_get_idem(struct store *st, const char *scope, const char *key, struct store_idem *out)
+{
+	sqlite3_stmt *s = st->st[ST_IDEM_GET];
+	sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	int r = sqlite3_step(s), rc = 0;
+	struct store_idem got = {0};
+	if (r == SQLITE_ROW) {
+		if (col_copy(s, 0, got.digest, sizeof(got.digest)) ||
+		    col_copy(s, 3, got.ref, sizeof(got.ref)) ||
+		    snprintf(got.scope, sizeof(got.scope), "%s", scope) >= (int)sizeof(got.scope) ||
+		    snprintf(got.key, sizeof(got.key), "%s", key) >= (int)sizeof(got.key)) {
+			log_error("idempotency key row malformed key=%.64s", key);
+			rc = -EIO;
+		}
+		got.status = sqlite3_column_int(s, 1);
+		const char *body = (const char *)sqlite3_column_text(s, 2);
+		got.body = body && rc == 0 ? xstrdup(body) : NULL;
+		got.created_ms = sqlite3_column_int64(s, 4);
+	} else {
+		rc = r == SQLITE_DONE ? ERR_NOTFOUND : fail(st, "idempotency key get");
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	if (rc == 0)
+		*out = got;
+	return rc;
+}
+
+int store_prune_idem(struct store *st, int64_t before_ms, int64_t *removed)
+{
+	sqlite3_stmt *s = st->st[ST_IDEM_PRUNE];
+	sqlite3_bind_int64(s, 1, before_ms);
+	int rc = step_done(st, s, "idempotency key prune");
+	if (rc == 0 && removed)
+		*removed = sqlite3_changes(st->db);
+	return rc;
 }
 
 json_t *store_get_cache(struct store *st, const char *key)

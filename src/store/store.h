@@ -62,6 +62,35 @@ json_t *store_get_cache(struct store *st, const char *key);
 /* The fleet (server/fleet.c): a revision's document, by its id. */
 int store_put_fleet_revision(struct store *st, int64_t id, const json_t *doc);
 
+/* A create's Idempotency-Key as the server remembers it (server/idem.h;
+ * docs/api.md, "Idempotency-Key"): who sent it (scope: the SHA-256 of the
+ * credential), the key, what the request was (digest: the SHA-256 of its
+ * method, path and body), and the first answer: its status and body, or,
+ * while the body is not written yet (NULL), what the create made (ref,
+ * "job:17"), from which the answer is made again. */
+#define STORE_IDEM_KEY_MAX 255 /* bytes of a key */
+#define STORE_IDEM_REF_MAX 63
+
+struct store_idem {
+	char scope[65];
+	char key[STORE_IDEM_KEY_MAX + 1];
+	char digest[65];
+	int status;
+	char *body; /* malloc'd; NULL: not written yet */
+	char ref[STORE_IDEM_REF_MAX + 1];
+	int64_t created_ms; /* wall */
+};
+
+/* Writes r, replacing what was under its scope and key (inside the
+ * caller's transaction, or as one of its own). */
+int store_put_idem(struct store *st, const struct store_idem *r);
+/* The record under scope and key into *out (out->body malloc'd: the
+ * caller frees it): 0; ERR_NOTFOUND; -EIO. */
+int store_get_idem(struct store *st, const char *scope, const char *key, struct store_idem *out);
+/* Removes the records created before before_ms (wall); *removed (may be
+ * NULL) gets how many. 0 or -EIO. */
+int store_prune_idem(struct store *st, int64_t before_ms, int64_t *removed);
+
 /* The newest events first, at most limit: [{id, time_ms, kind, job_id,
  * node_id, message}]. NULL on a database error. */
 json_t *store_events(struct store *st, int limit, int64_t job_id);

@@ -76,7 +76,8 @@ class Cluster:
     gateway (where they reach it); without it, everything is on 127.0.0.1."""
 
     def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
-                 agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None, hosts=None):
+                 agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None, hosts=None,
+                 server_env=None):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -86,6 +87,7 @@ class Cluster:
         self.server_args = list(server_args)
         self.agent_args = list(agent_args)
         self.agent_env = dict(agent_env or {})
+        self.server_env = dict(server_env or {})  # e.g. ANVIL_FAILPOINT (src/base/failpoint.h)
         self.topo = topo
         self.gpu_reset_ms = gpu_reset_ms
         self.ngpus = gpus
@@ -121,7 +123,7 @@ class Cluster:
                                    "--listen", "%s:%d" % (self.listen_host(), self.port),
                                    "--home", self.home, "--node-timeout", self.node_timeout]
                                   + self.server_args,
-                                  "server.log")
+                                  "server.log", self.server_env)
         wait_for(lambda: os.path.exists(client) or self.server.poll() is not None,
                  what="server client file")
         assert self.server.poll() is None, "server exited:\n" + self.log("server.log")

@@ -8,6 +8,7 @@
 #include "../test.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/failpoint.h"
 #include "base/httpc.h"
 #include "base/httpd.h"
 #include "base/jv.h"
@@ -299,6 +300,43 @@ TEST(random_hex_is_hex_and_distinct)
 	CHECK_INT(strlen(a), 64);
 	CHECK(strcmp(a, b) != 0);
 	CHECK(strspn(a, "0123456789abcdef") == 64);
+}
+
+/* A point fires on its Nth pass only, and only when armed. */
+TEST(failpoint_fires_on_its_pass)
+{
+	setenv(FAILPOINT_ENV, "a.b@2,other", 1);
+	CHECK_INT(failpoint_hit("a.b"), 0);
+	CHECK_INT(failpoint_hit("a.b"), 1);
+	CHECK_INT(failpoint_hit("a.b"), 0);
+	CHECK_INT(failpoint_hit("other"), 1);
+	CHECK_INT(failpoint_hit("other"), 0);
+	CHECK_INT(failpoint_hit("unarmed"), 0);
+	failpoint_crash("unarmed"); /* returns */
+}
+
+/* failpoint_crash ends the process on its pass, with FAILPOINT_EXIT. */
+TEST(failpoint_crash_exits)
+{
+	setenv(FAILPOINT_ENV, "boom", 1);
+	pid_t pid = fork();
+	if (pid == 0) {
+		failpoint_crash("boom");
+		_exit(0);
+	}
+	int st = 0;
+	CHECK_INT(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_INT(WEXITSTATUS(st), FAILPOINT_EXIT);
+}
+
+/* A malformed variable arms nothing (it is said on stderr). */
+TEST(failpoint_malformed_arms_nothing)
+{
+	setenv(FAILPOINT_ENV, "x@0,y", 1);
+	CHECK_INT(failpoint_hit("x"), 0);
+	CHECK_INT(failpoint_hit("y"), 0);
+	unsetenv(FAILPOINT_ENV);
 }
 
 TEST_MAIN()

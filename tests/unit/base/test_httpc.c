@@ -24,7 +24,10 @@
 
 #define BIG (3 * 1024 * 1024 + 17) /* bytes of a file moved both ways */
 
-static atomic_int spooled; /* requests whose body went to a file */
+static atomic_int spooled;   /* requests whose body went to a file */
+static atomic_int flaky;     /* requests to /flaky and /upload_flaky so far */
+static char flaky_keys[512]; /* their Idempotency-Keys, one a line */
+static pthread_mutex_t flaky_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The body's SHA-256 and size, for the client to check what arrived. */
 static void answer_body_hash(struct httpd_req *req)
@@ -74,6 +77,19 @@ static int handler(struct httpd_req *req, void *ctx)
 		httpd_send_fd(req, 200, fd, BIG);
 	} else if (strcmp(req->path, "/upload") == 0) {
 		answer_body_hash(req);
+	} else if (strcmp(req->path, "/flaky") == 0 || strcmp(req->path, "/upload_flaky") == 0) {
+		/* what a restarting server behind a proxy answers: 503 twice */
+		const char *key = httpd_header(req, "Idempotency-Key");
+		pthread_mutex_lock(&flaky_mu);
+		size_t used = strlen(flaky_keys);
+		snprintf(flaky_keys + used, sizeof(flaky_keys) - used, "%s\n", key ? key : "-");
+		pthread_mutex_unlock(&flaky_mu);
+		if (atomic_fetch_add(&flaky, 1) < 2)
+			httpd_error(req, ERR_BUSY, "starting");
+		else if (req->body_path)
+			answer_body_hash(req);
+		else
+			httpd_json(req, 201, "{\"made\":1}");
 	} else {
 		httpd_error(req, ERR_NOTFOUND, "no such thing here");
 	}
@@ -89,7 +105,7 @@ static int64_t spool(struct httpd_req *req, void *ctx)
 		httpd_error(req, ERR_TOOBIG, "body: larger than the limit of 1024 bytes");
 		return -1;
 	}
-	if (strcmp(req->path, "/upload") != 0)
+	if (strcmp(req->path, "/upload") != 0 && strcmp(req->path, "/upload_flaky") != 0)
 		return 0;
 	atomic_fetch_add(&spooled, 1);
 	return 64 << 20;
@@ -155,6 +171,205 @@ static void answers_and_headers(int curl)
 	/* no answer: no headers, and why */
 	CHECK_INT(httpc_do(c, "GET", url, NULL, NULL, 0, 2000, &status, &out), ERR_UPSTREAM);
 	CHECK(httpc_header(c, "X-Anvil-Next-Offset", val, sizeof(val)) == NULL);
+	buf_cleanup(&out);
+	httpc_free(c);
+}
+
+/* The keys the flaky routes saw, a line each. */
+static void check_keys(const char *want)
+{
+	pthread_mutex_lock(&flaky_mu);
+	CHECK_STR(flaky_keys, want);
+	flaky_keys[0] = '\0';
+	pthread_mutex_unlock(&flaky_mu);
+	atomic_store(&flaky, 0);
+}
+
+/* A create with a key is sent again, with the same key, while the answer
+ * is 503, and its last answer stands; without a key it is sent once; a
+ * file's body is sent whole each time. */
+static void retries_keep_the_key(int curl)
+{
+	use_curl(curl);
+	struct httpd *h = start(0);
+	char url[128], key[HTTPC_KEY_LEN + 1], other[HTTPC_KEY_LEN + 1], want[256];
+	httpc_new_key(key);
+	httpc_new_key(other);
+	CHECK_INT(strlen(key), HTTPC_KEY_LEN);
+	CHECK(strcmp(key, other) != 0);
+	url_of(url, sizeof(url), h, "/flaky");
+	struct httpc *c = httpc_new();
+	struct buf out;
+	buf_init(&out);
+	int status = 0;
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{}", 2, 5000, &status, &out), 0);
+	CHECK_INT(status, 503);
+	CHECK_INT(httpc_tries(c), 1);
+	check_keys("-\n");
+	httpc_set_retry(c, key, 30000);
+	buf_reset(&out);
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{}", 2, 5000, &status, &out), 0);
+	CHECK_INT(status, 201);
+	CHECK_STR(out.data, "{\"made\":1}"); /* the 503s' bodies are gone */
+	CHECK_INT(httpc_tries(c), 3);
+	snprintf(want, sizeof(want), "%s\n%s\n%s\n", key, key, key);
+	check_keys(want);
+	/* a budget too short for the second try: the 503 stands */
+	httpc_set_retry(c, other, 1);
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{}", 2, 5000, &status, &out), 0);
+	CHECK_INT(status, 503);
+	CHECK(httpc_tries(c) <= 2);
+	atomic_store(&flaky, 0);
+	pthread_mutex_lock(&flaky_mu);
+	flaky_keys[0] = '\0';
+	pthread_mutex_unlock(&flaky_mu);
+	/* an upload: the body again from its start */
+	int fd = big_file();
+	char hex[HASH_HEX_LEN + 1];
+	CHECK_INT(hash_fd_sha256(fd, hex, NULL), 0);
+	lseek(fd, 0, SEEK_SET);
+	url_of(url, sizeof(url), h, "/upload_flaky");
+	httpc_set_retry(c, key, 30000);
+	buf_reset(&out);
+	CHECK_INT(httpc_put_file(c, url, "tok", fd, BIG, 5000, &status, &out), 0);
+	CHECK_INT(status, 200);
+	char body[160];
+	snprintf(body, sizeof(body), "{\"size\":%d,\"sha256\":\"%s\"}", BIG, hex);
+	CHECK_STR(out.data, body);
+	check_keys(want);
+	close(fd);
+	/* ended: the next call carries no key and is sent once */
+	httpc_set_retry(c, NULL, 0);
+	url_of(url, sizeof(url), h, "/flaky");
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{}", 2, 5000, &status, &out), 0);
+	CHECK_INT(status, 503);
+	check_keys("-\n");
+	buf_cleanup(&out);
+	httpc_free(c);
+	httpd_stop(h);
+}
+
+TEST(retries_keep_the_key_event)
+{
+	retries_keep_the_key(0);
+}
+
+TEST(retries_keep_the_key_curl)
+{
+	retries_keep_the_key(1);
+}
+
+/* Reads one request (headers, then Content-Length bytes) from s into
+ * req; its Idempotency-Key into key. */
+static void read_request(int s, char *req, size_t len, char *key, size_t keylen)
+{
+	size_t n = 0;
+	req[0] = '\0';
+	while (n < len - 1) {
+		char *end = strstr(req, "\r\n\r\n");
+		const char *cl = strcasestr(req, "Content-Length: ");
+		if (end &&
+		    (size_t)(end + 4 - req) + (cl ? (size_t)strtoul(cl + 16, NULL, 10) : 0) <= n)
+			break;
+		ssize_t r = read(s, req + n, len - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		req[n] = '\0';
+	}
+	const char *k = strcasestr(req, "Idempotency-Key: ");
+	snprintf(key, keylen, "%.*s", k ? (int)strcspn(k + 17, "\r") : 1, k ? k + 17 : "-");
+}
+
+struct lossy {
+	int ls;
+	char keys[2][64];
+};
+
+/* The first request: read, and its connection closed without an answer,
+ * as a server killed after its commit does; the second is answered 201.
+ * A connection that brings no request (the libevent backend's probe of
+ * whether a connect fails) is closed and not counted. */
+static void *lose_first_answer(void *arg)
+{
+	struct lossy *l = arg;
+	char req[4096];
+	for (int i = 0; i < 2;) {
+		int s = accept(l->ls, NULL, NULL);
+		read_request(s, req, sizeof(req), l->keys[i], sizeof(l->keys[i]));
+		static const char created[] = "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n"
+		                              "Connection: close\r\n\r\n{}";
+		if (req[0] && i == 1)
+			CHECK(write(s, created, sizeof(created) - 1) ==
+			      (ssize_t)sizeof(created) - 1);
+		close(s);
+		i += req[0] != '\0';
+	}
+	return NULL;
+}
+
+/* An answer lost with its connection (reset, EOF): the same request, with
+ * the same key, on a new connection. */
+static void lost_answer_is_sent_again(int curl)
+{
+	use_curl(curl);
+	struct lossy l = {.ls = socket(AF_INET, SOCK_STREAM, 0)};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	CHECK_INT(bind(l.ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	CHECK_INT(listen(l.ls, 2), 0);
+	socklen_t salen = sizeof(sa);
+	getsockname(l.ls, (struct sockaddr *)&sa, &salen);
+	pthread_t t;
+	pthread_create(&t, NULL, lose_first_answer, &l);
+	char url[128], key[HTTPC_KEY_LEN + 1];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/jobs", ntohs(sa.sin_port));
+	httpc_new_key(key);
+	struct httpc *c = httpc_new();
+	httpc_set_retry(c, key, 30000);
+	struct buf out;
+	buf_init(&out);
+	int status = 0;
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{\"a\":1}", 7, 5000, &status, &out), 0);
+	CHECK_INT(status, 201);
+	CHECK_STR(out.data, "{}");
+	CHECK_INT(httpc_tries(c), 2);
+	pthread_join(t, NULL);
+	CHECK_STR(l.keys[0], key);
+	CHECK_STR(l.keys[1], key);
+	close(l.ls);
+	buf_cleanup(&out);
+	httpc_free(c);
+}
+
+TEST(lost_answer_is_sent_again_event)
+{
+	lost_answer_is_sent_again(0);
+}
+
+TEST(lost_answer_is_sent_again_curl)
+{
+	lost_answer_is_sent_again(1);
+}
+
+/* Nobody listening: tried until the budget is spent, then the failure. */
+TEST(unreachable_is_tried_until_the_budget)
+{
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	CHECK_INT(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t salen = sizeof(sa);
+	getsockname(ls, (struct sockaddr *)&sa, &salen);
+	close(ls); /* a port nobody listens on */
+	char url[128];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/jobs", ntohs(sa.sin_port));
+	struct httpc *c = httpc_new();
+	httpc_set_retry(c, "k", 2000);
+	struct buf out;
+	buf_init(&out);
+	int status = 0;
+	CHECK_INT(httpc_do(c, "POST", url, "tok", "{}", 2, 5000, &status, &out), ERR_UPSTREAM);
+	CHECK(httpc_tries(c) >= 2); /* at 0, 250, 750 and 1500 ms */
+	CHECK(httpc_error(c)[0] != '\0');
 	buf_cleanup(&out);
 	httpc_free(c);
 }

@@ -181,8 +181,11 @@ TEST(no_server_or_unreachable_exit_3)
 	CHECK_INT(RUN(&o, "show", "3", "--server=127.0.0.1:1"), 3);
 	CHECK_CONTAINS(o.data, "http://127.0.0.1:1 (from --server)");
 	setenv("ANVIL_SERVER", "http://127.0.0.1:1", 1);
+	setenv("ANVIL_RETRY_FOR", "300ms", 1); /* a create tries again: not for long here */
 	CHECK_INT(RUN(&o, "run", "--gpus", "-1", "--", "true"), 3);
 	CHECK_CONTAINS(o.data, "(from $ANVIL_SERVER)");
+	CHECK_CONTAINS(o.data, "sending it again with the same Idempotency-Key for up to 1s");
+	CHECK_CONTAINS(o.data, "with one Idempotency-Key");
 	buf_cleanup(&o);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../test.h"
+#include "base/err.h"
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
@@ -386,7 +387,7 @@ TEST(version_2_database_migrates)
 	CHECK_STR(l.job->attempts[0]->end_reason, "");
 	char *v = NULL;
 	CHECK_INT(store_meta_get(st, "schema_version", &v), 0);
-	CHECK_STR(v, "6");
+	CHECK_STR(v, "7");
 	free(v);
 	CHECK_INT(sql_int(path,
 	                  "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
@@ -505,6 +506,94 @@ TEST(node_generation_put_keeps_the_row)
 	node_free(l.node);
 	node_free(n);
 	store_close(st);
+	tmpdb_drop(&d);
+}
+
+static struct store_idem idem_rec(const char *scope, const char *key, const char *body,
+                                  int64_t created_ms)
+{
+	struct store_idem r = {.status = 201, .created_ms = created_ms};
+	snprintf(r.scope, sizeof(r.scope), "%s", scope);
+	snprintf(r.key, sizeof(r.key), "%s", key);
+	snprintf(r.digest, sizeof(r.digest), "d-%s", key);
+	r.body = (char *)body;
+	if (!body)
+		snprintf(r.ref, sizeof(r.ref), "job:17");
+	return r;
+}
+
+/* Idempotency-Keys (schema v7): each is found under its scope and key
+ * only, with its answer (or, without one, what the create made); a put
+ * replaces; pruning removes exactly the ones created before the cut. */
+TEST(idempotency_keys_round_trip_and_prune)
+{
+	struct tmpdb d;
+	tmpdb_make(&d);
+	struct store *st;
+	CHECK_INT(store_open(d.path, 0, &st), 0);
+	struct store_idem a = idem_rec("alice", "k1", "{\"job\":{\"id\":1}}", 1000);
+	struct store_idem b = idem_rec("alice", "k2", NULL, 2000);
+	struct store_idem c = idem_rec("bob", "k1", "{}", 3000);
+	CHECK_INT(store_begin(st), 0);
+	CHECK_INT(store_put_idem(st, &a), 0);
+	CHECK_INT(store_put_idem(st, &b), 0);
+	CHECK_INT(store_commit(st), 0);
+	CHECK_INT(store_put_idem(st, &c), 0); /* outside a transaction: its own */
+	struct store_idem got;
+	CHECK_INT(store_get_idem(st, "alice", "k1", &got), 0);
+	CHECK_STR(got.body, "{\"job\":{\"id\":1}}");
+	CHECK_STR(got.digest, "d-k1");
+	CHECK_STR(got.key, "k1");
+	CHECK_INT(got.status, 201);
+	CHECK_INT(got.created_ms, 1000);
+	free(got.body);
+	CHECK_INT(store_get_idem(st, "alice", "k2", &got), 0);
+	CHECK(got.body == NULL);
+	CHECK_STR(got.ref, "job:17");
+	CHECK_INT(store_get_idem(st, "bob", "k1", &got), 0);
+	CHECK_STR(got.body, "{}");
+	free(got.body);
+	CHECK_INT(store_get_idem(st, "bob", "k2", &got), ERR_NOTFOUND);
+	CHECK_INT(store_get_idem(st, "carol", "k1", &got), ERR_NOTFOUND);
+	/* the answer written after the create: the same row, with its body */
+	b.body = "{\"job\":{\"id\":17}}";
+	CHECK_INT(store_put_idem(st, &b), 0);
+	CHECK_INT(store_get_idem(st, "alice", "k2", &got), 0);
+	CHECK_STR(got.body, "{\"job\":{\"id\":17}}");
+	free(got.body);
+	int64_t removed = -1;
+	CHECK_INT(store_prune_idem(st, 2000, &removed), 0);
+	CHECK_INT(removed, 1);
+	CHECK_INT(store_get_idem(st, "alice", "k1", &got), ERR_NOTFOUND);
+	CHECK_INT(store_get_idem(st, "alice", "k2", &got), 0);
+	free(got.body);
+	CHECK_INT(sql_int(d.path, "SELECT count(*) FROM idempotency", NULL), 2);
+	store_close(st);
+	tmpdb_drop(&d);
+}
+
+/* A database at schema version 6 gets the table of keys (step 7). */
+TEST(version_6_database_gets_idempotency_keys)
+{
+	struct tmpdb d;
+	tmpdb_make(&d);
+	struct store *st;
+	CHECK_INT(store_open(d.path, 0, &st), 0);
+	store_close(st);
+	sqlite3 *db;
+	CHECK_INT(sqlite3_open(d.path, &db), SQLITE_OK);
+	CHECK_INT(sqlite3_exec(db,
+	                       "DROP TABLE idempotency;"
+	                       "UPDATE meta SET value = '6' WHERE key = 'schema_version';",
+	                       NULL, NULL, NULL),
+	          SQLITE_OK);
+	sqlite3_close(db);
+	CHECK_INT(store_open(d.path, 0, &st), 0);
+	struct store_idem r = idem_rec("s", "k", "{}", 5);
+	CHECK_INT(store_put_idem(st, &r), 0);
+	store_close(st);
+	CHECK_INT(sql_int(d.path, "SELECT value FROM meta WHERE key = ?1", "schema_version"), 7);
+	CHECK_INT(sql_int(d.path, "SELECT count(*) FROM idempotency WHERE key = ?1", "k"), 1);
 	tmpdb_drop(&d);
 }
 
