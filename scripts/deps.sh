@@ -27,6 +27,16 @@ packages=(
 )
 extra=("$@")   # callers may add packages (bench: slurm-wlm munge)
 
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+
+# The account ranks run as (anvil agent --rank-user, docs/security.md): no
+# login, no home. The fleet's bootstrap makes it on every node the same way.
+if ! getent passwd anvil-job >/dev/null; then
+  echo "deps: creating the account anvil-job (ranks run as it)"
+  $SUDO useradd --system --user-group --no-create-home --shell /usr/sbin/nologin anvil-job
+fi
+
 missing=()
 for p in "${packages[@]}" "${extra[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,8 +45,6 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 echo "deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

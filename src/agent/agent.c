@@ -15,6 +15,7 @@
 #include "agent/bundles.h"
 #include "agent/converge.h"
 #include "agent/exec.h"
+#include "agent/fence.h"
 #include "agent/gpuwatch.h"
 #include "agent/ident.h"
 #include "agent/serve.h"
@@ -43,7 +44,7 @@ struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
 	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
-	const char *profile_check_interval, *bundle_keep;
+	const char *profile_check_interval, *bundle_keep, *rank_user;
 	/* By flags[] index: where the config file wrote the value in force
 	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
 	 * it came from the command line or is the default. */
@@ -108,6 +109,8 @@ static const struct flag flags[] = {
          "how often the node's profile is checked for drift: 60s, 5m; 0: never (60s)"},
         {"bundle-keep", OPT(bundle_keep),
          "remove a code bundle unused this long: 72h, 168h; 0: keep all (72h)"},
+        {"rank-user", OPT(rank_user),
+         "the account ranks run as, in namespaces of their own (anvil-job; root: as root)"},
         {"spare-shims", OPT(spare_shims),
          "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
         {"config", OPT(config),
@@ -590,6 +593,37 @@ static int start_converge(struct agent *a)
 	return rc;
 }
 
+/* Ranks run fenced (agent/fence.h) when the agent is root. */
+static int fence_ranks(struct agent *a, const char *work)
+{
+	char err[1024], self[PATH_MAX];
+	struct fence *f = NULL;
+	int rc = fence_new(a->o.rank_user, work, &f, err, sizeof(err));
+	if (rc == -EPERM) {
+		log_warn("ranks are not fenced reason=\"%s\"", err);
+		return 0;
+	}
+	if (rc) {
+		log_error("cannot fence ranks: %s", err);
+		return rc;
+	}
+	const struct fence_account *acct = fence_account(f);
+	log_info("ranks run fenced user=%s uid=%u cover=%s", acct->name, (unsigned)acct->uid,
+	         fence_cover(f));
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		*strrchr(self, '/') = '\0';
+		if (acct->uid != 0 && !fence_can_enter(f, self))
+			log_warn("the account ranks run as cannot reach this binary's directory: "
+			         "sessions, workflow tasks, MPI and --head jobs will fail to start "
+			         "dir=%s user=%s",
+			         self, acct->name);
+	}
+	exec_set_fence(a->exec, f);
+	return 0;
+}
+
 /* Everything before the loop: 0, 1 when stopped by a signal, or an error. */
 static int setup(struct agent *a)
 {
@@ -615,6 +649,8 @@ static int setup(struct agent *a)
 		log_error("cannot open the executor dir=%s error=\"%s\"", work, err_msg(rc));
 		return rc;
 	}
+	if ((rc = fence_ranks(a, work)))
+		return rc;
 	int spares = (int)a->o.spares;
 	if (spares < 0)
 		spares = gpu_count(a->gpus) < 2                 ? 2
@@ -838,14 +874,30 @@ static void print_config(const struct agent *a)
 	const struct agent_opts *o = &a->o;
 	printf("configuration ok: config=%s server=%s work-dir=%s name=%s listen=%s:%d "
 	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s profile-check-interval=%s "
-	       "bundle-keep=%s log-level=%s\n",
+	       "bundle-keep=%s rank-user=%s log-level=%s\n",
 	       a->conf.file ? a->conf.file : "none", o->server, o->work_dir, o->name, o->host,
 	       o->port, o->address,
 	       o->gpu_backend ? o->gpu_backend
 	       : o->gpus_file ? "sim"
 	                      : "nvml",
 	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->bundle_keep,
-	       o->log_level);
+	       o->rank_user ? o->rank_user : FENCE_DEFAULT_USER, o->log_level);
+}
+
+/* A join token given on the command line is overwritten there once read:
+ * /proc/PID/cmdline is open to every user, and the ranks' shims are
+ * copies of this process, each the first process a rank sees. */
+static void hide_join_token(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char *v = NULL;
+		if (strcmp(argv[i], "--join-token") == 0 && i + 1 < argc)
+			v = argv[++i];
+		else if (strncmp(argv[i], "--join-token=", 13) == 0)
+			v = argv[i] + 13;
+		if (v)
+			memset(v, 'x', strlen(v));
+	}
 }
 
 int agent_main(int argc, char **argv)
@@ -869,6 +921,7 @@ int agent_main(int argc, char **argv)
 	}
 	httpc_global_init();
 	rc = setup(&a);
+	hide_join_token(argc, argv);
 	if (rc == 0)
 		run(&a);
 	if (rc == 0 || rc == 1)

@@ -17,6 +17,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/exec_int.h"
+#include "agent/fence.h"
 #include "agent/journal.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
@@ -387,13 +388,13 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 {
 	char *logs = xasprintf("%s/logs", work_dir), *outd = xasprintf("%s/output", work_dir);
 	char *spare_dirs = xasprintf("%s/spare-output", work_dir);
-	char *sessions = xasprintf("%s/sessions", work_dir);
+	char *ranks = xasprintf("%s/rank", work_dir);
 	int rc = mkdir_p(logs, 0755);
 	if (rc == 0)
 		rc = mkdir_p(outd, 0755);
-	if (rc == 0) /* the holders' sockets: nobody else's to open */
-		rc = mkdir_p(sessions, 0700);
-	free(sessions);
+	if (rc == 0) /* the ranks' own directories (exec_rank_dir) */
+		rc = mkdir_p(ranks, 0700);
+	free(ranks);
 	if (rc == 0)
 		rc = mkdir_p(spare_dirs, 0755);
 	free(logs);
@@ -488,6 +489,7 @@ void exec_free(struct exec *e)
 	free(e->exiting);
 	free(e->spare_dirs);
 	free(e->free_dirs);
+	fence_free(e->fence);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		if (r->sock >= 0)
@@ -622,6 +624,8 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 		e->exiting = xrealloc(e->exiting, (e->nexiting + 1) * sizeof(*e->exiting));
 		e->exiting[e->nexiting++] = r->shim;
 	}
+	int task = r->task;
 	exec_rank_drop(e, i);
 	exec_launch_output_done(e, attempt_id);
+	exec_fence_forget(e, attempt_id, rank, task);
 }

@@ -76,6 +76,8 @@ struct exec_spec {
 	int64_t cpu_millis;    /* CPU time in thousandths of a CPU; 0: no limit */
 	int64_t memory_bytes;  /* 0: no limit */
 	int session;           /* run argv under a session holder (see "Sessions") */
+	int task;              /* argv runs the task wrapper (agent/task.h) */
+	int as_root;           /* its queue lets the job's ranks run as root */
 };
 
 struct exec_status {
@@ -105,6 +107,16 @@ int64_t exec_checkpoint_ms(const struct exec *e, int64_t job_id);
  * spares (waits up to 100 ms for them). */
 void exec_free(struct exec *e);
 int exec_uses_cgroups(const struct exec *e);
+/* Fences every rank started from now on (agent/fence.h); takes f (NULL:
+ * none). Called before the first exec_poll, so that the spare shims are
+ * made for it. */
+struct fence;
+void exec_set_fence(struct exec *e, struct fence *f);
+const struct fence *exec_fence(const struct exec *e);
+/* WORK_DIR/rank/<attempt_id>-<rank>: the rank's own directory (its /tmp
+ * when fenced), where the session holder's socket and the launcher's end
+ * line go; removed once the rank is forgotten. free() it. */
+char *exec_rank_dir(const char *work_dir, int64_t attempt_id, int rank);
 /* ROOT of the ranks' cgroups (agent/cgroup.h); NULL without cgroups. */
 const char *exec_cgroup_root(const struct exec *e);
 /* The work dir the executor was opened over (borrowed for its life). */
@@ -200,7 +212,7 @@ void exec_forget(struct exec *e, int64_t attempt_id, int rank);
 /* Sessions. A rank of a session job (anvil shell) runs its command under
  * the session holder (agent/holder.h): the executor starts "SELF _session
  * -- ARGV..." (SELF: this binary, /proc/self/exe at exec_new) with
- * ANVIL_SESSION_SOCKET=WORK_DIR/sessions/<attempt_id>-<rank>.sock in its
+ * ANVIL_SESSION_SOCKET=WORK_DIR/rank/<attempt_id>-<rank>/.anvil-session.sock in its
  * environment, where the holder listens; the agent's attach endpoint
  * connects there. The holder is the rank's command, so the rank keeps its
  * cgroup, GPUs, environment, time limit and stop. The socket is removed

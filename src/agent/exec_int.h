@@ -60,6 +60,7 @@ struct rank {
 	char *limits[EXEC_LIMITS];
 	int inline_limits; /* v2: its own cgroup carries limits (never a spare's again) */
 	int session;       /* runs under a session holder: remove its socket at the end */
+	int task;          /* runs the task wrapper: its task directory goes at the end */
 	char **env;        /* as launched (exec.h, exec_context); NULL: not known */
 	char *cwd;
 	/* Started in a batch (exec_batch): its spare has the launch, and its
@@ -109,6 +110,7 @@ struct exec {
 	int limit_logged[EXEC_LIMITS]; /* a rank has been told it runs without */
 	int isolate;                   /* GPU device isolation */
 	char *self;                    /* this binary: the session holder's */
+	struct fence *fence;           /* the ranks' fence (agent/fence.h); NULL: none */
 	uint64_t ctx_version;          /* exec_context_version */
 };
 
@@ -125,6 +127,8 @@ struct launch {
 	const struct exec_spec *spec;
 	struct strv argv, env;
 	char *path, *cwd, *out_dir, *log_path, *err_path;
+	char *rank_dir, *task_dir; /* exec_fence.c; task_dir: NULL but for a task */
+	char **fence;              /* the fence's plan; NULL: none */
 	char *msgs[3];
 	char key[64]; /* the record's key: opens the shim's journal lines */
 };
@@ -148,9 +152,28 @@ void exec_journal_refresh(struct exec *e);
 void exec_journal_compact(struct exec *e);
 void exec_journal_load(struct exec *e);
 
+/* exec_launch.c: vectors and environments */
+void exec_strv_push(struct strv *s, char *owned);
+void exec_strv_free(struct strv *s);
+/* Sets "KEY=VALUE" (owned), replacing an earlier value of KEY. */
+void exec_env_set(struct strv *s, char *kv);
+const char *exec_env_get(const struct strv *s, const char *key);
+
 /* exec_launch.c: output directories */
 void exec_launch_output_done(struct exec *e, int64_t attempt_id);
 void exec_launch_dirs_load(struct exec *e);
+
+/* exec_fence.c: a rank's directory, and its fence where the executor has one */
+void exec_fence_env(const struct exec *e, const struct exec_spec *spec, struct strv *env);
+/* 0, or -EACCES with err set: the rank cannot work in cwd. */
+int exec_fence_cwd(const struct exec *e, const struct exec_spec *spec, const char *cwd, char *err,
+                   size_t errlen);
+/* Makes the rank's directory and, fenced, hands its directories to its
+ * account and plans its view into la (la->out_dir, log_path and err_path
+ * set). 0, or a negative errno with err set. */
+int exec_fence_prepare(struct exec *e, struct launch *la, const struct exec_spec *spec,
+                       const char *ckpt, char *err, size_t errlen);
+void exec_fence_forget(struct exec *e, int64_t attempt_id, int rank, int task);
 
 /* exec_limits.c */
 int exec_limits_left(const struct rank *r);

@@ -15,6 +15,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/exec_int.h"
+#include "agent/fence.h"
 #include "agent/journal.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
@@ -30,7 +31,7 @@ char *exec_log_path(const char *work_dir, int64_t attempt_id, int rank, enum exe
 	                 stream == EXEC_STDERR ? "err" : "log");
 }
 
-static void strv_push(struct strv *s, char *owned)
+void exec_strv_push(struct strv *s, char *owned)
 {
 	if (s->n + 2 > s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 16;
@@ -40,7 +41,7 @@ static void strv_push(struct strv *s, char *owned)
 	s->v[s->n] = NULL;
 }
 
-static void strv_free(struct strv *s)
+void exec_strv_free(struct strv *s)
 {
 	for (size_t i = 0; i < s->n; i++)
 		free(s->v[i]);
@@ -48,7 +49,7 @@ static void strv_free(struct strv *s)
 }
 
 /* Sets "KEY=VALUE" (owned), replacing an earlier value of KEY. */
-static void env_set(struct strv *s, char *kv)
+void exec_env_set(struct strv *s, char *kv)
 {
 	size_t klen = strcspn(kv, "=");
 	for (size_t i = 0; i < s->n; i++)
@@ -57,10 +58,10 @@ static void env_set(struct strv *s, char *kv)
 			s->v[i] = kv;
 			return;
 		}
-	strv_push(s, kv);
+	exec_strv_push(s, kv);
 }
 
-static const char *env_get(const struct strv *s, const char *key)
+const char *exec_env_get(const struct strv *s, const char *key)
 {
 	size_t klen = strlen(key);
 	for (size_t i = 0; i < s->n; i++)
@@ -71,34 +72,38 @@ static const char *env_get(const struct strv *s, const char *key)
 
 char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank)
 {
-	return xasprintf("%s/sessions/%lld-%d.sock", e->work_dir, (long long)attempt_id, rank);
+	char *dir = exec_rank_dir(e->work_dir, attempt_id, rank);
+	char *sock = xasprintf("%s/.anvil-session.sock", dir);
+	free(dir);
+	return sock;
 }
 
 /* What a Unix socket's sun_path holds, with its NUL. */
 #define SOCKET_PATH_MAX 108
 
-static void build_env(struct strv *env, const struct exec_spec *spec, const char *out_dir,
-                      const char *log_path, const char *err_path, const char *ckpt_dir,
-                      const char *session_socket)
+static void build_env(const struct exec *e, struct strv *env, const struct exec_spec *spec,
+                      const char *out_dir, const char *log_path, const char *err_path,
+                      const char *ckpt_dir, const char *session_socket)
 {
 	static const char *const base[] = {"PATH", "HOME", "LANG", "TERM"};
 	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
 		const char *v = getenv(base[i]);
 		if (v)
-			env_set(env, xasprintf("%s=%s", base[i], v));
+			exec_env_set(env, xasprintf("%s=%s", base[i], v));
 	}
-	if (!env_get(env, "PATH"))
-		env_set(env, xstrdup("PATH=/usr/local/bin:/usr/bin:/bin"));
+	if (!exec_env_get(env, "PATH"))
+		exec_env_set(env, xstrdup("PATH=/usr/local/bin:/usr/bin:/bin"));
 	for (size_t i = 0; spec->env && spec->env[i]; i++)
 		if (strchr(spec->env[i], '=') && spec->env[i][0] != '=')
-			env_set(env, xstrdup(spec->env[i]));
-	env_set(env, xasprintf("ANVIL_OUTPUT_DIR=%s", out_dir));
-	env_set(env, xasprintf("ANVIL_LOG_FILE=%s", log_path));
-	env_set(env, xasprintf("ANVIL_ERR_FILE=%s", err_path));
+			exec_env_set(env, xstrdup(spec->env[i]));
+	exec_env_set(env, xasprintf("ANVIL_OUTPUT_DIR=%s", out_dir));
+	exec_env_set(env, xasprintf("ANVIL_LOG_FILE=%s", log_path));
+	exec_env_set(env, xasprintf("ANVIL_ERR_FILE=%s", err_path));
 	if (ckpt_dir)
-		env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
+		exec_env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
 	if (session_socket)
-		env_set(env, xasprintf("%s=%s", EXEC_SESSION_ENV, session_socket));
+		exec_env_set(env, xasprintf("%s=%s", EXEC_SESSION_ENV, session_socket));
+	exec_fence_env(e, spec, env);
 }
 
 char *exec_checkpoint_dir(const char *work_dir, int64_t job_id)
@@ -137,8 +142,10 @@ static char *checkpoint_dir(struct exec *e, const struct exec_spec *spec)
 	return dir;
 }
 
-/* execvp's search, done before the fork; NULL when not found. */
-static char *resolve(const char *cmd, const char *path_var)
+/* execvp's search, done before the fork, as the rank's account would do
+ * it (a fenced rank skips what it may not run, as execvp skips EACCES);
+ * NULL when not found. */
+static char *resolve(const struct fence *f, const char *cmd, const char *path_var)
 {
 	if (strchr(cmd, '/'))
 		return xstrdup(cmd);
@@ -148,7 +155,8 @@ static char *resolve(const char *cmd, const char *path_var)
 		size_t len = colon ? (size_t)(colon - p) : strlen(p);
 		char *cand = xasprintf("%.*s/%s", (int)len, len ? p : ".", cmd);
 		struct stat st;
-		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+		if (f ? fence_can_exec(f, cand)
+		      : stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
 			return cand;
 		free(cand);
 		p = colon ? colon + 1 : NULL;
@@ -167,13 +175,16 @@ static void launch_cleanup(struct launch *la)
 {
 	for (int i = 0; i < la->l.njoin; i++)
 		close(la->l.join_fds[i]);
-	strv_free(&la->argv);
-	strv_free(&la->env);
+	exec_strv_free(&la->argv);
+	exec_strv_free(&la->env);
 	free(la->path);
 	free(la->cwd);
 	free(la->out_dir);
 	free(la->log_path);
 	free(la->err_path);
+	free(la->rank_dir);
+	free(la->task_dir);
+	fence_plan_free(la->fence);
 	for (int i = 0; i < 3; i++)
 		free(la->msgs[i]);
 	if (la->l.log_fd >= 0)
@@ -188,18 +199,19 @@ static void launch_strings(struct exec *e, struct launch *la, const struct exec_
                            const char *ckpt, const char *session_socket)
 {
 	if (spec->session) { /* SELF _session -- ARGV... (agent/holder.h) */
-		strv_push(&la->argv, xstrdup(e->self));
-		strv_push(&la->argv, xstrdup("_session"));
-		strv_push(&la->argv, xstrdup("--"));
+		exec_strv_push(&la->argv, xstrdup(e->self));
+		exec_strv_push(&la->argv, xstrdup("_session"));
+		exec_strv_push(&la->argv, xstrdup("--"));
 	}
 	for (size_t i = 0; spec->argv[i]; i++)
-		strv_push(&la->argv, xstrdup(spec->argv[i]));
-	build_env(&la->env, spec, la->out_dir, la->log_path, la->err_path, ckpt, session_socket);
+		exec_strv_push(&la->argv, xstrdup(spec->argv[i]));
+	build_env(e, &la->env, spec, la->out_dir, la->log_path, la->err_path, ckpt, session_socket);
 	la->path = spec->session ? xstrdup(e->self)
-	                         : resolve(spec->argv[0], env_get(&la->env, "PATH"));
+	                         : resolve(spec->as_root ? NULL : e->fence, spec->argv[0],
+	                                   exec_env_get(&la->env, "PATH"));
 	la->cwd = xstrdup(spec->cwd ? spec->cwd : la->out_dir);
 	la->msgs[0] = xasprintf("anvil: cannot run '%s': command not found (PATH=%s)\n",
-	                        spec->argv[0], env_get(&la->env, "PATH"));
+	                        spec->argv[0], exec_env_get(&la->env, "PATH"));
 	la->msgs[1] = xasprintf("anvil: cannot execute '%s': ", la->path ? la->path : "");
 	la->msgs[2] = xasprintf("anvil: cannot change directory to '%s': ", la->cwd);
 	la->l = (struct shim_launch){
@@ -216,6 +228,7 @@ static void launch_strings(struct exec *e, struct launch *la, const struct exec_
 	        .msg_notfound = la->msgs[0],
 	        .msg_exec = la->msgs[1],
 	        .msg_cwd = la->msgs[2],
+	        .fence = la->fence,
 	};
 }
 
@@ -354,6 +367,8 @@ static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
 	}
 	if (spec->cwd) {
 		rc = check_cwd(spec->cwd, la->l.err_fd, err, errlen);
+		if (rc == 0 && (rc = exec_fence_cwd(e, spec, spec->cwd, err, errlen)) != 0)
+			dprintf(la->l.err_fd, "anvil: failed to start: %s\n", err);
 		if (rc)
 			return rc;
 	}
@@ -376,10 +391,12 @@ static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
 		return -ENAMETOOLONG;
 	}
 	char *ckpt = checkpoint_dir(e, spec);
-	launch_strings(e, la, spec, ckpt, sock);
+	rc = exec_fence_prepare(e, la, spec, ckpt, err, errlen);
+	if (rc == 0)
+		launch_strings(e, la, spec, ckpt, sock);
 	free(ckpt);
 	free(sock);
-	return 0;
+	return rc;
 }
 
 /* The direct path's cgroup: the command joins it itself before exec. */
@@ -532,6 +549,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 	r->state = EXEC_RUNNING;
 	/* kept for exec into the rank (exec_context): taken, not copied */
 	r->session = spec->session;
+	r->task = spec->task;
 	r->env = la_env;
 	r->cwd = la_cwd;
 	e->ctx_version++;
@@ -551,7 +569,7 @@ void exec_describe(struct exec *e, const struct exec_spec *spec)
 	char *ckpt = checkpoint_dir(e, spec);
 	char *sock = spec->session ? exec_session_socket(e, r->attempt_id, r->rank) : NULL;
 	struct strv env = {0};
-	build_env(&env, spec, out, log, errp, ckpt, sock);
+	build_env(e, &env, spec, out, log, errp, ckpt, sock);
 	r->env = env.v;
 	r->cwd = spec->cwd ? xstrdup(spec->cwd) : out;
 	r->session = spec->session;

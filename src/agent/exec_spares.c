@@ -96,7 +96,7 @@ static int spare_add(struct exec *e)
 		if ((fd = rc = cgroup_open_procs(s.cgroup)) < 0)
 			goto out;
 	}
-	rc = shim_spare_fork(fd, e->null_fd, &s.shim);
+	rc = shim_spare_fork(fd, e->null_fd, e->fence != NULL, &s.shim);
 	s.since = now_ms();
 	if (rc == 0) {
 		e->spares[e->nspares++] = s;

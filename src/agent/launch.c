@@ -1,5 +1,7 @@
 #include "agent/launch.h"
 
+#include "agent/exec.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,10 +14,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/exec.h"
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
@@ -314,15 +318,24 @@ const char *launch_self(void)
 
 char *launch_reason_path(const char *work_dir, int64_t attempt_id, int rank)
 {
-	return xasprintf("%s/logs/%lld-%d.end", work_dir, (long long)attempt_id, rank);
+	char *dir = exec_rank_dir(work_dir, attempt_id, rank);
+	char *path = xasprintf("%s/.anvil-end", dir);
+	free(dir);
+	return path;
 }
 
 int launch_reason_read(const char *work_dir, int64_t attempt_id, int rank, char *out,
                        size_t out_len)
 {
 	char *path = launch_reason_path(work_dir, attempt_id, rank);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* in the rank's own directory: a link or a pipe there is not followed */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	free(path);
+	struct stat sb;
+	if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
 	if (fd < 0)
 		return 0;
 	size_t cap = out_len < 256 ? out_len : 256; /* wire_report's bound: 255 */

@@ -124,7 +124,8 @@ void launch_argv_free(char **argv);
  * resolved once); NULL when it cannot be told. */
 const char *launch_self(void);
 
-/* WORK_DIR/logs/<attempt_id>-<rank>.end; free() it. */
+/* WORK_DIR/rank/<attempt_id>-<rank>/.anvil-end (agent/exec.h,
+ * exec_rank_dir); free() it. */
 char *launch_reason_path(const char *work_dir, int64_t attempt_id, int rank);
 /* The reason a rank's launcher left, printable ASCII, at most out_len - 1
  * (and at most 255) bytes: 1, or 0 when it left none. */

@@ -2,22 +2,30 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <pty.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#include <utmp.h>
 
 #include "agent/cgroup.h"
+#include "agent/fence.h"
 #include "base/buf.h"
 #include "base/jv.h"
 #include "base/mem.h"
@@ -52,6 +60,14 @@ struct rexec {
 	int client_gone;
 	int rank_fd;    /* a pidfd of the rank's command: readable once it ends; -1 */
 	int rank_ended; /* it did: the command was killed */
+	/* the rank's account, which the command takes (agent/fence.h) */
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[FENCE_GROUPS_MAX];
+	int mnt_fd; /* the rank's mount namespace, which the command enters; -1: ours */
+	int pid_fd; /* the rank's PID namespace, likewise */
+	char cwd[PATH_MAX];
 };
 
 /* ---- frames to the client ---- */
@@ -144,36 +160,154 @@ static char **argv_of(const json_t *cmd)
 	return argv;
 }
 
-/* In the child: default signals, then CMD; 127 with a message when not. */
-static void child_exec(char **argv)
+/* Whether some directory of PATH that we can search holds cmd. */
+static int on_path(const char *cmd)
 {
+	const char *p = getenv("PATH");
+	char cand[PATH_MAX];
+	struct stat sb;
+	for (; p; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
+		int len = (int)strcspn(p, ":");
+		snprintf(cand, sizeof(cand), "%.*s/%s", len, len ? p : ".", cmd);
+		if (stat(cand, &sb) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* In the child: the rank's account, default signals, then CMD; 127 with
+ * a message when not. */
+/* In the child, for a fenced rank: the command is forked into the rank's
+ * PID namespace (setns places the caller's children there, not the caller)
+ * and this process waits for it, passes on the hang-ups and stops the
+ * helper sends its group to the command's (the command leads a group, or
+ * a terminal's session, of its own: in the rank's namespace), and ends as
+ * the command did. The helper itself never enters it: a process whose new
+ * children land in another PID namespace cannot stop its own threads, and
+ * the address sanitizer's exit does that. */
+static volatile pid_t forward_to;
+
+static void forward(int sig)
+{
+	kill(-forward_to, sig);
+}
+
+static void fork_into_rank(const struct rexec *x)
+{
+	if (x->pid_fd < 0)
+		return;
+	setpgid(0, 0); /* the group the helper signals */
+	if (setns(x->pid_fd, CLONE_NEWPID) != 0) {
+		dprintf(STDERR_FILENO, "anvil: cannot enter the rank's processes: %s\n",
+		        strerror(errno));
+		_exit(126);
+	}
+	pid_t cmd = fork();
+	if (cmd == 0)
+		return;
+	if (cmd < 0)
+		_exit(126);
+	/* nothing of the command's: its stdin's other end (close-on-exec, and
+	 * this process execs nothing) would keep it from ever reading EOF */
+	if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+		for (int fd = 0; fd < 1024; fd++)
+			close(fd);
+	forward_to = cmd;
+	struct sigaction fwd = {.sa_handler = forward, .sa_flags = SA_RESTART};
+	sigaction(SIGHUP, &fwd, NULL);
+	sigaction(SIGTERM, &fwd, NULL);
+	sigaction(SIGINT, &fwd, NULL);
+	int st = 0;
+	while (waitpid(cmd, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		kill(getpid(), WTERMSIG(st));
+	}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static void child_exec(const struct rexec *x, char **argv)
+{
+	fork_into_rank(x);
+	/* its mount view here too, not in the helper (whose /proc stays its
+	 * own, as the sanitizer's exit needs) */
+	if (x->mnt_fd >= 0 &&
+	    (setns(x->mnt_fd, CLONE_NEWNS) != 0 || (chdir(x->cwd) != 0 && chdir("/") != 0))) {
+		dprintf(STDERR_FILENO, "anvil: cannot enter the rank's mounts: %s\n",
+		        strerror(errno));
+		_exit(126);
+	}
+	if (x->uid != 0 &&
+	    (setgroups((size_t)x->ngroups, x->groups) != 0 || setresgid(x->gid, x->gid, x->gid) ||
+	     setresuid(x->uid, x->uid, x->uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))) {
+		dprintf(STDERR_FILENO, "anvil: cannot become the rank's user (uid %u): %s\n",
+		        (unsigned)x->uid, strerror(errno));
+		_exit(126);
+	}
+	fence_env_unstash();
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	execvp(argv[0], argv);
 	int err = errno;
+	/* execvp says EACCES when a directory of PATH was closed to us (the
+	 * client's PATH, exported, may name its home): not there is ENOENT */
+	if (err == EACCES && !strchr(argv[0], '/') && !on_path(argv[0]))
+		err = ENOENT;
 	dprintf(STDERR_FILENO, "anvil: cannot run '%s': %s\n", argv[0], strerror(err));
 	_exit(err == ENOENT ? 127 : 126);
+}
+
+/* The command's side of its terminal (tty: the slave) or of its pipes. */
+struct child_io {
+	int tty, slave, in, out, err;
+	const char *term;
+};
+
+/* In the child: into the rank (fenced), its own terminal's session or
+ * process group, its fds, then the command. */
+static _Noreturn void child_run(const struct rexec *x, const struct child_io *io, char **argv)
+{
+	fork_into_rank(x);
+	if (io->tty && login_tty(io->slave) != 0)
+		_exit(126);
+	if (!io->tty) {
+		setpgid(0, 0);
+		dup2(io->in, STDIN_FILENO);
+		dup2(io->out, STDOUT_FILENO);
+		dup2(io->err, STDERR_FILENO);
+	}
+	if (io->term)
+		setenv("TERM", io->term, 1);
+	child_exec(x, argv);
+	_exit(127);
 }
 
 static int start_tty(struct rexec *x, char **argv, const json_t *req)
 {
 	struct winsize ws = {.ws_row = (unsigned short)jv_int(req, "rows", 24),
 	                     .ws_col = (unsigned short)jv_int(req, "cols", 80)};
-	int master = -1;
-	x->child = forkpty(&master, NULL, NULL, &ws);
-	if (x->child < 0)
+	int master = -1, slave = -1;
+	if (openpty(&master, &slave, NULL, NULL, &ws) != 0)
 		return -errno;
+	struct child_io io = {.tty = 1, .slave = slave, .term = jv_str(req, "term", NULL)};
+	x->child = fork();
 	if (x->child == 0) {
-		const char *term = jv_str(req, "term", NULL);
-		if (term)
-			setenv("TERM", term, 1);
-		child_exec(argv);
+		close(master);
+		child_run(x, &io, argv);
 	}
+	close(slave);
+	if (x->child < 0) {
+		close(master);
+		return -errno;
+	}
+	if (x->pid_fd >= 0) /* the group it leads, also here; else login_tty's session */
+		setpgid(x->child, x->child);
 	fcntl(master, F_SETFD, FD_CLOEXEC);
 	fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-	x->pgid = x->child; /* a session leader */
+	x->pgid = x->child;
 	x->cmd_in = jv_bool(req, "stdin", 0) ? master : -1;
 	x->cmd_out[OUT] = master;
 	x->cmd_out[ERR] = -1;
@@ -188,15 +322,13 @@ static int start_pipes(struct rexec *x, char **argv, const json_t *req)
 	    pipe2(err, O_CLOEXEC) < 0)
 		return -errno;
 	int null_fd = with_stdin ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+	struct child_io io = {.in = with_stdin ? in[0] : null_fd, .out = out[1], .err = err[1]};
 	x->child = fork();
 	if (x->child < 0)
 		return -errno;
 	if (x->child == 0) {
 		setpgid(0, 0);
-		dup2(with_stdin ? in[0] : null_fd, STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		child_exec(argv);
+		child_run(x, &io, argv);
 	}
 	setpgid(x->child, x->child); /* also here: no race with a signal to the group */
 	x->pgid = x->child;
@@ -430,10 +562,74 @@ static int watch_rank(int procfd, pid_t pid)
 	return fd;
 }
 
+/* The rank's account: the real ids and the groups of its command (a task
+ * wrapper's effective ids may still be root's: agent/fence.h). */
+static int read_account(struct rexec *x, int procfd)
+{
+	int fd = openat(procfd, "status", O_RDONLY | O_CLOEXEC);
+	char text[4096];
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	char *u = strstr(text, "\nUid:"), *g = strstr(text, "\nGid:"),
+	     *gs = strstr(text, "\nGroups:");
+	if (!u || !g)
+		return -1;
+	x->uid = (uid_t)strtoul(u + 5, NULL, 10);
+	x->gid = (gid_t)strtoul(g + 5, NULL, 10);
+	x->ngroups = 0;
+	for (char *p = gs ? gs + 8 : NULL;
+	     p && *p && *p != '\n' && x->ngroups < FENCE_GROUPS_MAX;) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p)
+			break;
+		x->groups[x->ngroups++] = (gid_t)v;
+		p = end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+	}
+	return 0;
+}
+
+/* Opens the rank's PID and mount namespaces (agent/fence.h), where they
+ * are not ours, for the command to enter (child_exec): it is one of the
+ * rank's processes and sees the rank's /tmp; the working directory is
+ * taken again in that view. */
+static int enter_rank(struct rexec *x, int procfd, char *err, size_t errlen)
+{
+	static const char *const ns[] = {"ns/mnt", "ns/pid"};
+	if (!getcwd(x->cwd, sizeof(x->cwd)))
+		snprintf(x->cwd, sizeof(x->cwd), "/");
+	int fds[2] = {-1, -1}, rc = 0;
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		char own[32];
+		struct stat theirs, ours;
+		snprintf(own, sizeof(own), "/proc/self/%s", ns[i]);
+		fds[i] = openat(procfd, ns[i], O_RDONLY | O_CLOEXEC);
+		if (fds[i] < 0 || fstat(fds[i], &theirs) != 0 || stat(own, &ours) != 0)
+			rc = -errno;
+		else if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev)
+			fds[i] = (close(fds[i]), -1); /* not fenced: nothing to enter */
+	}
+	x->mnt_fd = fds[0];
+	x->pid_fd = fds[1];
+	if (rc)
+		snprintf(err, errlen, "cannot enter the rank's namespaces: %s", strerror(-rc));
+	return rc;
+}
+
 static int run(struct rexec *x, int procfd, pid_t rank_pid)
 {
 	char err[512];
 	if (cgroup_join_like(procfd, err, sizeof(err)) != 0)
+		return fail(x, err);
+	if (read_account(x, procfd) != 0)
+		return fail(x, "the rank has ended");
+	if (enter_rank(x, procfd, err, sizeof(err)) != 0)
 		return fail(x, err);
 	x->rank_fd = watch_rank(procfd, rank_pid);
 	close(procfd);
@@ -470,7 +666,14 @@ static int run(struct rexec *x, int procfd, pid_t rank_pid)
 
 int rankexec_main(int argc, char **argv)
 {
-	struct rexec x = {.cmd_in = -1, .cmd_out = {-1, -1}, .sigfd = -1, .rank_fd = -1};
+	struct rexec x = {
+	        .cmd_in = -1,
+	        .cmd_out = {-1, -1},
+	        .sigfd = -1,
+	        .rank_fd = -1,
+	        .mnt_fd = -1,
+	        .pid_fd = -1,
+	};
 	int procfd;
 	pid_t rank_pid;
 	if (parse_args(argc, argv, &x.sock, &procfd, &rank_pid) != 0) {
@@ -493,6 +696,10 @@ int rankexec_main(int argc, char **argv)
 	int rc = run(&x, procfd, rank_pid);
 	if (x.rank_fd >= 0)
 		close(x.rank_fd);
+	if (x.mnt_fd >= 0)
+		close(x.mnt_fd);
+	if (x.pid_fd >= 0)
+		close(x.pid_fd);
 	stream_reader_cleanup(&x.in);
 	buf_cleanup(&x.out);
 	buf_cleanup(&x.to_cmd);

@@ -1,7 +1,10 @@
 #include "agent/shim.h"
 
+#include "agent/fence.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +19,7 @@
 #define SPARE_FIXED   6           /* strings before argv: see encode_launch */
 #define SPARE_FDS     3           /* log_fd, err_fd, record_fd; then the join_fds */
 #define SPARE_FDS_MAX (SPARE_FDS + SHIM_JOIN_MAX)
-#define SPARE_HEADER  (4 * sizeof(uint32_t))
+#define SPARE_HEADER  (5 * sizeof(uint32_t))
 
 /* What a shim tells the agent on its socket: one datagram each. */
 enum { SHIM_STARTED = 1, SHIM_ENDED = 2 };
@@ -167,8 +170,26 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/* The command's pid as the node sees it, written by the command's child
+ * (a vfork: it shares our memory) before anything else: in a PID namespace
+ * of its own the shim sees it as 2, 3, ..., and the agent signals and
+ * records the node's number. 0: not known (the child failed first). */
+static volatile pid_t command_node_pid;
+
+/* This process's pid as the node sees it: /proc is still the node's. */
+static pid_t node_pid(void)
+{
+	char text[24];
+	ssize_t n = readlink("/proc/self", text, sizeof(text) - 1);
+	long v = 0;
+	for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; i++)
+		v = v * 10 + (text[i] - '0');
+	return n > 0 && v > 0 ? (pid_t)v : getpid();
+}
+
 static _Noreturn void run_command(const struct shim_launch *l, int sock)
 {
+	command_node_pid = node_pid();
 	reset_signals();
 	setpgid(0, 0);
 	/* Join before exec, so nothing the command forks escapes: the rank's
@@ -180,6 +201,8 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 			join(l->join_fds[i]);
 	close(sock);
 	close(l->record_fd);
+	if (l->fence && fence_enter(l->fence, 2) != 0)
+		_exit(127);
 	if (chdir(l->cwd) < 0) {
 		put_errno(2, l->msg_cwd, errno);
 		_exit(127);
@@ -196,12 +219,40 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 /* The shim is single-threaded and the child only makes async-signal-safe
  * calls before execve or _exit, so vfork: no copy of the address space
  * (a fork of the agent's), and the shim resumes once the command execs. */
-static pid_t spawn_command(const struct shim_launch *l, int sock)
+static pid_t spawn_command(const struct shim_launch *l, int sock, pid_t *node)
 {
+	command_node_pid = 0;
 	pid_t pid = vfork();
 	if (pid == 0)
 		run_command(l, sock);
+	*node = command_node_pid > 0 ? command_node_pid : pid;
 	return pid;
+}
+
+/* Waits for the command. A shim that is the init of the rank's PID
+ * namespace (agent/fence.h) is also the parent of whatever the command
+ * left orphaned there: it reaps those as they come, and once the command
+ * has ended it kills the rest (whatever a rank leaves goes with it, as the
+ * executor does for its cgroup). */
+static int wait_command(pid_t cmd)
+{
+	int status = 127 << 8, st;
+	for (;;) {
+		pid_t w = waitpid(getpid() == 1 ? -1 : cmd, &st, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 || w == cmd) {
+			if (w == cmd)
+				status = st;
+			break;
+		}
+	}
+	if (getpid() == 1) {
+		kill(-1, SIGKILL);
+		while (waitpid(-1, &st, WNOHANG) > 0)
+			;
+	}
+	return status;
 }
 
 /* The shim ignores the signals a terminal or a stop sends to its group. */
@@ -230,7 +281,7 @@ static int run_rank(const struct shim_launch *l, int sock)
 		keep[nkeep++] = l->join_fds[i];
 	close_others(keep, nkeep);
 	int status = 127 << 8;
-	pid_t cmd = spawn_command(l, sock);
+	pid_t node = 0, cmd = spawn_command(l, sock, &node);
 	if (l->cgroup_fd >= 0)
 		close(l->cgroup_fd);
 	close_joins(l);
@@ -239,10 +290,10 @@ static int run_rank(const struct shim_launch *l, int sock)
 		tell(sock, SHIM_STARTED, 0); /* "taken, but no command": the record says 127 */
 	} else {
 		setpgid(cmd, cmd); /* also here: the group exists before we report it */
-		put_record(l->record_fd, l->record_key, "shim", (long)getpid(), "pgid", (long)cmd);
-		tell(sock, SHIM_STARTED, cmd);
-		while (waitpid(cmd, &status, 0) < 0 && errno == EINTR)
-			;
+		put_record(l->record_fd, l->record_key, "shim", (long)node_pid(), "pgid",
+		           (long)node);
+		tell(sock, SHIM_STARTED, node);
+		status = wait_command(cmd);
 	}
 	put_record(l->record_fd, l->record_key, "wait_status", (long)status, NULL, 0);
 	close(l->record_fd);
@@ -275,12 +326,27 @@ static int wait_started(int sock, pid_t *pgid)
 	return 0;
 }
 
+/* fork(), or with pidns a clone whose child is the init of a new PID
+ * namespace (agent/fence.h). Like fork, the child runs on a copy of our
+ * memory; it makes async-signal-safe calls only, so glibc's fork handlers
+ * are not needed. */
+static pid_t fork_shim(int pidns)
+{
+	if (pidns) {
+		long pid = syscall(SYS_clone, (unsigned long)(SIGCHLD | CLONE_NEWPID), NULL, NULL,
+		                   NULL, NULL);
+		if (pid >= 0 || (errno != EPERM && errno != EINVAL))
+			return (pid_t)pid;
+	}
+	return fork();
+}
+
 int shim_spawn(const struct shim_launch *l, struct shim *out, pid_t *pgid)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	pid_t pid = fork();
+	pid_t pid = fork_shim(l->fence != NULL);
 	if (pid < 0) {
 		int rc = -errno;
 		close(sv[0]);
@@ -313,26 +379,31 @@ static char *next_string(char **p, char *end)
 /* Decodes what encode_launch wrote; vec has SHIM_SPARE_MAX_STRINGS slots. */
 static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *l)
 {
-	uint32_t h[4];
+	uint32_t h[5];
 	if (len < SPARE_HEADER)
 		return -1;
 	memcpy(h, buf, sizeof(h));
-	if (h[0] != SPARE_MAGIC || h[1] < 1 || (uint64_t)h[1] + h[2] + 2 > SHIM_SPARE_MAX_STRINGS)
+	if (h[0] != SPARE_MAGIC || h[1] < 1 ||
+	    (uint64_t)h[1] + h[2] + h[4] + 3 > SHIM_SPARE_MAX_STRINGS)
 		return -1;
 	char *p = buf + SPARE_HEADER, *end = buf + len, *fixed[SPARE_FIXED];
 	for (int i = 0; i < SPARE_FIXED; i++)
 		if (!(fixed[i] = next_string(&p, end)))
 			return -1;
-	uint32_t argc = h[1], envc = h[2];
-	for (uint32_t i = 0; i < argc + 1 + envc; i++)
-		if (i != argc && !(vec[i] = next_string(&p, end)))
+	/* vec: argv, NULL, envp, NULL, the fence's steps, NULL */
+	uint32_t argc = h[1], envc = h[2], nfence = h[4];
+	uint32_t env_at = argc + 1, fence_at = env_at + envc + 1;
+	for (uint32_t i = 0; i < fence_at + nfence; i++)
+		if (i != argc && i != fence_at - 1 && !(vec[i] = next_string(&p, end)))
 			return -1;
 	vec[argc] = NULL;
-	vec[argc + 1 + envc] = NULL;
+	vec[fence_at - 1] = NULL;
+	vec[fence_at + nfence] = NULL;
 	*l = (struct shim_launch){
 	        .path = h[3] ? fixed[0] : NULL,
 	        .argv = vec,
-	        .envp = vec + argc + 1,
+	        .envp = vec + env_at,
+	        .fence = nfence ? vec + fence_at : NULL,
 	        .cwd = fixed[1],
 	        .log_fd = -1,
 	        .err_fd = -1,
@@ -411,7 +482,7 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 	}
 }
 
-int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out)
+int shim_spare_fork(int cgroup_fd, int null_fd, int pidns, struct shim *out)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -424,7 +495,7 @@ int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out)
 		rc = -ENOMEM;
 		goto out;
 	}
-	pid_t pid = fork();
+	pid_t pid = fork_shim(pidns);
 	if (pid == 0) {
 		close(sv[0]);
 		run_spare(sv[1], cgroup_fd, null_fd, buf, vec);
@@ -459,6 +530,9 @@ static size_t launch_strings(const struct shim_launch *l, const char **out, size
 	for (size_t i = 0; l->envp && l->envp[i]; i++)
 		if (n < max)
 			out[n++] = l->envp[i];
+	for (size_t i = 0; l->fence && l->fence[i]; i++)
+		if (n < max)
+			out[n++] = l->fence[i];
 	return n;
 }
 
@@ -474,18 +548,20 @@ static size_t count(char *const *v)
  * when it does not fit the caps. */
 static char *encode_launch(const struct shim_launch *l, size_t *len_out)
 {
-	size_t argc = count(l->argv), envc = count(l->envp);
-	if (l->cgroup_fd >= 0 || argc < 1 || argc + envc + 2 > SHIM_SPARE_MAX_STRINGS)
+	size_t argc = count(l->argv), envc = count(l->envp), nfence = count(l->fence);
+	if (l->cgroup_fd >= 0 || argc < 1 || argc + envc + nfence + 3 > SHIM_SPARE_MAX_STRINGS)
 		return NULL;
-	const char **strs = calloc(SPARE_FIXED + argc + envc, sizeof(char *));
+	size_t total = SPARE_FIXED + argc + envc + nfence;
+	const char **strs = calloc(total, sizeof(char *));
 	if (!strs)
 		return NULL;
-	size_t n = launch_strings(l, strs, SPARE_FIXED + argc + envc), len = SPARE_HEADER;
+	size_t n = launch_strings(l, strs, total), len = SPARE_HEADER;
 	for (size_t i = 0; i < n; i++)
 		len += strlen(strs[i]) + 1;
 	char *buf = len <= SHIM_SPARE_MAX_REQUEST ? malloc(len) : NULL;
 	if (buf) {
-		uint32_t h[4] = {SPARE_MAGIC, (uint32_t)argc, (uint32_t)envc, l->path != NULL};
+		uint32_t h[5] = {SPARE_MAGIC, (uint32_t)argc, (uint32_t)envc, l->path != NULL,
+		                 (uint32_t)nfence};
 		memcpy(buf, h, sizeof(h));
 		char *p = buf + SPARE_HEADER;
 		for (size_t i = 0; i < n; i++) {

@@ -6,14 +6,21 @@
  * from /dev/null; closes every other inherited fd; for a rank: stdout
  * appended to the log, stderr to the error log; vforks the command (new
  * process group, joins the cgroup through cgroup_fd, then the limits'
- * cgroups through join_fds, chdir, execve of the resolved path; on failure
- * a message on its stderr and exit 127); appends
+ * cgroups through join_fds, the rank's fence when it has one (agent/fence.h:
+ * its mount view and account), chdir, execve of the resolved path; on
+ * failure a message on its stderr and exit 127); appends
  * {KEY,"shim":SHIM,"pgid":COMMAND} to the agent's journal (record_fd,
  * O_APPEND; KEY is l->record_key) and then tells the agent the command's
  * pid (SHIM_STARTED) on its socket; waits for the command; appends
  * {KEY,"wait_status":STATUS} and sends SHIM_ENDED with the status. Each
  * line is one write(), so a reader sees whole lines, and the journal line
  * comes first, so an agent killed in between finds the rank's state there.
+ *
+ * A fenced rank's shim is the init of a PID namespace of its own (forked
+ * by clone(CLONE_NEWPID)): it reaps whatever the command orphans there and,
+ * once the command has ended, kills the rest. The pids it records and
+ * reports (its own and the command's) are the node's, not the namespace's:
+ * the agent signals and adopts by those.
  *
  * A spare shim (shim_spare_fork) is forked ahead of time: it has already
  * called setsid() and joined a cgroup of its own, and waits on its socket
@@ -62,6 +69,7 @@ struct shim_launch {
 	const char *msg_notfound;    /* whole line */
 	const char *msg_exec;        /* prefix; the errno text follows */
 	const char *msg_cwd;         /* prefix; the errno text follows */
+	char *const *fence;          /* the rank's fence (agent/fence.h); NULL: none */
 };
 
 /* A shim process and the agent's end of its socket. */
@@ -80,9 +88,10 @@ int shim_spawn(const struct shim_launch *l, struct shim *out, pid_t *pgid);
 #define SHIM_SPARE_MAX_STRINGS 8192        /* argv + envp entries */
 
 /* Forks a spare that joins the cgroup through cgroup_fd (-1: none) and
- * waits for its launch; null_fd is /dev/null. Does not wait for the join.
- * 0, or a negative errno. */
-int shim_spare_fork(int cgroup_fd, int null_fd, struct shim *out);
+ * waits for its launch; null_fd is /dev/null. With pidns the spare is the
+ * init of a PID namespace of its own (its ranks' fences need one). Does
+ * not wait for the join. 0, or a negative errno. */
+int shim_spare_fork(int cgroup_fd, int null_fd, int pidns, struct shim *out);
 
 /* 1 when l can go to a spare (size and count caps; no cgroup_fd). */
 int shim_spare_fits(const struct shim_launch *l);

@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/fence.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -33,16 +35,32 @@ static int connect_holder(const char *path)
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
 	int64_t deadline = now_ms() + STREAMS_CONNECT_MS;
 	for (;;) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return fd;
-		int rc = -errno;
-		close(fd);
+		/* The socket is in the rank's own directory, which the rank
+		 * writes: a link there (to another session's socket) is not
+		 * followed, and only a socket is connected to, through the
+		 * file opened here. */
+		int rc = 0, fd = -1, at = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat sb;
+		if (at < 0)
+			rc = -errno;
+		else if (fstat(at, &sb) != 0 || !S_ISSOCK(sb.st_mode))
+			rc = -ECONNREFUSED;
+		else if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+			rc = -errno;
+		if (rc == 0) {
+			snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", at);
+			if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+				close(at);
+				return fd;
+			}
+			rc = -errno;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (at >= 0)
+			close(at);
 		if ((rc != -ENOENT && rc != -ECONNREFUSED) || now_ms() >= deadline)
 			return rc;
 		/* A holder binds its socket some 10 ms after its start (the
@@ -190,7 +208,8 @@ static int high(int fd)
 	return to;
 }
 
-/* Spawns `SELF _exec --fd 3 --proc 4 --pid PID` in the rank's environment and
+/* Spawns `SELF _exec --fd 3 --proc 4 --pid PID` in the rank's environment (its
+ * loader's variables set aside: fence_env_stash) and
  * working directory, in a session of its own, with default signals (the
  * agent blocks and ignores some, which a child would inherit). */
 static int spawn_helper(const char *self, const struct serve_rank *r, int sock, int procfd,
@@ -216,7 +235,11 @@ static int spawn_helper(const char *self, const struct serve_rank *r, int sock, 
 	char rank_pid[24];
 	snprintf(rank_pid, sizeof(rank_pid), "%d", r->pid);
 	char *argv[] = {(char *)self, "_exec", "--fd", "3", "--proc", "4", "--pid", rank_pid, NULL};
-	int rc = posix_spawn(pid, self, &fa, &at, argv, r->env);
+	/* it starts as root: nothing of the rank's may steer its loader
+	 * (agent/fence.h); it puts the variables back for the command */
+	char **env = fence_env_stash((char *const *)r->env);
+	int rc = posix_spawn(pid, self, &fa, &at, argv, env);
+	fence_plan_free(env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	return -rc;

@@ -523,6 +523,8 @@ static void start_desired(struct syncer *s, const json_t *d, const json_t *envs)
 	        .cpu_millis = jv_int(o, "cpu_millis", 0),
 	        .memory_bytes = jv_int(o, "memory_bytes", 0),
 	        .session = jv_bool(o, "session", 0),
+	        .task = task != NULL,
+	        .as_root = jv_bool(o, "as_root", 0),
 	};
 	if (known) {
 		exec_describe(s->cfg.exec, &spec);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/bundles.h"
+#include "agent/fence.h"
 #include "agent/task.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -123,6 +124,8 @@ static int connect_server(struct wrapper *w)
 		return 0;
 	if (w->server && strncmp(w->server, "file://", 7) == 0) {
 		char err[512];
+		if (geteuid() != getuid()) /* fenced, still root's: not a store of the node's */
+			return fail("ANVIL_SERVER: a fenced task does not open %s", w->server);
 		if (blob_open(w->server, &w->local, err, sizeof(err)) != 0)
 			return fail("the local object store %s: %s", w->server, err);
 		return 0;
@@ -341,21 +344,49 @@ static void render(struct wrapper *w)
 /* ---- 4. and 6. the checkpoint ---- */
 
 /* 1 when dir has no entries (or cannot be read: nothing to save). */
+#define RESTORE_ASIDE ".anvil-restore"
+
+/* Empty but for a restore's scratch (RESTORE_ASIDE). */
 static int dir_empty(const char *dir)
 {
 	DIR *d = opendir(dir);
 	int empty = 1;
 	struct dirent *de;
 	while (d && empty && (de = readdir(d)))
-		empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+		empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		        strcmp(de->d_name, RESTORE_ASIDE) == 0;
 	if (d)
 		closedir(d);
 	return empty;
 }
 
+/* Moves every entry of from into to (the same file system); with to NULL,
+ * removes them instead. 0 or the first negative errno. */
+static int move_entries(const char *from, const char *to)
+{
+	DIR *d = opendir(from);
+	if (!d)
+		return -errno;
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char *src = xasprintf("%s/%s", from, de->d_name);
+		char *dst = to ? xasprintf("%s/%s", to, de->d_name) : NULL;
+		rc = dst ? (rename(src, dst) < 0 ? -errno : 0) : rm_rf(src);
+		free(src);
+		free(dst);
+	}
+	closedir(d);
+	return rc;
+}
+
 /* The stored checkpoint into an empty ANVIL_CHECKPOINT_DIR: unpacked into
- * a directory beside it, then renamed over it (rename replaces an empty
- * directory), so that a restore cut short leaves it empty. */
+ * RESTORE_ASIDE inside it (the directory itself may be a mount point of
+ * the rank's fence: agent/fence.h), then its entries moved up, and the
+ * scratch removed last. A restore cut short leaves the scratch: the next
+ * one finds it and starts again from an emptied directory. */
 static int restore_checkpoint(struct wrapper *w)
 {
 	if (!w->doc.checkpoint)
@@ -367,26 +398,32 @@ static int restore_checkpoint(struct wrapper *w)
 	if (rc)
 		return fail("checkpoint: %s", w->obj.error);
 	memcpy(w->ckpt_hash, info.sha256, sizeof(w->ckpt_hash));
-	if (!dir_empty(w->ckpt_dir))
-		return 0; /* this node has it (or newer): the command decides */
-	char *aside = xasprintf("%s.restore", w->ckpt_dir),
+	char *aside = xasprintf("%s/" RESTORE_ASIDE, w->ckpt_dir),
 	     *tar = xasprintf("%s/ckpt.tar", w->attempt_dir);
+	struct stat sb;
+	int cut_short = lstat(aside, &sb) == 0;
+	if (!cut_short && !dir_empty(w->ckpt_dir)) {
+		free(aside);
+		free(tar);
+		return 0; /* this node has it (or newer): the command decides */
+	}
+	if (cut_short)
+		move_entries(w->ckpt_dir, NULL);
 	char err[700];
-	rm_rf(aside);
 	if ((rc = mkdir_p(aside, 0755)))
 		fail("checkpoint: cannot make %s: %s", aside, strerror(-rc));
 	else if ((rc = get_object(w, w->doc.checkpoint, tar, &info)))
 		fail("checkpoint: %s", w->obj.error);
 	else if ((rc = tarball_unpack(tar, aside, err, sizeof(err))))
 		fail("checkpoint %s: %s", w->doc.checkpoint, err);
-	else if (rename(aside, w->ckpt_dir) < 0)
-		rc = fail("checkpoint: cannot rename %s to %s: %s", aside, w->ckpt_dir,
-		          strerror(errno));
+	else if ((rc = move_entries(aside, w->ckpt_dir)))
+		fail("checkpoint: cannot move %s into %s: %s", aside, w->ckpt_dir, strerror(-rc));
 	else
 		fprintf(stderr, "anvil _task: checkpoint %s (%lld bytes) restored into %s\n",
 		        w->doc.checkpoint, (long long)info.size, w->ckpt_dir);
 	memcpy(w->ckpt_hash, info.sha256, sizeof(w->ckpt_hash));
-	rm_rf(aside);
+	if (rc == 0)
+		rm_rf(aside);
 	unlink(tar);
 	free(tar);
 	free(aside);
@@ -620,13 +657,32 @@ static int publish_outputs(struct wrapper *w)
 
 /* ---- the whole ---- */
 
-/* The per-attempt directory, fresh: in/ and an empty out/. */
+/* Under a fence the wrapper starts as the rank's account with root's
+ * effective ids (agent/fence.h, step U): the code bundle, which the node's
+ * tasks share, is unpacked as root. From here on the wrapper is the
+ * account for good, and what the agent set aside for that first exec
+ * (ANVIL_STASH_NAME=VALUE: the loader's variables and PATH) is the
+ * command's environment again. */
+static int drop_root(void)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	if (geteuid() == 0 && uid != 0 &&
+	    (setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0))
+		return fail("cannot become uid %u: %s", (unsigned)uid, strerror(errno));
+	fence_env_unstash();
+	return 0;
+}
+
+/* The per-attempt directory, fresh: in/ and an empty out/. A fenced rank's
+ * is made by the agent and bound into its view: only what is inside goes. */
 static int make_attempt_dir(struct wrapper *w)
 {
 	w->attempt_dir = xasprintf("%s/tasks/%lld", w->work_dir, (long long)w->attempt_id);
 	w->in_dir = xasprintf("%s/in", w->attempt_dir);
 	w->out_dir = xasprintf("%s/out", w->attempt_dir);
-	rm_rf(w->attempt_dir);
+	rm_rf(w->in_dir);
+	rm_rf(w->out_dir);
 	int rc = mkdir_p(w->in_dir, 0755);
 	if (rc == 0)
 		rc = mkdir_p(w->out_dir, 0755);
@@ -660,9 +716,11 @@ int task_main(int argc, char **argv)
 	if (rc == 0)
 		rc = read_env(&w);
 	if (rc == 0)
-		rc = make_attempt_dir(&w);
-	if (rc == 0)
 		rc = fetch_bundle(&w);
+	if (rc == 0)
+		rc = drop_root();
+	if (rc == 0)
+		rc = make_attempt_dir(&w);
 	if (rc == 0)
 		rc = fetch_inputs(&w);
 	if (rc == 0) {

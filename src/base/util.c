@@ -187,30 +187,53 @@ int read_file(const char *path, size_t cap, struct buf *out)
 	return rc;
 }
 
-int rm_rf(const char *path)
+/* Removes name in the directory dirfd, and everything under it: each
+ * directory is opened relative to its parent with O_NOFOLLOW, so a tree
+ * that another user can change (a rank's /tmp) cannot redirect the
+ * removal elsewhere by swapping a directory for a link. */
+static int rm_at(int parent, const char *name)
 {
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path) < 0 ? -errno : 0;
-	DIR *d = opendir(path);
-	if (!d)
+	if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
 		return -errno;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
 	int rc = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		char *child = xasprintf("%s/%s", path, e->d_name);
-		int r = rm_rf(child);
+		int r = rm_at(dirfd(d), e->d_name);
 		if (r < 0 && rc == 0)
 			rc = r;
-		free(child);
 	}
 	closedir(d);
-	if (rmdir(path) < 0 && rc == 0)
+	if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && rc == 0)
 		rc = -errno;
+	return rc;
+}
+
+int rm_rf(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent =
+	        slash ? xstrndup(path, slash == path ? 1 : (size_t)(slash - path)) : xstrdup(".");
+	const char *name = slash ? slash + 1 : path;
+	int rc = 0, fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		rc = errno == ENOENT ? 0 : -errno;
+	else if (*name)
+		rc = rm_at(fd, name);
+	if (fd >= 0)
+		close(fd);
+	free(parent);
 	return rc;
 }
 

@@ -124,6 +124,8 @@ static const struct cliargs_opt queue_opts[] = {
         {"default-time-limit", 0, CLIARGS_DURATION, "DURATION", "time limit of jobs that set none"},
         {"idle-timeout", 0, CLIARGS_DURATION, "DURATION",
          "end sessions whose GPUs are idle this long (0: never)"},
+        {"run-as-root", 0, CLIARGS_STR, "yes|no",
+         "its jobs' ranks run as root, not as the nodes' rank account"},
         {"quota", 0, CLIARGS_KV, "TEAM=GPUS",
          "a team's nominal GPUs here (repeatable; TEAM= removes)"},
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
@@ -148,6 +150,11 @@ static json_t *queue_body(struct verb_ctx *v, const char *name, int *bad)
 		*bad = verb_usage_error(v, "--borrowing: \"%s\" is not yes or no", b);
 	if (b)
 		json_object_set_new(body, "borrowing", json_boolean(strcmp(b, "yes") == 0));
+	const char *root = cliargs_str(a, "run-as-root");
+	if (root && strcmp(root, "yes") != 0 && strcmp(root, "no") != 0)
+		*bad = verb_usage_error(v, "--run-as-root: \"%s\" is not yes or no", root);
+	if (root)
+		json_object_set_new(body, "run_as_root", json_boolean(strcmp(root, "yes") == 0));
 	x = cliargs_get(a, "quota");
 	json_t *quotas = json_object();
 	for (size_t i = 0; i < x->nlist; i++) {

@@ -230,8 +230,9 @@ static void plan_nodes(struct plan *p, const json_t *spec, const json_t *observe
 
 /* ---- the plan: queues and teams ---- */
 
-static const char *const queue_keys[] = {"priority", "weight", "borrowing", "default_time_limit_ms",
-                                         "idle_timeout_ms"};
+static const char *const queue_keys[] = {"priority",        "weight",
+                                         "borrowing",       "default_time_limit_ms",
+                                         "idle_timeout_ms", "run_as_root"};
 
 static void add_change(json_t *changes, const char *key, const json_t *from, const json_t *to)
 {

@@ -36,6 +36,7 @@ static const struct schema_field queue_fields[] = {
         {"borrowing", SCHEMA_BOOL, 0, 0, 0},
         {"default_time_limit", SCHEMA_DURATION, 0, 1000, 366 * DAY_MS},
         {"idle_timeout", SCHEMA_DURATION, 0, 0, 366 * DAY_MS},
+        {"run_as_root", SCHEMA_BOOL, 0, 0, 0},
         {"quotas", SCHEMA_OBJ, 0, 0, 0},
         {NULL, 0, 0, 0, 0},
 };
@@ -220,13 +221,14 @@ static json_t *queue(struct fleet_ctx *c, const char *name, const json_t *src, c
 	const json_t *b = json_object_get(src, "borrowing"), *q = json_object_get(src, "quotas");
 	schema_join(sub, sizeof(sub), path, "quotas");
 	return json_pack(
-	        "{s:s,s:I,s:I,s:b,s:I,s:I,s:o}", "name", name, "priority",
+	        "{s:s,s:I,s:I,s:b,s:I,s:I,s:b,s:o}", "name", name, "priority",
 	        json_integer_value(json_object_get(src, "priority")), "weight",
 	        json_object_get(src, "weight") ? json_integer_value(json_object_get(src, "weight"))
 	                                       : 1,
 	        "borrowing", json_is_boolean(b) ? json_is_true(b) : 1, "default_time_limit_ms",
 	        (json_int_t)duration_or(src, "default_time_limit", 86400000), "idle_timeout_ms",
-	        (json_int_t)duration_or(src, "idle_timeout", 0), "quotas",
+	        (json_int_t)duration_or(src, "idle_timeout", 0), "run_as_root",
+	        json_is_true(json_object_get(src, "run_as_root")), "quotas",
 	        ok && json_is_object(q) ? quotas(c, q, sub) : json_object());
 }
 

@@ -121,6 +121,9 @@ static const struct wire_field desired_fields[] = {
          "reads `ANVIL_TASK` (docs/workflows.md)"},
         {"notice", JV_OBJECT, 0, 0, 0,
          "a session's rank: a notice (below) for its terminal, delivered once by its `id`"},
+        {"as_root", JV_BOOL, 0, 0, 0,
+         "its queue runs its ranks as root (`run_as_root`); absent: as the agent's rank "
+         "account"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 

@@ -285,6 +285,7 @@ static const struct jv_field queue_fields[] = {
         {"borrowing", JV_BOOL, 0, 0, 0},
         {"default_time_limit_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000},
         {"idle_timeout_ms", JV_INT, 0, 0, 366LL * 24 * 3600 * 1000},
+        {"run_as_root", JV_BOOL, 0, 0, 0},
         {"quotas", JV_OBJECT, 0, 0, 0},
         {NULL, 0, 0, 0, 0},
 };

@@ -212,10 +212,11 @@ static json_t *queue_observed(const struct queue *q)
 	for (int k = 0; k < q->nquotas; k++)
 		json_object_set_new(quotas, q->quotas[k].team,
 		                    json_integer(q->quotas[k].nominal_gpus));
-	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:o}", "name", q->name, "priority", q->priority,
-	                 "weight", q->weight, "borrowing", q->borrowing, "default_time_limit_ms",
-	                 (json_int_t)q->default_time_limit_ms, "idle_timeout_ms",
-	                 (json_int_t)q->idle_timeout_ms, "quotas", quotas);
+	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:b,s:o}", "name", q->name, "priority",
+	                 q->priority, "weight", q->weight, "borrowing", q->borrowing,
+	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms,
+	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "run_as_root",
+	                 q->run_as_root, "quotas", quotas);
 }
 
 json_t *fleet_observed(struct state *st)

@@ -428,6 +428,9 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	}
 	if (j->session)
 		wire_set(d, r, "session", json_true());
+	const struct queue *q = state_queue(st, j->queue);
+	if (q && q->run_as_root) /* else the agent's rank account (agent/fence.h) */
+		wire_set(d, r, "as_root", json_true());
 	if (j->session && a->notice_id) {
 		json_t *notice = json_object();
 		wire_set(notice, &wire_notice, "id", json_integer(a->notice_id));

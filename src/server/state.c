@@ -72,6 +72,7 @@ static void queue_apply(struct queue *q, const json_t *o)
 	q->borrowing = jv_bool(o, "borrowing", q->borrowing);
 	q->default_time_limit_ms = jv_int(o, "default_time_limit_ms", q->default_time_limit_ms);
 	q->idle_timeout_ms = jv_int(o, "idle_timeout_ms", q->idle_timeout_ms);
+	q->run_as_root = jv_bool(o, "run_as_root", q->run_as_root);
 	const json_t *quotas = json_object_get(o, "quotas");
 	if (!json_is_object(quotas))
 		return;
@@ -101,9 +102,10 @@ static json_t *queue_extra(const struct queue *q)
 	for (int k = 0; k < q->nquotas; k++)
 		json_object_set_new(quotas, q->quotas[k].team,
 		                    json_integer(q->quotas[k].nominal_gpus));
-	return json_pack("{s:i,s:b,s:I,s:I,s:o}", "weight", q->weight, "borrowing", q->borrowing,
-	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms,
-	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "quotas", quotas);
+	return json_pack(
+	        "{s:i,s:b,s:I,s:I,s:b,s:o}", "weight", q->weight, "borrowing", q->borrowing,
+	        "default_time_limit_ms", (json_int_t)q->default_time_limit_ms, "idle_timeout_ms",
+	        (json_int_t)q->idle_timeout_ms, "run_as_root", q->run_as_root, "quotas", quotas);
 }
 
 int state_put_queue(struct state *st, const json_t *body, char *err, size_t errlen)
@@ -801,11 +803,12 @@ json_t *state_queue_json(struct state *st, const struct queue *q)
 			used += (int)attempt_gpus(j);
 		}
 	}
-	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:o,s:i,s:i,s:i}", "name", q->name, "priority",
-	                 q->priority, "weight", q->weight, "borrowing", q->borrowing,
+	return json_pack("{s:s,s:i,s:i,s:b,s:I,s:I,s:b,s:o,s:i,s:i,s:i}", "name", q->name,
+	                 "priority", q->priority, "weight", q->weight, "borrowing", q->borrowing,
 	                 "default_time_limit_ms", (json_int_t)q->default_time_limit_ms,
-	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "quotas", quotas,
-	                 "pending_jobs", pending, "running_jobs", running, "used_gpus", used);
+	                 "idle_timeout_ms", (json_int_t)q->idle_timeout_ms, "run_as_root",
+	                 q->run_as_root, "quotas", quotas, "pending_jobs", pending, "running_jobs",
+	                 running, "used_gpus", used);
 }
 
 json_t *state_team_json(struct state *st, const struct team *t)

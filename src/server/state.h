@@ -43,6 +43,9 @@ struct queue {
 	/* Sessions (jobs with session) whose GPUs have been idle this long are
 	 * stopped, warned first (server/ranks.c); 0: never. */
 	int64_t idle_timeout_ms;
+	/* Its jobs' ranks run as root, not as the agents' rank account
+	 * (agent/fence.h): an admin's choice for a queue of trusted work. */
+	int run_as_root;
 	int nquotas; /* 0: unlimited */
 	struct quota quotas[STATE_MAX_QUOTAS];
 	uint32_t sched_id;

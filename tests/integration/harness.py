@@ -27,6 +27,27 @@ import traceback
 import urllib.error
 import urllib.request
 
+# Ranks run as the unprivileged account anvil-job (scripts/deps.sh makes
+# it), each with a /tmp of its own (docs/security.md): what a test shares
+# with its jobs lives outside /tmp and is open to that account, so the
+# directories a test makes are 0777 (mkdtemp's too) under a umask of 0. The
+# daemons inherit the umask: every mode that matters is theirs to set.
+TEST_ROOT = "/var/tmp/anvil-tests"
+os.makedirs(TEST_ROOT, exist_ok=True)
+os.chmod(TEST_ROOT, 0o1777)
+tempfile.tempdir = TEST_ROOT
+os.umask(0)
+_mkdtemp = tempfile.mkdtemp
+
+
+def _open_mkdtemp(*args, **kwargs):
+    d = _mkdtemp(*args, **kwargs)
+    os.chmod(d, 0o777)
+    return d
+
+
+tempfile.mkdtemp = _open_mkdtemp
+
 ANVIL = os.environ.get("ANVIL_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "debug", "anvil")
 
@@ -242,6 +263,14 @@ class Cluster:
         except (OSError, ApiError):
             return []
 
+    def rank_pid(self, job_id, rank=0, timeout=20):
+        """The node's pid of a running rank's command, once reported."""
+        def pid():
+            att = self.job(job_id).get("attempts") or [{}]
+            ranks = att[-1].get("ranks") or []
+            return next((r.get("pid") for r in ranks if r["rank"] == rank), None)
+        return wait_for(pid, timeout=timeout, what="job %d rank %d's pid" % (job_id, rank))
+
     def wait_job(self, jid, states=("succeeded", "failed", "cancelled", "lost"), timeout=60):
         return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(jid)),
                         timeout=timeout, what="job %d in %s" % (jid, states))
@@ -424,6 +453,28 @@ def read_frames(sock, rest=b"", until=(EXIT, ERROR), timeout=20):
 
 
 _scratch = []
+
+
+def node_pids(rank_pid, ns_pids):
+    """The node's pids of processes that a fenced rank (its own PID
+    namespace: agent/fence.h) knows as ns_pids; rank_pid is the rank's
+    command as the API reports it (the node's pid)."""
+    ns = os.stat("/proc/%d/ns/pid" % rank_pid).st_ino
+    seen = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.stat("/proc/%s/ns/pid" % d).st_ino != ns:
+                continue
+            with open("/proc/%s/status" % d) as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        ids = line.split()[1:]
+                        seen[int(ids[-1])] = int(ids[0])
+        except OSError:
+            pass
+    return [seen[p] for p in ns_pids if p in seen]
 
 
 def scratch_dir(prefix):

@@ -185,6 +185,7 @@ def test_the_systemd_units():
             with open(os.path.join(DEPLOY, "systemd", name)) as f:
                 text = f.read().replace("/usr/local/bin/anvil", os.path.abspath(ANVIL))
             path = write(d, name, text)
+            os.chmod(path, 0o644)  # the harness's umask is 0; systemd warns about that
             p = subprocess.run(["systemd-analyze", "verify", path], capture_output=True,
                                text=True, timeout=60)
             problems = [x for x in p.stderr.splitlines() if name in x]

@@ -50,8 +50,9 @@ def test_agent_sigkill_and_restart_readopts_ranks():
     with cluster(agents=1, gpus=2, name="agentkill") as c:
         marker = os.path.join(c.dir, "pid")
         j = c.submit(["sh", "-c", "echo $$ > %s; sleep 3; exit 5" % marker], gpus=1)
-        pid = read_pid(marker)
+        read_pid(marker)
         wait_for(lambda: c.job(j["id"])["state"] == "running", what="running")
+        pid = c.rank_pid(j["id"])  # the node's: the rank has a PID namespace of its own
         c.kill_agent(0)
         assert pid_alive(pid), "a rank must survive its agent's death"
         time.sleep(0.5)
@@ -65,7 +66,8 @@ def test_silent_agent_marks_node_and_job_lost_then_stops_stale_ranks():
     with cluster(agents=1, gpus=2, node_timeout="2s", name="lost") as c:
         marker = os.path.join(c.dir, "pid")
         j = c.submit(["sh", "-c", "echo $$ > %s; exec sleep 120" % marker], gpus=1)
-        pid = read_pid(marker)
+        read_pid(marker)
+        pid = c.rank_pid(j["id"])  # the node's: the rank has a PID namespace of its own
         c.kill_agent(0)
         done = c.wait_job(j["id"], timeout=20)
         assert done["state"] == "lost", done

@@ -6,7 +6,7 @@ import os
 import random
 import time
 
-from harness import cluster, run_tests, wait_for
+from harness import cluster, node_pids, run_tests, wait_for
 
 # Each rank appends "start <ns> <node> <gpus>" when it begins and "end ..."
 # when it ends; the test rebuilds the intervals from these records.
@@ -85,8 +85,9 @@ def test_cancel_kills_the_whole_process_tree():
         j = c.submit(["sh", "-c", script], gpus=1, grace_ms=2000)
         wait_for(lambda: os.path.exists(pids) and len(open(pids).read().split()) >= 5,
                  what="process tree started")
-        tree = [int(x) for x in open(pids).read().split()]
-        assert all(pid_alive(p) for p in tree)
+        # the node's pids: the rank has a PID namespace of its own
+        tree = node_pids(c.rank_pid(j["id"]), [int(x) for x in open(pids).read().split()])
+        assert len(tree) == 5 and all(pid_alive(p) for p in tree), tree
         r = c.cli("cancel", str(j["id"]), check=True)
         assert str(j["id"]) in r.stdout + r.stderr
         done = c.wait_job(j["id"], timeout=30)

@@ -9,8 +9,8 @@ import subprocess
 import time
 
 import harness
-from harness import (EXEC, ERROR, EXIT, STDERR, STDIN, STDOUT, cluster, frame, read_frames,
-                     run_tests, scratch_dir, wait_for)
+from harness import (EXEC, ERROR, EXIT, STDERR, STDIN, STDOUT, cluster, frame, node_pids,
+                     read_frames, run_tests, scratch_dir, wait_for)
 
 PROMPT = "anvil-prompt\\$ "
 BASH = ["--", "bash", "--norc", "--noprofile"]
@@ -179,11 +179,13 @@ def test_exec_processes_end_with_the_rank():
         c.wait_job(jid, states=("running",))
         p = c.cli("exec", str(jid), "--", "sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!")
         assert p.returncode == 0, p
-        left = int(p.stdout)
+        # the node's pids: the rank has a PID namespace of its own, and exec enters it
+        rank = c.rank_pid(jid)
+        [left] = node_pids(rank, [int(p.stdout)])
         assert alive(left)  # it outlives the exec...
         # ...and a command whose client goes away is hung up
         q = c.cli_popen("exec", str(jid), "--", "sh", "-c", "echo $$; exec sleep 1000")
-        hung = int(q.stdout.readline())
+        [hung] = node_pids(rank, [int(q.stdout.readline())])
         assert alive(hung)
         q.send_signal(signal.SIGTERM)
         q.communicate(timeout=20)
@@ -200,7 +202,7 @@ def test_exec_ends_with_the_rank_without_cgroups():
         jid = c.submit(["sleep", "1000"], gpus=1)["id"]
         c.wait_job(jid, states=("running",))
         q = c.cli_popen("exec", str(jid), "--", "sh", "-c", "echo $$; exec sleep 1000")
-        pid = int(q.stdout.readline())
+        [pid] = node_pids(c.rank_pid(jid), [int(q.stdout.readline())])
         assert alive(pid)
         c.api("POST", "/v1/jobs/%d/cancel" % jid)
         out, err = q.communicate(timeout=30)

@@ -145,11 +145,12 @@ static pid_t fork_agent(int *port_w, const char *gpus_file)
 			_exit(99);
 		char server[64];
 		snprintf(server, sizeof(server), "http://127.0.0.1:%d", port);
+		char jt[] = "jt"; /* agent_main overwrites the token in argv */
 		char *argv[] = {"agent",
 		                "--server",
 		                server,
 		                "--join-token",
-		                "jt",
+		                jt,
 		                "--work-dir",
 		                work,
 		                "--name",
@@ -296,6 +297,7 @@ TEST(bad_flags_exit_2)
 
 TEST(bad_gpus_file_exits_1)
 {
+	char jt[] = "jt"; /* agent_main overwrites the token in argv */
 	char *argv[] = {"agent",
 	                "--server",
 	                "http://127.0.0.1:1",
@@ -304,7 +306,7 @@ TEST(bad_gpus_file_exits_1)
 	                "--gpus-file",
 	                "/nonexistent.json",
 	                "--join-token",
-	                "jt",
+	                jt,
 	                NULL};
 	CHECK_INT(agent_main(9, argv), 1);
 	rm_rf("/tmp/anvil-agent-badgpus");

@@ -124,12 +124,13 @@ static pid_t fork_agent(int *port_w)
 			_exit(99);
 		char server[64];
 		snprintf(server, sizeof(server), "http://127.0.0.1:%d", port);
+		char jt[] = "jt"; /* agent_main overwrites the token in argv */
 		char *argv[] = {"agent",
 		                "--no-config",
 		                "--server",
 		                server,
 		                "--join-token",
-		                "jt",
+		                jt,
 		                "--work-dir",
 		                work,
 		                "--name",

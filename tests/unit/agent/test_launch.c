@@ -282,7 +282,7 @@ TEST(the_agent_runs_ranks_of_head_jobs_under_the_launcher)
 	char *s = joined(argv);
 	CHECK_STR(s,
 	          "/usr/bin/anvil|_launch|--rank|0|--head-addr|10.0.0.1:10009|--timeout-ms|60000|"
-	          "--grace-ms|5000|--reason-file|/work/logs/9-0.end|--head|h|--worker|w|--|"
+	          "--grace-ms|5000|--reason-file|/work/rank/9-0/.anvil-end|--head|h|--worker|w|--|"
 	          "python3|a.py");
 	/* the argv parses back */
 	int argc = 0;
@@ -301,7 +301,7 @@ TEST(the_agent_runs_ranks_of_head_jobs_under_the_launcher)
 	argv = launch_argv(d, "/usr/bin/anvil", "/work");
 	s = joined(argv);
 	CHECK_STR(s, "/usr/bin/anvil|_launch|--rank|1|--head-addr|10.0.0.1:10009|--timeout-ms|"
-	             "300000|--grace-ms|10000|--reason-file|/work/logs/9-1.end|--worker|w");
+	             "300000|--grace-ms|10000|--reason-file|/work/rank/9-1/.anvil-end|--worker|w");
 	free(s);
 	launch_argv_free(argv);
 	json_decref(d);
@@ -316,9 +316,11 @@ static char *tmpdir(void)
 {
 	char tmpl[] = "/tmp/anvil-test-launch-XXXXXX";
 	CHECK(mkdtemp(tmpl) != NULL);
-	char *logs = xasprintf("%s/logs", tmpl);
+	char *logs = xasprintf("%s/logs", tmpl), *rank = xasprintf("%s/rank/3-1", tmpl);
 	CHECK_INT(mkdir(logs, 0755), 0);
+	CHECK_INT(mkdir_p(rank, 0755), 0); /* the rank's own directory (agent/exec.h) */
 	free(logs);
+	free(rank);
 	return xstrdup(tmpl);
 }
 

@@ -1,0 +1,491 @@
+#include "agent/fence.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/mem.h"
+
+struct fence {
+	struct fence_account acct;
+	char *cover;
+};
+
+/* ---- the account ---- */
+
+static int lookup(const char *user, struct fence_account *a, char *err, size_t errlen)
+{
+	char buf[16384];
+	struct passwd pw, *res = NULL;
+	if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) != 0 || !res) {
+		snprintf(err, errlen,
+		         "rank-user: the account '%s' does not exist on this node: create it "
+		         "(useradd --system --user-group --no-create-home --shell "
+		         "/usr/sbin/nologin %s; make demo and anvil fleet bootstrap do) or name "
+		         "another with --rank-user; ranks never run as root by default",
+		         user, user);
+		return ERR_NOTFOUND;
+	}
+	snprintf(a->name, sizeof(a->name), "%s", user);
+	a->uid = pw.pw_uid;
+	a->gid = pw.pw_gid;
+	int n = FENCE_GROUPS_MAX;
+	if (getgrouplist(user, pw.pw_gid, a->groups, &n) < 0)
+		n = FENCE_GROUPS_MAX; /* more than we keep: the first ones */
+	a->ngroups = n;
+	return 0;
+}
+
+const struct fence_account *fence_account(const struct fence *f)
+{
+	return &f->acct;
+}
+
+const char *fence_cover(const struct fence *f)
+{
+	return f->cover;
+}
+
+/* ---- what the account can reach ---- */
+
+static int in_groups(const struct fence_account *a, gid_t g)
+{
+	if (g == a->gid)
+		return 1;
+	for (int i = 0; i < a->ngroups; i++)
+		if (a->groups[i] == g)
+			return 1;
+	return 0;
+}
+
+static int searchable(const struct fence_account *a, const char *dir)
+{
+	struct stat sb;
+	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return 0;
+	if (a->uid == 0)
+		return 1;
+	if (sb.st_uid == a->uid)
+		return (sb.st_mode & S_IXUSR) != 0;
+	if (in_groups(a, sb.st_gid))
+		return (sb.st_mode & S_IXGRP) != 0;
+	return (sb.st_mode & S_IXOTH) != 0;
+}
+
+int fence_can_enter(const struct fence *f, const char *path)
+{
+	if (path[0] != '/')
+		return 0;
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		int ok = searchable(&f->acct, p);
+		*s = c;
+		if (!ok)
+			return 0;
+		if (!c || !s[1])
+			return 1;
+	}
+}
+
+int fence_can_exec(const struct fence *f, const char *path)
+{
+	const struct fence_account *a = &f->acct;
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct stat sb;
+	if (!slash || (size_t)(slash - path) >= sizeof(dir) || stat(path, &sb) != 0 ||
+	    !S_ISREG(sb.st_mode))
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (!fence_can_enter(f, dir))
+		return 0;
+	if (a->uid == 0)
+		return (sb.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
+	if (sb.st_uid == a->uid)
+		return (sb.st_mode & S_IXUSR) != 0;
+	if (in_groups(a, sb.st_gid))
+		return (sb.st_mode & S_IXGRP) != 0;
+	return (sb.st_mode & S_IXOTH) != 0;
+}
+
+/* The directory to cover: the first one on the way to work (resolved)
+ * that the account cannot search, else work itself. Under /tmp, which the
+ * rank sees as its own, the cover is made there: /tmp/<first>. */
+static char *cover_of(const struct fence_account *a, const char *work)
+{
+	if (strncmp(work, "/tmp/", 5) == 0) {
+		size_t len = 5 + strcspn(work + 5, "/");
+		return xstrndup(work, len);
+	}
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", work);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		int ok = searchable(a, p);
+		*s = '/';
+		if (!ok)
+			return xstrndup(p, (size_t)(s - p));
+	}
+	return xstrdup(work);
+}
+
+int fence_new(const char *user, const char *work_dir, struct fence **out, char *err, size_t errlen)
+{
+	if (geteuid() != 0) {
+		snprintf(err, errlen, "the agent is not root: ranks run as its own user, unfenced");
+		return -EPERM;
+	}
+	struct fence *f = xcalloc(1, sizeof(*f));
+	int rc = lookup(user ? user : FENCE_DEFAULT_USER, &f->acct, err, errlen);
+	char work[PATH_MAX];
+	if (rc == 0 && !realpath(work_dir, work)) {
+		rc = -errno;
+		snprintf(err, errlen, "work-dir: %s: %s", work_dir, strerror(errno));
+	}
+	if (rc == 0 && strcmp(work, "/tmp") == 0) {
+		snprintf(err, errlen,
+		         "work-dir: /tmp cannot be a work directory: each rank has "
+		         "a /tmp of its own");
+		rc = ERR_INVALID;
+	}
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	f->cover = cover_of(&f->acct, work);
+	*out = f;
+	return 0;
+}
+
+void fence_free(struct fence *f)
+{
+	if (!f)
+		return;
+	free(f->cover);
+	free(f);
+}
+
+/* ---- the plan ---- */
+
+struct plan {
+	char **v;
+	size_t n, cap;
+};
+
+static void push(struct plan *p, char *step)
+{
+	if (p->n + 2 > p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 32;
+		p->v = xrealloc(p->v, p->cap * sizeof(*p->v));
+	}
+	p->v[p->n++] = step;
+	p->v[p->n] = NULL;
+}
+
+/* dPATH, once per plan. */
+static void push_dir(struct plan *p, const char *path, size_t len)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->v[i][0] == 'd' && strlen(p->v[i] + 1) == len &&
+		    strncmp(p->v[i] + 1, path, len) == 0)
+			return;
+	push(p, xasprintf("d%.*s", (int)len, path));
+}
+
+static int under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && path[n] == '/' && path[n + 1];
+}
+
+static char *ids(const struct fence_account *a, char kind)
+{
+	char groups[FENCE_GROUPS_MAX * 12] = "";
+	size_t len = 0;
+	for (int i = 0; i < a->ngroups && len + 12 < sizeof(groups); i++)
+		len += (size_t)snprintf(groups + len, sizeof(groups) - len, "%s%u", i ? "," : "",
+		                        (unsigned)a->groups[i]);
+	return xasprintf("%c%u:%u:%s", kind, (unsigned)a->uid, (unsigned)a->gid, groups);
+}
+
+char **fence_plan(const struct fence *f, const char *tmp_dir, const struct fence_bind *binds, int n,
+                  enum fence_run_as as)
+{
+	struct plan p = {0};
+	int src[FENCE_SOURCES_MAX], nsrc = 0;
+	/* the new namespace first: a bind's source must be a mount of the
+	 * namespace it is bound in, so the sources are opened in it, before
+	 * anything covers them */
+	push(&p, xstrdup("p"));
+	push(&p, xasprintf("o%s", tmp_dir));
+	for (int i = 0; i < n && nsrc + 1 < FENCE_SOURCES_MAX; i++)
+		if (under(binds[i].path, f->cover)) {
+			src[nsrc++] = i;
+			push(&p, xasprintf("o%s", binds[i].path));
+		}
+	push(&p, xstrdup("b0:/tmp"));
+	push(&p, xstrdup("s/dev/shm"));
+	if (strncmp(f->cover, "/tmp/", 5) == 0)
+		push_dir(&p, f->cover, strlen(f->cover)); /* inside the private /tmp */
+	push(&p, xasprintf("c%s", f->cover));
+	size_t clen = strlen(f->cover);
+	for (int k = 0; k < nsrc; k++) {
+		const struct fence_bind *b = &binds[src[k]];
+		for (const char *s = b->path + clen + 1; (s = strchr(s, '/')); s++)
+			push_dir(&p, b->path, (size_t)(s - b->path));
+		if (b->file)
+			push(&p, xasprintf("f%s", b->path));
+		else
+			push_dir(&p, b->path, strlen(b->path));
+		push(&p, xasprintf("%c%d:%s", b->read_only ? 'r' : 'b', k + 1, b->path));
+	}
+	push(&p, xstrdup("n"));
+	if (as != FENCE_AS_ROOT && f->acct.uid != 0)
+		push(&p, ids(&f->acct, as == FENCE_AS_ACCOUNT_REAL ? 'U' : 'u'));
+	return p.v;
+}
+
+void fence_plan_free(char **plan)
+{
+	for (size_t i = 0; plan && plan[i]; i++)
+		free(plan[i]);
+	free(plan);
+}
+
+/* ---- the environment of anvil's programs that start as root ---- */
+
+#define STASH_PREFIX "ANVIL_STASH_"
+#define SAFE_PATH    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* glibc's list of what a secure exec drops (its unsecvars.h), and PATH. */
+int fence_env_unsafe(const char *kv)
+{
+	static const char *const names[] = {
+	        "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES",      "LOCALDOMAIN",
+	        "LOCPATH",    "NIS_PATH",    "NLSPATH",        "RESOLV_HOST_CONF", "RES_OPTIONS",
+	        "TMPDIR",     "TZDIR",       "PATH",
+	};
+	if (strncmp(kv, "LD_", 3) == 0 || strncmp(kv, "MALLOC_", 7) == 0)
+		return 1;
+	size_t klen = strcspn(kv, "=");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == klen && strncmp(kv, names[i], klen) == 0)
+			return 1;
+	return 0;
+}
+
+char **fence_env_stash(char *const *env)
+{
+	struct plan p = {0};
+	for (size_t i = 0; env && env[i]; i++)
+		push(&p, fence_env_unsafe(env[i]) ? xasprintf(STASH_PREFIX "%s", env[i])
+		                                  : xstrdup(env[i]));
+	push(&p, xstrdup(SAFE_PATH));
+	return p.v;
+}
+
+void fence_env_unstash(void)
+{
+	static const char prefix[] = STASH_PREFIX;
+	size_t n = 0;
+	for (char **e = environ; *e; e++)
+		n += strncmp(*e, prefix, sizeof(prefix) - 1) == 0;
+	char **kept = xcalloc(n + 1, sizeof(*kept));
+	n = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, prefix, sizeof(prefix) - 1) == 0)
+			kept[n++] = xstrdup(*e);
+	for (size_t i = 0; i < n; i++) {
+		char *eq = strchr(kept[i], '=');
+		if (eq) {
+			*eq = '\0';
+			unsetenv(kept[i]);
+			setenv(kept[i] + sizeof(prefix) - 1, eq + 1, 1);
+		}
+		free(kept[i]);
+	}
+	free(kept);
+}
+
+/* ---- in the child: async-signal-safe from here on ---- */
+
+static void put(int fd, const char *s)
+{
+	size_t len = strlen(s);
+	while (len > 0) {
+		ssize_t w = write(fd, s, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		s += w;
+		len -= (size_t)w;
+	}
+}
+
+static int failed(int fd, const char *step, int err)
+{
+	const char *why = strerrordesc_np(err);
+	put(fd, "anvil: cannot fence the rank: ");
+	put(fd, step);
+	put(fd, ": ");
+	put(fd, why ? why : "unknown error");
+	put(fd, "\n");
+	return -err;
+}
+
+/* Decimal digits at *s up to a stop character; -1 when none or too big. */
+static long number(const char **s)
+{
+	long v = 0;
+	const char *p = *s;
+	if (*p < '0' || *p > '9')
+		return -1;
+	while (*p >= '0' && *p <= '9') {
+		if (v > INT_MAX / 10)
+			return -1;
+		v = v * 10 + (*p++ - '0');
+	}
+	*s = p;
+	return v;
+}
+
+/* "/proc/self/fd/N" in out. */
+static void fd_path(char *out, size_t cap, int fd)
+{
+	static const char prefix[] = "/proc/self/fd/";
+	char digits[16], *d = digits + sizeof(digits);
+	*--d = '\0';
+	unsigned u = (unsigned)fd;
+	do {
+		*--d = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	size_t pl = sizeof(prefix) - 1, dl = strlen(d);
+	if (pl + dl + 1 > cap)
+		return;
+	memcpy(out, prefix, pl);
+	memcpy(out + pl, d, dl + 1);
+}
+
+static int bind(const char *step, const int *src, int nsrc)
+{
+	const char *s = step + 1;
+	long i = number(&s);
+	if (i < 0 || i >= nsrc || *s != ':')
+		return -EINVAL;
+	char from[64] = "";
+	fd_path(from, sizeof(from), src[i]);
+	const char *to = s + 1;
+	if (mount(from, to, NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	unsigned long fl = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
+	if (step[0] == 'r')
+		fl |= MS_RDONLY;
+	return mount(NULL, to, NULL, fl, NULL) < 0 ? -errno : 0;
+}
+
+static int namespace(void)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return -errno;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -errno;
+	return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? -errno
+	                                                                                  : 0;
+}
+
+/* uUID:GID:G,G... or U...: the groups, then the gid, then the uid. */
+static int become(const char *step)
+{
+	const char *s = step + 1;
+	long uid = number(&s), gid = -1;
+	if (uid >= 0 && *s++ == ':')
+		gid = number(&s);
+	if (gid < 0 || *s++ != ':')
+		return -EINVAL;
+	gid_t groups[FENCE_GROUPS_MAX];
+	size_t n = 0;
+	while (*s && n < FENCE_GROUPS_MAX) {
+		long g = number(&s);
+		if (g < 0 || (*s && *s++ != ','))
+			return -EINVAL;
+		groups[n++] = (gid_t)g;
+	}
+	if (setgroups(n, groups) < 0)
+		return -errno;
+	int real_only = step[0] == 'U';
+	gid_t g = (gid_t)gid;
+	uid_t u = (uid_t)uid;
+	if (setresgid(g, real_only ? (gid_t)-1 : g, real_only ? (gid_t)-1 : g) < 0)
+		return -errno;
+	return setresuid(u, real_only ? (uid_t)-1 : u, real_only ? (uid_t)-1 : u) < 0 ? -errno : 0;
+}
+
+static int step(const char *st, int *src, int *nsrc)
+{
+	const char *arg = st + 1;
+	int fd;
+	switch (st[0]) {
+	case 'o':
+		if (*nsrc >= FENCE_SOURCES_MAX)
+			return -E2BIG;
+		fd = open(arg, O_PATH | O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY);
+		if (fd < 0 && errno == ENOTDIR)
+			fd = open(arg, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			return -errno;
+		src[(*nsrc)++] = fd;
+		return 0;
+	case 'p': return namespace();
+	case 'b':
+	case 'r': return bind(st, src, *nsrc);
+	case 's':
+		return mount("tmpfs", arg, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0 ? -errno
+		                                                                           : 0;
+	case 'c':
+		return mount("tmpfs", arg, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0
+		               ? -errno
+		               : 0;
+	case 'd': return mkdir(arg, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	case 'f':
+		fd = open(arg, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		return 0;
+	case 'n': return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
+	case 'u':
+	case 'U': return become(st);
+	default: return -EINVAL;
+	}
+}
+
+int fence_enter(char *const *plan, int err_fd)
+{
+	int src[FENCE_SOURCES_MAX], nsrc = 0, rc = 0;
+	for (size_t i = 0; plan && plan[i] && rc == 0; i++)
+		if ((rc = step(plan[i], src, &nsrc)) != 0)
+			failed(err_fd, plan[i], -rc);
+	for (int i = 0; i < nsrc; i++)
+		close(src[i]);
+	return rc;
+}
