@@ -28,6 +28,8 @@
  *                 is checked against its SHA-256 (a cut connection installs
  *                 nothing), and renamed over the file (a running binary can
  *                 be replaced; the token never appears on a command line)
+ *   account       the account ranks run as (anvil-job; agent/fence.h), made
+ *                 with useradd when the machine lacks it
  *   check-config  PREFIX/anvil agent --config CONFIG_DIR/agent.yaml --check-config
  *   start         with systemd: daemon-reload when the unit changed, enable,
  *                 then restart when a file changed and the agent runs, start
@@ -55,6 +57,7 @@
 #include "base/hash.h"
 
 #define BOOTSTRAP_UNIT_NAME   "anvil-agent" /* the systemd unit (.service) */
+#define BOOTSTRAP_RANK_USER   "anvil-job"   /* agent/fence.h's default account */
 #define BOOTSTRAP_OPTIONS_MAX 32            /* --agent-option KEY=VALUE */
 #define BOOTSTRAP_PATH_MAX    200           /* --prefix, --config-dir, ... */
 
@@ -150,6 +153,7 @@ struct bootstrap_seen {
 	int running; /* the agent runs (systemd: the unit is active; else its pid) */
 	int enabled; /* systemd: the unit is enabled */
 	int missing; /* directories that do not exist */
+	int account; /* the ranks' account (BOOTSTRAP_RANK_USER) exists */
 	char hash[BOOTSTRAP_NFILES][HASH_HEX_LEN + 1]; /* "" when the file is not there */
 };
 

@@ -77,6 +77,8 @@ char *bootstrap_inspect_script(const struct bootstrap_config *c)
 		sh_path(&b, c, f);
 		buf_adds(&b, "\n");
 	}
+	buf_adds(&b, "if getent passwd " BOOTSTRAP_RANK_USER " >/dev/null 2>&1; then echo "
+	             "'account 1'; else echo 'account 0'; fi\n");
 	buf_adds(&b, "if [ -d /run/systemd/system ]; then\n"
 	             "  systemctl is-active --quiet " BOOTSTRAP_UNIT_NAME
 	             " && echo 'running 1' || echo 'running 0'\n"
@@ -114,6 +116,8 @@ static int seen_line(const char *line, size_t len, struct bootstrap_seen *s)
 		return s->running = one, 0;
 	if (n == 2 && strcmp(key, "enabled") == 0)
 		return s->enabled = one, 0;
+	if (n == 2 && strcmp(key, "account") == 0)
+		return s->account = one, 0;
 	if (n == 2 && strcmp(key, "ok") == 0)
 		return 0;
 	for (int f = 0; n >= 2 && strcmp(key, "file") == 0 && f < BOOTSTRAP_NFILES; f++)
@@ -179,6 +183,21 @@ static void dirs_step(const struct bootstrap_config *c, const struct bootstrap_s
 	             "there'; fi\n");
 	s->script = buf_detach(&b);
 	s->detail = xasprintf("%d to make", seen->missing);
+}
+
+/* The account ranks run as (agent/fence.h), as scripts/deps.sh makes it. */
+static void account_step(const struct bootstrap_seen *seen, struct bootstrap_plan *p)
+{
+	struct bootstrap_step *s = add_step(p, "account", -1);
+	if (seen->account) {
+		s->detail = xstrdup(BOOTSTRAP_RANK_USER " exists");
+		return;
+	}
+	s->script = xstrdup("set -e\n"
+	                    "useradd --system --user-group --no-create-home --shell "
+	                    "\"$(command -v nologin || echo /bin/false)\" " BOOTSTRAP_RANK_USER "\n"
+	                    "echo 'changed made the account " BOOTSTRAP_RANK_USER "'\n");
+	s->detail = xstrdup(BOOTSTRAP_RANK_USER " to make");
 }
 
 /* The script that installs file f: its content arrives on stdin. */
@@ -316,6 +335,7 @@ void bootstrap_plan(const struct bootstrap_config *c, const struct bootstrap_see
 		file_step(c, seen, want, f, &p);
 		changed |= p.v[p.n - 1].script != NULL;
 	}
+	account_step(seen, &p);
 	check_step(c, &p);
 	start_step(c, seen, changed,
 	           strcmp(seen->hash[BOOTSTRAP_UNIT], want->hash[BOOTSTRAP_UNIT]) != 0, &p);

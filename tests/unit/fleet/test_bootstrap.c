@@ -295,22 +295,24 @@ TEST(a_new_machine_gets_everything_and_a_started_agent)
 	struct bootstrap_plan p;
 	bootstrap_plan(&c, &s, &w, &p);
 	CHECK_STR(steps_of(&p), "dirs:run binary:run config:run token:run unit:run "
-	                        "check-config:run start:run");
+	                        "account:run check-config:run start:run");
+	CHECK_CONTAINS(p.v[5].script, "useradd --system --user-group");
+	CHECK_STR(p.v[5].detail, "anvil-job to make");
 	CHECK_INT(p.v[1].file, BOOTSTRAP_BINARY);
 	CHECK_INT(p.v[3].file, BOOTSTRAP_TOKEN);
-	CHECK_INT(p.v[5].file, -1);
+	CHECK_INT(p.v[6].file, -1);
 	CHECK_STR(p.v[1].detail, "/opt/anvil/bin/anvil is new (100 bytes)");
 	/* the token: 0600, checked whole before it replaces the file */
 	CHECK_CONTAINS(p.v[3].script, "f='/opt/anvil/etc/join.token'\n");
 	CHECK_CONTAINS(p.v[3].script, "umask 077\ncat > \"$t\"\n");
 	CHECK_CONTAINS(p.v[3].script, "!= '" H1 "' ]");
 	CHECK_CONTAINS(p.v[3].script, "chmod 0600 \"$t\"\nmv -f \"$t\" \"$f\"\n");
-	CHECK_CONTAINS(p.v[5].script, "'/opt/anvil/bin/anvil' agent --config "
+	CHECK_CONTAINS(p.v[6].script, "'/opt/anvil/bin/anvil' agent --config "
 	                              "'/opt/anvil/etc/agent.yaml' --check-config");
-	CHECK_CONTAINS(p.v[6].script, "setsid nohup '/opt/anvil/bin/anvil' agent --config "
+	CHECK_CONTAINS(p.v[7].script, "setsid nohup '/opt/anvil/bin/anvil' agent --config "
 	                              "'/opt/anvil/etc/agent.yaml' >> \"$log\" 2>&1 < /dev/null &");
-	CHECK(!strstr(p.v[6].script, "kill -TERM"));
-	CHECK_STR(p.v[6].detail, "no systemd: start the agent detached");
+	CHECK(!strstr(p.v[7].script, "kill -TERM"));
+	CHECK_STR(p.v[7].detail, "no systemd: start the agent detached");
 	bootstrap_plan_free(&p);
 }
 
@@ -318,27 +320,28 @@ TEST(a_bootstrapped_machine_only_gets_checked)
 {
 	struct bootstrap_config c = config();
 	struct bootstrap_seen s =
-	        seen_of("uid 0\nsystemd 1\nfile binary " H1 "\nfile config " H1 "\nfile token " H1
-	                "\nfile unit " H1 "\nrunning 1\nenabled 1\n");
+	        seen_of("uid 0\nsystemd 1\naccount 1\nfile binary " H1 "\nfile config " H1
+	                "\nfile token " H1 "\nfile unit " H1 "\nrunning 1\nenabled 1\n");
 	struct bootstrap_want w = want_all(H1);
 	struct bootstrap_plan p;
 	bootstrap_plan(&c, &s, &w, &p);
-	CHECK_STR(steps_of(&p), "dirs:- binary:- config:- token:- unit:- check-config:run start:-");
-	CHECK_STR(p.v[6].detail, "running (systemd)");
+	CHECK_STR(steps_of(&p),
+	          "dirs:- binary:- config:- token:- unit:- account:- check-config:run start:-");
+	CHECK_STR(p.v[7].detail, "running (systemd)");
 	bootstrap_plan_free(&p);
 	/* the binary alone differs: replaced, and the agent restarted */
 	snprintf(w.hash[BOOTSTRAP_BINARY], sizeof(w.hash[0]), "%s", H2);
 	bootstrap_plan(&c, &s, &w, &p);
 	CHECK_STR(steps_of(&p),
-	          "dirs:- binary:run config:- token:- unit:- check-config:run start:run");
-	CHECK_CONTAINS(p.v[6].script, "systemctl restart anvil-agent\n");
-	CHECK(!strstr(p.v[6].script, "daemon-reload"));
+	          "dirs:- binary:run config:- token:- unit:- account:- check-config:run start:run");
+	CHECK_CONTAINS(p.v[7].script, "systemctl restart anvil-agent\n");
+	CHECK(!strstr(p.v[7].script, "daemon-reload"));
 	bootstrap_plan_free(&p);
 	/* the unit differs: reloaded, enabled again, restarted */
 	w = want_all(H1);
 	snprintf(w.hash[BOOTSTRAP_UNIT], sizeof(w.hash[0]), "%s", H2);
 	bootstrap_plan(&c, &s, &w, &p);
-	CHECK_CONTAINS(p.v[6].script, "systemctl daemon-reload\nsystemctl enable --quiet "
+	CHECK_CONTAINS(p.v[7].script, "systemctl daemon-reload\nsystemctl enable --quiet "
 	                              "anvil-agent\nsystemctl restart anvil-agent\n");
 	bootstrap_plan_free(&p);
 	/* no systemd, running, the config differs: stopped, then started */
@@ -346,8 +349,8 @@ TEST(a_bootstrapped_machine_only_gets_checked)
 	w = want_all(H1);
 	snprintf(w.hash[BOOTSTRAP_CONFIG], sizeof(w.hash[0]), "%s", H2);
 	bootstrap_plan(&c, &s, &w, &p);
-	CHECK_CONTAINS(p.v[6].script, "kill -TERM \"$p\"");
-	CHECK_CONTAINS(p.v[6].script, "changed restarted without systemd");
+	CHECK_CONTAINS(p.v[7].script, "kill -TERM \"$p\"");
+	CHECK_CONTAINS(p.v[7].script, "changed restarted without systemd");
 	bootstrap_plan_free(&p);
 }
 
