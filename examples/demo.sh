@@ -3,9 +3,18 @@
 # then the cluster stops and the script exits 0. Run through `make demo`.
 set -euo pipefail
 
-ANVIL=$(readlink -f "${1:-build/release/anvil}")
-export ANVIL_HOME
-ANVIL_HOME=$(mktemp -d /tmp/anvil-demo.XXXXXX)
+REPO=$(pwd)
+# Ranks run as the account anvil-job, each with a /tmp of its own
+# (docs/security.md): the binary they start (workflow tasks, sessions) and
+# the directory jobs run in must be open to that account wherever this
+# checkout is (/root is not), so both live in a directory of the demo's.
+DEMO=$(mktemp -d /var/tmp/anvil-demo.XXXXXX)
+chmod 0755 "$DEMO"
+install -m 0755 "$(readlink -f "${1:-build/release/anvil}")" "$DEMO/anvil"
+ANVIL="$DEMO/anvil"
+export ANVIL_HOME="$DEMO/home"
+mkdir -p "$DEMO/work" "$ANVIL_HOME"
+cd "$DEMO/work"
 anvil() { "$ANVIL" "$@"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 job_named() {
@@ -166,16 +175,16 @@ done
 anvil jobs --state all --limit 8
 
 say "8. A workflow: checked before anything runs, then run, then run again from the cache"
-anvil wf check examples/workflows/train.yaml
+anvil wf check "$REPO/examples/workflows/train.yaml"
 printf 'tasks:\n  a: {command: "echo {{ inputs.lr }}", retires: 3}\n' > "$ANVIL_HOME/broken.yaml"
 anvil wf check "$ANVIL_HOME/broken.yaml" || true
-anvil wf run --wait examples/workflows/demo.yaml
+anvil wf run --wait --code "$REPO" "$REPO/examples/workflows/demo.yaml"
 WF=$(anvil wf ls --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["workflows"][0]["id"])')
 anvil wf show "$WF"
 echo "-- the same again: every task answered from the cache, nothing runs"
-anvil wf run --wait examples/workflows/demo.yaml
+anvil wf run --wait --code "$REPO" "$REPO/examples/workflows/demo.yaml"
 echo "-- another input: prep and what uses its output run again"
-anvil wf run --wait -i n=500 examples/workflows/demo.yaml
+anvil wf run --wait --code "$REPO" -i n=500 "$REPO/examples/workflows/demo.yaml"
 
 say "Summary: what ran where"
 anvil jobs --state all

@@ -193,8 +193,8 @@ static int check_download(struct objects *o, const char *key, const char *tmp,
 		rc = ERR_UPSTREAM;
 	if (rc)
 		snprintf(o->error, sizeof(o->error),
-		         "object %s: the download is corrupt: %lld bytes with SHA-256 %s, the "
-		         "server said %s bytes with %s",
+		         "object %.300s: the download is corrupt: %lld bytes with SHA-256 %.64s, "
+		         "the server said %.24s bytes with %.64s",
 		         key, (long long)got->size, got->sha256, sz ? sz : "?", sh ? sh : "?");
 	return rc;
 }
