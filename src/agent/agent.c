@@ -400,9 +400,9 @@ static int register_once(struct agent *a, char *err, size_t errlen)
  * refused the registration, and what to do about it. */
 static void say_refused(struct agent *a, int rc, const char *err)
 {
-	if (strcmp(a->refused, err) == 0)
+	if (strncmp(a->refused, err, sizeof(a->refused) - 1) == 0)
 		return;
-	snprintf(a->refused, sizeof(a->refused), "%s", err);
+	snprintf(a->refused, sizeof(a->refused), "%.*s", (int)sizeof(a->refused) - 1, err);
 	if (rc == ERR_CONFLICT)
 		log_error("cannot register: node %s is registered already and this agent holds no "
 		          "valid secret for it (%s/node.json lost, or from another server): an "
@@ -598,6 +598,12 @@ static int fence_ranks(struct agent *a, const char *work)
 {
 	char err[1024], self[PATH_MAX];
 	struct fence *f = NULL;
+	const char *off = getenv("ANVIL_FENCE");
+	if (off && strcmp(off, "off") == 0) { /* as ANVIL_CGROUP=off: to measure, to debug */
+		log_warn("ranks are not fenced reason=\"ANVIL_FENCE=off: they run as root and can "
+		         "reach the node and each other\"");
+		return 0;
+	}
 	int rc = fence_new(a->o.rank_user, work, &f, err, sizeof(err));
 	if (rc == -EPERM) {
 		log_warn("ranks are not fenced reason=\"%s\"", err);

@@ -426,6 +426,7 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	e->self = xstrndup(n > 0 ? self : "anvil", n > 0 ? (size_t)n : 5);
 	exec_launch_dirs_load(e);
+	exec_fence_load(e);
 	e->want_spares = EXEC_SPARES_DEFAULT;
 	char *pool = xasprintf("%s/spare-logs", work_dir);
 	int prc = logpool_start(pool, &e->logs);
@@ -490,6 +491,7 @@ void exec_free(struct exec *e)
 	free(e->spare_dirs);
 	free(e->free_dirs);
 	fence_free(e->fence);
+	free(e->free_ranks);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		if (r->sock >= 0)

@@ -23,6 +23,7 @@ void exec_set_fence(struct exec *e, struct fence *f)
 {
 	fence_free(e->fence);
 	e->fence = f;
+	exec_fence_load(e); /* the pool's directories get the fenced mode */
 }
 
 const struct fence *exec_fence(const struct exec *e)
@@ -173,12 +174,110 @@ static void fence_binds(struct exec *e, struct launch *la, const struct exec_spe
 	free(bundles);
 }
 
+/* ---- rank directories, reused ----
+ *
+ * Making a directory is the costliest file system step of a start (see
+ * exec_launch.c's output directories), and every rank has one: a
+ * forgotten rank's directory that holds nothing of the rank's is renamed
+ * into WORK_DIR/rank/.spare/<n> and the next start renames it out. Under
+ * /tmp it keeps the empty mount point of the view's cover (fence.h), which
+ * the next rank then need not make either: nothing the rank wrote can be
+ * in it, the cover was mounted over it in the rank's view. */
+
+#define SPARE_RANK_DIRS_MAX 64
+
+static char *spare_rank_dir(const struct exec *e, uint64_t n)
+{
+	return xasprintf("%s/rank/.spare/%llu", e->work_dir, (unsigned long long)n);
+}
+
+/* The cover's mount point in a rank directory under /tmp, or NULL. */
+static const char *cover_point(const struct exec *e)
+{
+	const char *cover = e->fence ? fence_cover(e->fence) : "";
+	return strncmp(cover, "/tmp/", 5) == 0 ? cover + 5 : NULL;
+}
+
+/* Whether dir holds nothing but the cover's mount point. */
+static int holds_nothing(const struct exec *e, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	const char *point = cover_point(e);
+	int empty = d != NULL;
+	while (empty && (de = readdir(d)))
+		empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		        (point && strcmp(de->d_name, point) == 0);
+	if (d)
+		closedir(d);
+	return empty;
+}
+
+static int make_rank_dir(struct exec *e, const char *dir, unsigned mode, char *err, size_t errlen)
+{
+	while (e->nfree_ranks > 0) {
+		char *from = spare_rank_dir(e, e->free_ranks[--e->nfree_ranks]);
+		int moved = rename(from, dir) == 0;
+		free(from);
+		if (moved)
+			return 0;
+	}
+	return make_dir(dir, mode, err, errlen);
+}
+
+/* 1 when dir went into the pool. */
+static int keep_rank_dir(struct exec *e, const char *dir)
+{
+	if (!e->free_ranks)
+		e->free_ranks = xcalloc(SPARE_RANK_DIRS_MAX, sizeof(*e->free_ranks));
+	if (e->nfree_ranks >= SPARE_RANK_DIRS_MAX || !holds_nothing(e, dir))
+		return 0;
+	char *pool = xasprintf("%s/rank/.spare", e->work_dir);
+	char *to = spare_rank_dir(e, ++e->rank_seq);
+	int moved = rename(dir, to) == 0;
+	if (!moved && errno == ENOENT && mkdir(pool, 0700) == 0)
+		moved = rename(dir, to) == 0;
+	if (moved)
+		e->free_ranks[e->nfree_ranks++] = e->rank_seq;
+	free(to);
+	free(pool);
+	return moved;
+}
+
+void exec_fence_load(struct exec *e)
+{
+	char *pool = xasprintf("%s/rank/.spare", e->work_dir);
+	DIR *d = opendir(pool);
+	struct dirent *de;
+	free(e->free_ranks);
+	e->nfree_ranks = 0;
+	e->free_ranks = xcalloc(SPARE_RANK_DIRS_MAX, sizeof(*e->free_ranks));
+	while (d && (de = readdir(d))) {
+		int64_t n;
+		if (parse_i64(de->d_name, 1, INT64_MAX, &n) != 0)
+			continue;
+		char *path = xasprintf("%s/%s", pool, de->d_name);
+		if ((uint64_t)n > e->rank_seq)
+			e->rank_seq = (uint64_t)n;
+		/* made under another setting, or too many: gone */
+		if (e->nfree_ranks < SPARE_RANK_DIRS_MAX &&
+		    chmod(path, e->fence ? 01777 : 0700) == 0)
+			e->free_ranks[e->nfree_ranks++] = (uint64_t)n;
+		else
+			rm_rf(path);
+		free(path);
+	}
+	if (d)
+		closedir(d);
+	free(pool);
+}
+
 int exec_fence_prepare(struct exec *e, struct launch *la, const struct exec_spec *spec,
                        const char *ckpt, char *err, size_t errlen)
 {
 	la->rank_dir = exec_rank_dir(e->work_dir, spec->attempt_id, spec->rank);
 	/* fenced, root's and the rank's /tmp: sticky and open to all, as /tmp */
-	int rc = make_dir(la->rank_dir, e->fence ? 01777 : 0700, err, errlen);
+	int rc = make_rank_dir(e, la->rank_dir, e->fence ? 01777 : 0700, err, errlen);
 	if (rc == 0 && e->fence)
 		rc = fence_dirs(e, la, spec, ckpt, err, errlen);
 	if (rc == 0 && e->fence)
@@ -257,7 +356,8 @@ void exec_fence_forget(struct exec *e, int64_t attempt_id, int rank, int task)
 {
 	char *dir = exec_rank_dir(e->work_dir, attempt_id, rank);
 	char *name = xasprintf("r%lld-%d", (long long)attempt_id, rank);
-	throw_away(e, dir, name);
+	if (!keep_rank_dir(e, dir))
+		throw_away(e, dir, name);
 	free(name);
 	free(dir);
 	if (!task || !e->fence)

@@ -111,7 +111,10 @@ struct exec {
 	int isolate;                   /* GPU device isolation */
 	char *self;                    /* this binary: the session holder's */
 	struct fence *fence;           /* the ranks' fence (agent/fence.h); NULL: none */
-	uint64_t ctx_version;          /* exec_context_version */
+	uint64_t *free_ranks;          /* WORK_DIR/rank/.spare/<n>: rank dirs to reuse */
+	size_t nfree_ranks;
+	uint64_t rank_seq;
+	uint64_t ctx_version; /* exec_context_version */
 };
 
 /* A NULL-terminated vector of owned strings. */
@@ -174,6 +177,9 @@ int exec_fence_cwd(const struct exec *e, const struct exec_spec *spec, const cha
 int exec_fence_prepare(struct exec *e, struct launch *la, const struct exec_spec *spec,
                        const char *ckpt, char *err, size_t errlen);
 void exec_fence_forget(struct exec *e, int64_t attempt_id, int rank, int task);
+/* The reusable rank directories a restarted agent finds (exec_new, and
+ * exec_set_fence, which changes their mode). */
+void exec_fence_load(struct exec *e);
 
 /* exec_limits.c */
 int exec_limits_left(const struct rank *r);

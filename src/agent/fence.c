@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -231,10 +232,9 @@ char **fence_plan(const struct fence *f, const char *tmp_dir, const struct fence
 {
 	struct plan p = {0};
 	int src[FENCE_SOURCES_MAX], nsrc = 0;
-	/* the new namespace first: a bind's source must be a mount of the
-	 * namespace it is bound in, so the sources are opened in it, before
-	 * anything covers them */
-	push(&p, xstrdup("p"));
+	/* the sources first, before anything covers them (in the shim's
+	 * namespace: a bind's source must be a mount of the namespace it is
+	 * bound in) */
 	push(&p, xasprintf("o%s", tmp_dir));
 	for (int i = 0; i < n && nsrc + 1 < FENCE_SOURCES_MAX; i++)
 		if (under(binds[i].path, f->cover)) {
@@ -403,7 +403,7 @@ static int bind(const char *step, const int *src, int nsrc)
 	return mount(NULL, to, NULL, fl, NULL) < 0 ? -errno : 0;
 }
 
-static int namespace(void)
+int fence_shim_enter(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return -errno;
@@ -430,14 +430,16 @@ static int become(const char *step)
 			return -EINVAL;
 		groups[n++] = (gid_t)g;
 	}
-	if (setgroups(n, groups) < 0)
-		return -errno;
+	/* the system calls themselves: glibc's wrappers would change every
+	 * thread of the process it believes this is (the shim is a copy of
+	 * the multithreaded agent), signalling each and waiting for it */
 	int real_only = step[0] == 'U';
-	gid_t g = (gid_t)gid;
-	uid_t u = (uid_t)uid;
-	if (setresgid(g, real_only ? (gid_t)-1 : g, real_only ? (gid_t)-1 : g) < 0)
+	long g = gid, u = uid, keep = -1;
+	if (syscall(SYS_setgroups, (long)n, groups) < 0 ||
+	    syscall(SYS_setresgid, g, real_only ? keep : g, real_only ? keep : g) < 0 ||
+	    syscall(SYS_setresuid, u, real_only ? keep : u, real_only ? keep : u) < 0)
 		return -errno;
-	return setresuid(u, real_only ? (uid_t)-1 : u, real_only ? (uid_t)-1 : u) < 0 ? -errno : 0;
+	return 0;
 }
 
 static int step(const char *st, int *src, int *nsrc)
@@ -455,7 +457,6 @@ static int step(const char *st, int *src, int *nsrc)
 			return -errno;
 		src[(*nsrc)++] = fd;
 		return 0;
-	case 'p': return namespace();
 	case 'b':
 	case 'r': return bind(st, src, *nsrc);
 	case 's':
@@ -476,6 +477,41 @@ static int step(const char *st, int *src, int *nsrc)
 	case 'u':
 	case 'U': return become(st);
 	default: return -EINVAL;
+	}
+}
+
+/* The cover's path in plan, or NULL. */
+static const char *cover_in(char *const *plan)
+{
+	for (size_t i = 0; plan && plan[i]; i++)
+		if (plan[i][0] == 'c')
+			return plan[i] + 1;
+	return NULL;
+}
+
+/* Whether path is dir or below it. */
+static int within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return dir && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+void fence_leave(char *const *plan)
+{
+	/* a lazy unmount takes the mounts below with it: one for the cover
+	 * and its binds, one each for the rest (/tmp, /dev/shm), last first */
+	const char *cover = cover_in(plan);
+	size_t n = 0;
+	while (plan && plan[n])
+		n++;
+	while (n-- > 0) {
+		const char *st = plan[n], *to = NULL;
+		if (st[0] == 'b' || st[0] == 'r')
+			to = strchr(st, ':') ? strchr(st, ':') + 1 : NULL;
+		else if (st[0] == 's')
+			to = st + 1;
+		if (st[0] == 'c' || (to && !(cover && within(to, cover))))
+			umount2(st[0] == 'c' ? st + 1 : to, MNT_DETACH);
 	}
 }
 

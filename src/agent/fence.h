@@ -25,15 +25,18 @@
  * daemons, none of their 0600 files (tokens, the server's database); it
  * cannot see, trace or signal another job's processes.
  *
- * The plan of a rank's fence is made by the executor before the fork, as
- * a NULL-terminated list of steps (strings: the shim's launch carries
- * strings), and carried out in the command's child by fence_enter(), which
- * makes async-signal-safe calls only (the child of a vfork). A step is one
- * letter and its argument:
+ * The shim, init of the rank's PID namespace, also makes the mount
+ * namespace once, when it starts (fence_shim_enter: every mount private, a
+ * new /proc): a spare shim does that ahead of time, since making and
+ * ending a mount namespace costs some 10 ms of a rank's start otherwise.
+ * The plan of a rank's view is made by the executor before the fork, as a
+ * NULL-terminated list of steps (strings: the shim's launch carries
+ * strings), and carried out in the command's child by fence_enter(), in
+ * the shim's mount namespace; once the rank has ended, the shim takes its
+ * mounts away again (fence_leave), ready for the next rank. Both make
+ * async-signal-safe calls only (the child of a vfork, a forked shim). A
+ * step is one letter and its argument:
  *
- *   p            unshare the mount namespace, make every mount private,
- *                mount a new /proc (first: a bind's source must be a mount
- *                of the namespace it is bound in)
  *   oPATH        open PATH (O_PATH) as the next source, before anything
  *                covers it
  *   bN:PATH      bind source N on PATH (nosuid, nodev); rN:PATH read-only
@@ -118,9 +121,19 @@ char **fence_env_stash(char *const *env);
 /* Puts the set-aside variables of this process's environment back. */
 void fence_env_unstash(void);
 
-/* In the command's child, after fork or vfork and before exec:
- * async-signal-safe. Carries out plan; 0, or -errno with the failed step
- * written to err_fd as "anvil: cannot fence the rank: STEP: REASON". */
+/* In a shim that is the init of a new PID namespace, once: a mount
+ * namespace of its own, every mount in it private, a new /proc (of the PID
+ * namespace). 0, or a negative errno. Async-signal-safe. */
+int fence_shim_enter(void);
+
+/* In the command's child, after fork or vfork and before exec, in a
+ * shim's namespace that fence_shim_enter made: async-signal-safe. Carries
+ * out plan; 0, or -errno with the failed step written to err_fd as
+ * "anvil: cannot fence the rank: STEP: REASON". */
 int fence_enter(char *const *plan, int err_fd);
+
+/* In the shim, once the rank has ended: detaches the plan's mounts, last
+ * first, leaving its namespace as fence_shim_enter made it. */
+void fence_leave(char *const *plan);
 
 #endif

@@ -120,7 +120,7 @@ static void close_range_from(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-#define KEEP_MAX (3 + SHIM_JOIN_MAX)
+#define KEEP_MAX (4 + SHIM_JOIN_MAX)
 
 /* Closes every fd above 2 except keep[0..n) (n <= KEEP_MAX; -1 for none);
  * sorts keep. */
@@ -176,16 +176,26 @@ static void reset_signals(void)
  * records the node's number. 0: not known (the child failed first). */
 static volatile pid_t command_node_pid;
 
-/* This process's pid as the node sees it: /proc is still the node's. */
+/* The node's /proc, opened before a fenced shim mounts its namespace's
+ * over it (enter_namespace); -1: /proc is the node's. */
+static int node_proc = -1;
+
+/* This process's pid as the node sees it: /proc/self of the node's /proc. */
 static pid_t node_pid(void)
 {
 	char text[24];
-	ssize_t n = readlink("/proc/self", text, sizeof(text) - 1);
+	ssize_t n = node_proc >= 0 ? readlinkat(node_proc, "self", text, sizeof(text) - 1)
+	                           : readlink("/proc/self", text, sizeof(text) - 1);
 	long v = 0;
 	for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; i++)
 		v = v * 10 + (text[i] - '0');
 	return n > 0 && v > 0 ? (pid_t)v : getpid();
 }
+
+/* fence_shim_enter's result in this shim: 1 made, -1 failed, 0 not tried
+ * (no PID namespace, no fence). A fenced rank's view is made in the
+ * shim's mount namespace; never in the node's. */
+static int shim_fenced;
 
 static _Noreturn void run_command(const struct shim_launch *l, int sock)
 {
@@ -201,6 +211,11 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 			join(l->join_fds[i]);
 	close(sock);
 	close(l->record_fd);
+	if (l->fence && shim_fenced != 1) {
+		put(2,
+		    "anvil: cannot fence the rank: its shim has no mount namespace of its own\n");
+		_exit(127);
+	}
 	if (l->fence && fence_enter(l->fence, 2) != 0)
 		_exit(127);
 	if (chdir(l->cwd) < 0) {
@@ -276,7 +291,7 @@ static int run_rank(const struct shim_launch *l, int sock)
 {
 	dup2(l->log_fd, 1);
 	dup2(l->err_fd >= 0 ? l->err_fd : l->log_fd, 2);
-	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd}, nkeep = 3;
+	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd, node_proc}, nkeep = 4;
 	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
 		keep[nkeep++] = l->join_fds[i];
 	close_others(keep, nkeep);
@@ -303,13 +318,25 @@ static int run_rank(const struct shim_launch *l, int sock)
 }
 
 /* A shim started for one rank: it exits after it. */
+/* A shim that is the init of a PID namespace of its own makes its mount
+ * namespace (agent/fence.h): once, for all its ranks. */
+static void enter_namespace(void)
+{
+	if (getpid() != 1)
+		return;
+	node_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	shim_fenced = node_proc >= 0 && fence_shim_enter() == 0 ? 1 : -1;
+}
+
 static _Noreturn void run_shim(const struct shim_launch *l, int sock)
 {
 	block_signals();
 	setsid();
+	if (l->fence)
+		enter_namespace();
 	dup2(l->null_fd, 0);
 	tell(sock, SHIM_ENDED, run_rank(l, sock));
-	_exit(0);
+	_exit(0); /* its mount namespace goes with it */
 }
 
 /* Waits for SHIM_STARTED; the command's pid, or -ECHILD when the shim
@@ -457,6 +484,7 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 	dup2(null_fd, 2);
 	int keep[2] = {sock, cgroup_fd};
 	close_others(keep, 2);
+	enter_namespace(); /* done while nobody waits, as the join below */
 	/* The slow step, done while nobody waits: the command inherits it. */
 	int join_err = 0;
 	if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) < 0)
@@ -479,6 +507,10 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 			          "anvil: warning: cannot join the rank's cgroup: ", join_err);
 		join_err = 0;
 		tell(sock, SHIM_ENDED, run_rank(&l, sock));
+		/* the rank's processes are gone: its mounts go too, after the
+		 * end was told (each unmount waits for the kernel's RCU) */
+		if (l.fence && shim_fenced == 1)
+			fence_leave(l.fence);
 	}
 }
 
