@@ -260,12 +260,19 @@ class Cluster:
         out.close()
         return p
 
-    def start_server(self):
+    def start_server(self, nodes=0):
+        """nodes: how many nodes will sync from this machine. Each holds up to two
+        connections (a real agent's two long polls; the load generator's one), all from
+        127.0.0.1, so the server's per-address limit (docs/operations.md, 1,024 by
+        default) is raised to fit them and the bench's own calls."""
         client = os.path.join(self.home, "client.json")
         state = os.path.join(self.dir, "state")
+        room = 2 * nodes + 256
+        limits = ["--http-max-per-address", str(max(room, 1024)),
+                  "--http-max-connections", str(max(room, 10000))]
         self.server = self.spawn([self.anvil, "server", "--no-config", "--state-dir", state,
                                   "--listen", "127.0.0.1:0", "--home", self.home,
-                                  "--node-timeout", "30s"], "server.log")
+                                  "--node-timeout", "30s"] + limits, "server.log")
         deadline = time.monotonic() + 30
         while not os.path.exists(client):
             if self.server.poll() is not None or time.monotonic() > deadline:
@@ -517,7 +524,7 @@ def large_rep(args, work, r, cache_root, sysctl, packages, real=False):
     c = Cluster(args.anvil, work, f"{tag}-{r}")
     res = {}
     try:
-        c.start_server()
+        c.start_server(nodes=n)
         cache = os.path.join(cache_root, f"large-{r}", "anvil-cache")
         groups = large_groups(n)
         spec = fleet_spec(tag, groups, "550", cache, sysctl, packages)

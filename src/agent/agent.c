@@ -23,8 +23,10 @@
 #include "agent/syncer.h"
 #include "base/buf.h"
 #include "base/conf.h"
+#include "base/connguard.h"
 #include "base/err.h"
 #include "base/httpc.h"
+#include "base/httpd.h"
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -38,13 +40,14 @@
 
 /* The config file read when there is one and --config names none. */
 #define AGENT_CONFIG_FILE "/etc/anvil/agent.yaml"
-#define AGENT_FLAGS_MAX   24
+#define AGENT_FLAGS_MAX   32
 
 struct agent_opts {
 	const char *server, *join_token, *join_token_file, *name, *work_dir, *gpus_file;
 	const char *listen, *address, *wait_ms, *log_level, *spare_shims;
 	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
 	const char *profile_check_interval, *bundle_keep, *rank_user;
+	const char *http[CONNGUARD_NOPTIONS]; /* by connguard_options' index */
 	/* By flags[] index: where the config file wrote the value in force
 	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
 	 * it came from the command line or is the default. */
@@ -53,6 +56,7 @@ struct agent_opts {
 	char host[256];
 	int port;
 	int64_t wait, spares, sample_ms, check_interval_ms, bundle_keep_ms;
+	struct connguard_limits limits; /* the http-* flags' */
 	enum log_level level;
 };
 
@@ -83,7 +87,7 @@ struct agent {
 struct flag {
 	const char *name;
 	size_t off;
-	const char *help;
+	const char *help; /* NULL: connguard_options' (the http-* flags) */
 };
 
 #define OPT(f) offsetof(struct agent_opts, f)
@@ -115,15 +119,28 @@ static const struct flag flags[] = {
          "shims kept ready for the next ranks, 0-8 (auto: one per GPU, 2 to 8)"},
         {"config", OPT(config),
          "YAML of these flags by name (default " AGENT_CONFIG_FILE " if there); flags here win"},
+        /* the HTTP server's connections (base/connguard.h), as the server's */
+        {"http-max-connections", OPT(http[0]), NULL},
+        {"http-max-per-address", OPT(http[1]), NULL},
+        {"http-header-timeout", OPT(http[2]), NULL},
+        {"http-body-timeout", OPT(http[3]), NULL},
+        {"http-body-min-rate", OPT(http[4]), NULL},
+        {"http-idle-timeout", OPT(http[5]), NULL},
 };
+_Static_assert(CONNGUARD_NOPTIONS == 6, "every http-* option has its flag");
 #define NFLAGS (sizeof(flags) / sizeof(flags[0]))
 _Static_assert(NFLAGS <= AGENT_FLAGS_MAX, "agent_opts.where holds every flag");
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: anvil agent --server URL --work-dir DIR [flags]\n\n");
-	for (size_t i = 0; i < NFLAGS; i++)
-		fprintf(f, "  --%-22s %s\n", flags[i].name, flags[i].help);
+	for (size_t i = 0; i < NFLAGS; i++) {
+		const char *help = flags[i].help;
+		for (int k = 0; !help && k < CONNGUARD_NOPTIONS; k++)
+			if (strcmp(connguard_options[k].name, flags[i].name) == 0)
+				help = connguard_options[k].help;
+		fprintf(f, "  --%-22s %s\n", flags[i].name, help);
+	}
 	fprintf(f, "  --%-22s %s\n", "no-config", "read no config file");
 	fprintf(f, "  --%-22s %s\n", "check-config",
 	        "validate the config file and flags, and exit");
@@ -255,6 +272,11 @@ static int check_values(struct agent_opts *o)
 		        "expected a duration from 1h to 8760h (72h, 168h), or 0 to keep all");
 	if (log_level_parse(o->log_level, &o->level) != 0)
 		rc = bad_value(o, "log-level", "expected error, warn, info or debug");
+	for (int k = 0; k < CONNGUARD_NOPTIONS; k++) {
+		const char *why = NULL, *name = connguard_options[k].name;
+		if (o->http[k] && connguard_option_set(&o->limits, name, o->http[k], &why))
+			rc = bad_value(o, name, why);
+	}
 	if (check_listen(o))
 		rc = 2;
 	return rc;
@@ -674,7 +696,8 @@ static int setup(struct agent *a)
 	}
 	if ((rc = start_converge(a)))
 		return rc;
-	if ((rc = serve_start(a->o.host, a->o.port, work, &a->stats, a->watch, &a->serve)))
+	if ((rc = serve_start(a->o.host, a->o.port, &a->o.limits, work, &a->stats, a->watch,
+	                      &a->serve)))
 		return rc;
 	serve_set_converge(a->serve, a->converge);
 	const char *host = strcmp(a->o.host, "0.0.0.0") == 0 ? a->o.address : a->o.host;
@@ -859,6 +882,7 @@ static int configure(struct agent *a, int argc, char **argv, char *hostname, siz
 	                           .bundle_keep = "72h",
 	                           .sysfs_root = "/sys",
 	                           .log_level = "info"};
+	connguard_limits_default(&a->o.limits);
 	char err[8192];
 	if (conf_load(argc, argv, "anvil agent", AGENT_CONFIG_FILE, NULL, &a->conf, err,
 	              sizeof(err))) {
@@ -878,16 +902,18 @@ static int configure(struct agent *a, int argc, char **argv, char *hostname, siz
 static void print_config(const struct agent *a)
 {
 	const struct agent_opts *o = &a->o;
+	char http[512];
+	connguard_limits_text(&o->limits, http, sizeof(http));
 	printf("configuration ok: config=%s server=%s work-dir=%s name=%s listen=%s:%d "
 	       "address=%s gpu-backend=%s wait-ms=%lld spare-shims=%s profile-check-interval=%s "
-	       "bundle-keep=%s rank-user=%s log-level=%s\n",
+	       "bundle-keep=%s rank-user=%s log-level=%s %s\n",
 	       a->conf.file ? a->conf.file : "none", o->server, o->work_dir, o->name, o->host,
 	       o->port, o->address,
 	       o->gpu_backend ? o->gpu_backend
 	       : o->gpus_file ? "sim"
 	                      : "nvml",
 	       (long long)o->wait, o->spare_shims, o->profile_check_interval, o->bundle_keep,
-	       o->rank_user ? o->rank_user : FENCE_DEFAULT_USER, o->log_level);
+	       o->rank_user ? o->rank_user : FENCE_DEFAULT_USER, o->log_level, http);
 }
 
 /* A join token given on the command line is overwritten there once read:
@@ -920,6 +946,7 @@ int agent_main(int argc, char **argv)
 	log_init("agent", a.o.level);
 	if (a.conf.file)
 		log_info("config file=%s", a.conf.file);
+	httpd_nofile_raise();
 	if ((rc = signals_setup(&a))) {
 		log_error("cannot set up signals error=\"%s\"", strerror(-rc));
 		conf_free(&a.conf);

@@ -438,8 +438,9 @@ static int handle(struct httpd_req *req, void *ctx)
 	return HTTPD_DONE;
 }
 
-int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-                struct gpuwatch *gw, struct serve **out)
+int serve_start(const char *host, int port, const struct connguard_limits *limits,
+                const char *work_dir, struct serve_stats *stats, struct gpuwatch *gw,
+                struct serve **out)
 {
 	struct serve *s = xcalloc(1, sizeof(*s));
 	s->work_dir = work_dir;
@@ -453,6 +454,8 @@ int serve_start(const char *host, int port, const char *work_dir, struct serve_s
 	pthread_mutex_init(&s->mu, NULL);
 	struct httpd_config cfg = {
 	        .bind = host, .port = port, .threads = 2, .handler = handle, .ctx = s};
+	if (limits)
+		cfg.limits = *limits;
 	int rc = httpd_start(&cfg, &s->httpd);
 	if (rc) {
 		pthread_mutex_destroy(&s->mu);

@@ -57,6 +57,7 @@ struct serve_stats {
 };
 
 struct serve;
+struct connguard_limits;
 struct gpuwatch;
 struct converge;
 
@@ -69,10 +70,12 @@ struct serve_rank {
 	char *cwd;  /* owned */
 };
 
-/* Listens on host:port (0: any); stats, work_dir and gw (NULL: no GPU
- * routes) are borrowed and must outlive the server. */
-int serve_start(const char *host, int port, const char *work_dir, struct serve_stats *stats,
-                struct gpuwatch *gw, struct serve **out);
+/* Listens on host:port (0: any), with the connection limits and deadlines
+ * limits (NULL: the defaults; base/connguard.h); stats, work_dir and gw
+ * (NULL: no GPU routes) are borrowed and must outlive the server. */
+int serve_start(const char *host, int port, const struct connguard_limits *limits,
+                const char *work_dir, struct serve_stats *stats, struct gpuwatch *gw,
+                struct serve **out);
 int serve_port(const struct serve *s);
 void serve_set_secret(struct serve *s, const char *secret);
 /* The profile endpoints' worker (borrowed; must outlive the server). */

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/util.h"
+
 #define SPARE_MAGIC   0x6c766e61u /* "anvl" */
 #define SPARE_FIXED   6           /* strings before argv: see encode_launch */
 #define SPARE_FDS     3           /* log_fd, err_fd, record_fd; then the join_fds */
@@ -201,6 +203,7 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 {
 	command_node_pid = node_pid();
 	reset_signals();
+	nofile_restore(); /* the open-file limit the agent found, not its raised one */
 	setpgid(0, 0);
 	/* Join before exec, so nothing the command forks escapes: the rank's
 	 * cgroup first (stopping the rank finds it there), then its limits. */

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +66,7 @@ struct httpd {
 	uint64_t streams_total;
 	int stopping;
 	char *spool_dir; /* cfg.spool_dir, copied */
+	struct connguard *guard;
 };
 
 static void record(struct httpd *h, const char *route, int status, double secs)
@@ -87,6 +90,85 @@ static void record(struct httpd *h, const char *route, int status, double secs)
 				s->buckets[b]++;
 	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- connection guard (base/connguard.h): MHD's hooks ---- */
+
+static struct connguard_conn *guarded(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static void guard_phase(struct httpd *h, struct MHD_Connection *conn, enum connguard_phase p)
+{
+	struct connguard_conn *c = guarded(conn);
+	if (c)
+		connguard_phase(h->guard, c, p, now_ms());
+}
+
+/* MHD's accept policy. */
+static enum MHD_Result admit_cb(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+	struct httpd *h = cls;
+	return connguard_admit(h->guard, addr, len, now_ms()) ? MHD_YES : MHD_NO;
+}
+
+/* A connection starts (its socket context is the guard's record) or ends:
+ * MHD calls this before it closes the socket. */
+static void notify_cb(void *cls, struct MHD_Connection *conn, void **socket_context,
+                      enum MHD_ConnectionNotificationCode code)
+{
+	struct httpd *h = cls;
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		connguard_close(h->guard, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *fd =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *addr =
+	        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (!fd || !addr)
+		return; /* unguarded: MHD's own timeout still applies */
+	*socket_context = connguard_open(h->guard, fd->connect_fd, addr->client_addr,
+	                                 sizeof(struct sockaddr_storage), now_ms());
+}
+
+/* libmicrohttpd's error log: counted and rate-limited by the guard, not
+ * one line per dropped connection. */
+static void library_log_cb(void *cls, const char *fmt, va_list ap)
+{
+	struct httpd *h = cls;
+	char text[256];
+	vsnprintf(text, sizeof(text), fmt, ap);
+	connguard_library_message(h->guard, text, now_ms());
+}
+
+/* The limits in force: cfg's (the defaults when unset), with
+ * max_connections lowered to what the open-file limit leaves room for
+ * (room for its connections, those being closed, and the daemon's files). */
+static void limits_in_force(const struct httpd_config *cfg, struct connguard_limits *l)
+{
+	if (cfg->limits.max_connections > 0)
+		*l = cfg->limits;
+	else
+		connguard_limits_default(l);
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	int64_t room = ((int64_t)rl.rlim_cur - 320) * 8 / 9;
+	if (room < 16)
+		room = 16;
+	if (l->max_connections > room) {
+		log_warn("http-max-connections lowered: the open-file limit stays low "
+		         "max_connections=%lld asked=%lld nofile=%lld hard=%lld (raise the hard "
+		         "limit: ulimit -Hn, systemd's LimitNOFILE=)",
+		         (long long)room, (long long)l->max_connections, (long long)rl.rlim_cur,
+		         (long long)rl.rlim_max);
+		l->max_connections = room;
+	}
 }
 
 static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
@@ -154,6 +236,9 @@ static void spool_open(struct httpd *h, struct httpd_req *req, int64_t max)
 /* A chunk of a spooled body: to its file, up to its cap. */
 static void spool_write(struct httpd_req *req, const char *data, size_t n)
 {
+	struct connguard_conn *c = guarded(req->conn);
+	if (c)
+		connguard_received(req->server->guard, c, n);
 	if ((int64_t)(req->body_len + n) > req->spool_max)
 		req->body_too_big = 1;
 	for (size_t off = 0; !req->body_too_big && !req->spool_errno && off < n;) {
@@ -201,6 +286,7 @@ static enum MHD_Result first_call(struct httpd *h, struct MHD_Connection *conn, 
 	buf_init(&req->out);
 	*con_cls = req;
 	int64_t max = h->cfg.spool ? h->cfg.spool(req, h->cfg.ctx) : 0;
+	guard_phase(h, conn, max > 0 ? CONNGUARD_SPOOL : CONNGUARD_BODY);
 	if (max < 0) { /* answered: the body is not read */
 		req->state = 3;
 		return respond(req);
@@ -266,6 +352,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	if (!req->body) {
 		req->body = xstrdup("");
 	}
+	guard_phase(h, conn, CONNGUARD_BUSY);
 	int rc = h->cfg.handler(req, h->cfg.ctx);
 	if (rc == HTTPD_SUSPENDED)
 		return MHD_YES;
@@ -275,10 +362,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-	(void)conn;
 	(void)toe;
 	struct httpd *h = cls;
 	struct httpd_req *req = *con_cls;
+	guard_phase(h, conn, CONNGUARD_IDLE); /* kept alive, or closed next */
 	if (!req)
 		return;
 	if (req->upgrade) { /* never upgraded: the stream function only frees */
@@ -300,6 +387,18 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+void httpd_nofile_raise(void)
+{
+	int64_t before = 0, after = 0;
+	int rc = nofile_raise(&before, &after);
+	if (rc)
+		log_warn("cannot raise the open-file limit nofile=%lld err=\"%s\"",
+		         (long long)before, strerror(-rc));
+	else if (after != before)
+		log_info("open-file limit raised nofile=%lld was=%lld", (long long)after,
+		         (long long)before);
+}
+
 int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 {
 	mhd_lazy_load();
@@ -311,8 +410,7 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		h->cfg.threads = 4;
 	if (!h->cfg.max_body)
 		h->cfg.max_body = 1 << 20;
-	if (h->cfg.timeout_s <= 0)
-		h->cfg.timeout_s = 120;
+	limits_in_force(cfg, &h->cfg.limits);
 	h->spool_dir = xstrdup(cfg->spool_dir ? cfg->spool_dir : "/tmp");
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->streams_done, NULL);
@@ -323,14 +421,26 @@ int httpd_start(const struct httpd_config *cfg, struct httpd **out)
 		free(h);
 		return ERR_INVALID;
 	}
+	h->guard = connguard_new(&h->cfg.limits);
+	/* The guard enforces the connection limits (admit_cb); MHD's limit,
+	 * which it splits evenly between its threads, only has to be above
+	 * it whichever thread accepts. MHD's own timeout is the idle one: no
+	 * byte moved for idle_ms (an answer the client stopped reading). The
+	 * external logger must be the first option. */
+	unsigned idle_s = (unsigned)((h->cfg.limits.idle_ms + 999) / 1000);
 	h->mhd = MHD_start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 	                MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
-	        0, NULL, NULL, access_cb, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED,
-	        completed_cb, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.timeout_s,
-	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000, MHD_OPTION_END);
-	if (!h->mhd) {
+	        0, admit_cb, h, access_cb, h, MHD_OPTION_EXTERNAL_LOGGER, library_log_cb, h,
+	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
+	        (unsigned)h->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
+	        MHD_OPTION_NOTIFY_CONNECTION, notify_cb, h, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+	        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * h->cfg.limits.max_connections),
+	        MHD_OPTION_END);
+	if (!h->mhd || connguard_start(h->guard)) {
+		if (h->mhd)
+			MHD_stop_daemon(h->mhd);
+		connguard_free(h->guard); /* logs what libmicrohttpd said */
 		log_error("cannot listen addr=%s port=%d", h->cfg.bind, cfg->port);
 		pthread_cond_destroy(&h->streams_done);
 		pthread_mutex_destroy(&h->mu);
@@ -379,6 +489,7 @@ void httpd_stop(struct httpd *h)
 		return;
 	streams_stop(h);
 	MHD_stop_daemon(h->mhd);
+	connguard_free(h->guard); /* after MHD: every connection closed */
 	pthread_cond_destroy(&h->streams_done);
 	pthread_mutex_destroy(&h->mu);
 	free(h->spool_dir);
@@ -510,9 +621,9 @@ static void *stream_main(void *arg)
 static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
                        size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
-	(void)conn;
 	struct httpd *h = cls;
 	struct httpd_req *req = con_cls;
+	guard_phase(h, conn, CONNGUARD_STREAM);
 	struct stream *s = xcalloc(1, sizeof(*s));
 	s->h = h;
 	s->urh = urh;
@@ -594,4 +705,5 @@ void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out)
 		           prefix, s->route, (unsigned long long)s->count);
 	}
 	pthread_mutex_unlock(&h->mu);
+	connguard_metrics(h->guard, prefix, out);
 }

@@ -21,6 +21,13 @@
  * request ends unless the handler moved it away. An answer can likewise be
  * a file: httpd_send_fd.
  *
+ * Slow and many clients: every connection is watched by a guard
+ * (base/connguard.h, cfg.limits): per-address and total limits, a
+ * deadline for a request's headers and for its body, a keep-alive idle
+ * timeout; long polls (suspended requests) and streams are not cut.
+ * libmicrohttpd's own messages go to the guard, which logs each kind at
+ * most once a minute.
+ *
  * Handlers run on MHD's thread pool, so they may run concurrently; the
  * handler's owner protects its own state. httpd keeps per-route request
  * counts and latency histograms (set req->route to a static label) and
@@ -33,6 +40,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/connguard.h"
 
 struct httpd;
 struct MHD_Connection;
@@ -83,12 +91,20 @@ struct httpd_config {
 	int port;         /* 0: any free port */
 	int threads;      /* pool size; 4 by default */
 	size_t max_body;  /* 1 MiB by default */
-	int timeout_s;    /* an idle connection is closed after; 120 by default (not streams) */
+	/* connections and their deadlines; zeroed: connguard_limits_default.
+	 * max_connections is lowered to what the open-file limit leaves. */
+	struct connguard_limits limits;
 	httpd_handler handler;
 	void *ctx;
 	httpd_spool_fn spool;  /* NULL: every body in memory */
 	const char *spool_dir; /* where spooled bodies go (created if missing; copied) */
 };
+
+/* Raises the process's soft limit on open files to the hard one, since a
+ * server holds a socket per connection (nofile_raise; a rank's command
+ * gets the limit from before), and logs it. Once, at a daemon's start,
+ * before httpd_start. */
+void httpd_nofile_raise(void);
 
 /* Starts listening; 0 or a negative code. */
 int httpd_start(const struct httpd_config *cfg, struct httpd **out);
@@ -136,8 +152,8 @@ void httpd_upgrade(struct httpd_req *req, const char *proto, httpd_stream_fn fn,
 int httpd_wants_upgrade(struct httpd_req *req, const char *proto);
 
 /* Appends Prometheus text for anvil_http_requests_total,
- * anvil_http_request_duration_seconds and the streams (open, opened) to
- * out. */
+ * anvil_http_request_duration_seconds, the streams (open, opened) and the
+ * connections (connguard_metrics) to out. */
 void httpd_metrics(struct httpd *h, const char *prefix, struct buf *out);
 
 #endif

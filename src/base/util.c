@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -294,6 +295,40 @@ int text_printf(char *buf, size_t size, const char *fmt, ...)
 	if (want > len - (k - 1))
 		buf[k - 1] = '\0';
 	return n;
+}
+
+static struct rlimit nofile_before; /* rlim_max 0: nofile_raise did not run */
+
+int nofile_raise(int64_t *before, int64_t *after)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return -errno;
+	*before = *after = (int64_t)rl.rlim_cur;
+	rlim_t target = rl.rlim_max;
+	if (target == RLIM_INFINITY) { /* the kernel's ceiling, fs.nr_open */
+		struct buf b;
+		buf_init(&b);
+		int64_t nr = 0;
+		if (read_file("/proc/sys/fs/nr_open", 64, &b) == 0 && b.data)
+			nr = strtoll(b.data, NULL, 10);
+		buf_cleanup(&b);
+		target = nr > 0 ? (rlim_t)nr : 1048576;
+	}
+	if (rl.rlim_cur >= target)
+		return 0;
+	struct rlimit raised = {.rlim_cur = target, .rlim_max = rl.rlim_max};
+	if (setrlimit(RLIMIT_NOFILE, &raised) != 0)
+		return -errno;
+	nofile_before = rl;
+	*after = (int64_t)raised.rlim_cur;
+	return 0;
+}
+
+void nofile_restore(void)
+{
+	if (nofile_before.rlim_max)
+		setrlimit(RLIMIT_NOFILE, &nofile_before);
 }
 
 static volatile sig_atomic_t caught_signal;

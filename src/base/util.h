@@ -56,6 +56,16 @@ int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* "1.5s", "200ms", "3m", "2h" or a bare number of seconds into milliseconds. */
 int parse_duration_ms(const char *s, int64_t *out);
 
+/* Raises the soft limit on open files to the hard one (a daemon holds a
+ * socket per connection), and keeps the soft limit it found for
+ * nofile_restore. *before, *after: the soft limit then and now. 0 or
+ * -errno (the limit unchanged). Once, at a daemon's start. */
+int nofile_raise(int64_t *before, int64_t *after);
+/* Back to the soft limit nofile_raise found (nothing if it did not run):
+ * in a child, before it execs a user's command, which should get the
+ * limit it would have had. Async-signal-safe. */
+void nofile_restore(void);
+
 /* Catches SIGTERM and SIGINT for an orderly stop: stop_signal() is then the
  * signal caught, 0 until one is. For a process's main loop. */
 void stop_signals_catch(void);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/conf.h"
+#include "base/connguard.h"
 #include "base/err.h"
 #include "base/httpc.h"
 #include "base/jv.h"
@@ -50,6 +51,7 @@ struct server_config {
 	int64_t join_ttl_ms;
 	int approve_nodes;
 	int bind_node_address;
+	struct connguard_limits http; /* the http-* options */
 	enum log_level level;
 };
 
@@ -95,7 +97,9 @@ static const char usage[] =
         "                             is made or rotated (24h; 0 = forever)\n"
         "  --approve-nodes            a new node takes no work until `anvil node approve`\n"
         "  --bind-node-address        a node's secret is good only from the address it\n"
-        "                             registered from (moving it takes `anvil node reset`)\n";
+        "                             registered from (moving it takes `anvil node reset`)\n"
+        "\n"
+        "The HTTP server's connections (the agent has the same options):\n";
 
 int server_default_home(char *out, size_t n);
 int server_default_home(char *out, size_t n)
@@ -187,6 +191,7 @@ static void config_defaults(struct server_config *c)
 	c->idem_keep_ms = IDEM_KEEP_DEFAULT_MS;
 	c->object_max = OBJECT_MAX_DEFAULT;
 	c->join_ttl_ms = 24 * 3600 * 1000LL; /* as kubeadm's bootstrap tokens */
+	connguard_limits_default(&c->http);
 	c->level = LOG_INFO;
 }
 
@@ -250,7 +255,12 @@ static const char *set_option(struct server_config *c, const char *f, const char
 		if (log_level_parse(v, &c->level))
 			return "is not one of error, warn, info, debug";
 	} else {
-		return unknown_option;
+		const char *why = NULL;
+		int rc = strncmp(f, "--", 2) == 0 ? connguard_option_set(&c->http, f + 2, v, &why)
+		                                  : ERR_NOTFOUND;
+		if (rc == ERR_NOTFOUND)
+			return unknown_option;
+		return why;
 	}
 	return NULL;
 }
@@ -266,6 +276,9 @@ static int parse_flags(int argc, char **argv, const struct conf *from, struct se
 		const char *f = argv[i];
 		if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
 			fputs(usage, stdout);
+			for (int k = 0; k < CONNGUARD_NOPTIONS; k++)
+				printf("  --%s V\n        %s\n", connguard_options[k].name,
+				       connguard_options[k].help);
 			exit(0);
 		}
 		if (strcmp(f, "--full-sync") == 0) {
@@ -586,7 +599,8 @@ static int open_all(struct server *s, const struct server_config *c)
 	                          .handler = server_handle,
 	                          .ctx = s,
 	                          .spool = api_objects_spool,
-	                          .spool_dir = uploads};
+	                          .spool_dir = uploads,
+	                          .limits = c->http};
 	rc = httpd_start(&hc, &s->http);
 	if (rc)
 		return rc;
@@ -603,20 +617,23 @@ int server_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (check_only) {
+		char http[512];
+		connguard_limits_text(&c.http, http, sizeof(http));
 		printf("configuration ok: config=%s state-dir=%s listen=%s:%d node-timeout=%lldms "
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
 		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld "
 		       "join-token-ttl=%lldms approve-nodes=%s bind-node-address=%s "
-		       "idempotency-keep=%lldms\n",
+		       "idempotency-keep=%lldms %s\n",
 		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
 		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max,
 		       (long long)c.join_ttl_ms, c.approve_nodes ? "on" : "off",
-		       c.bind_node_address ? "on" : "off", (long long)c.idem_keep_ms);
+		       c.bind_node_address ? "on" : "off", (long long)c.idem_keep_ms, http);
 		return 0;
 	}
 	log_init("server", c.level);
+	httpd_nofile_raise();
 	httpc_global_init();
 	signal(SIGPIPE, SIG_IGN);
 	stop_signals_catch();

@@ -110,6 +110,51 @@ def test_errors_in_the_file_name_their_position():
         shutil.rmtree(d)
 
 
+def test_the_http_limits_in_the_files():
+    """The HTTP server's connection limits and deadlines (docs/operations.md): the same keys
+    in both daemons' files, their defaults, their bounds."""
+    d = tempfile.mkdtemp(prefix="anvil-cfg-")
+    try:
+        p = anvil("server", "--no-config", "--check-config")
+        assert ("http-max-connections=10000 http-max-per-address=1024 "
+                "http-header-timeout=5000ms http-body-timeout=30000ms "
+                "http-body-min-rate=16384 http-idle-timeout=30000ms") in p.stdout, p.stdout
+        keys = ("http-max-connections: 20000\nhttp-max-per-address: 0\n"
+                "http-header-timeout: 2s\nhttp-body-timeout: 1m\n"
+                "http-body-min-rate: 64Ki\nhttp-idle-timeout: 10s\n")
+        want = ("http-max-connections=20000 http-max-per-address=0 http-header-timeout=2000ms "
+                "http-body-timeout=60000ms http-body-min-rate=65536 http-idle-timeout=10000ms")
+        s = write(d, "server.yaml", keys)
+        p = anvil("server", "--config", s, "--check-config")
+        assert p.returncode == 0 and want in p.stdout, (p.stdout, p.stderr)
+        a = write(d, "agent.yaml", "server: http://127.0.0.1:1\nwork-dir: /w\n" + keys)
+        p = anvil("agent", "--config", a, "--check-config")
+        assert p.returncode == 0 and want in p.stdout, (p.stdout, p.stderr)
+        bad = ("http-max-connections: 5\nhttp-header-timeout: 100ms\n"
+               "http-body-min-rate: lots\nhttp-idle-timeout: 2h\n")
+        s = write(d, "bad.yaml", bad)
+        p = anvil("server", "--config", s, "--check-config")
+        assert p.returncode == 2 and p.stderr.splitlines() == [
+            "%s:1:23: http-max-connections: '5' is not a number from 16 to 1000000" % s,
+            "%s:2:22: http-header-timeout: '100ms' is not a duration from 1s to 10m" % s,
+            "%s:3:21: http-body-min-rate: 'lots' is not a rate in bytes/s from 0 to 1Gi "
+            "(16384, 16Ki, 1M)" % s,
+            "%s:4:20: http-idle-timeout: '2h' is not a duration from 1s to 1h" % s,
+        ], p.stderr
+        a = write(d, "bad-agent.yaml", "server: http://127.0.0.1:1\nwork-dir: /w\n" + bad)
+        p = anvil("agent", "--config", a, "--check-config")
+        lines = p.stderr.splitlines()
+        assert p.returncode == 2 and len(lines) == 4, p.stderr
+        assert "%s:3:23: http-max-connections: '5': is not a number from 16 to 1000000" % a \
+            in lines, lines
+        # a flag beats the file, as for every option
+        p = anvil("server", "--config", os.path.join(d, "server.yaml"), "--check-config",
+                  "--http-max-per-address", "7")
+        assert p.returncode == 0 and "http-max-per-address=7 " in p.stdout, p.stdout
+    finally:
+        shutil.rmtree(d)
+
+
 def test_a_server_and_an_agent_run_from_their_config_files():
     d = tempfile.mkdtemp(prefix="anvil-cfg-")
     procs = []
@@ -195,5 +240,5 @@ def test_the_systemd_units():
 
 
 run_tests([test_the_shipped_configs_pass_check_config, test_a_flag_beats_the_file,
-           test_errors_in_the_file_name_their_position,
+           test_errors_in_the_file_name_their_position, test_the_http_limits_in_the_files,
            test_a_server_and_an_agent_run_from_their_config_files, test_the_systemd_units])

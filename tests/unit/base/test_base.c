@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -290,6 +292,35 @@ TEST(tighten_mode_only_takes_bits_away)
 	snprintf(path, sizeof(path), "%s/none", dir);
 	CHECK_INT(tighten_mode(path, 0600, NULL), -ENOENT);
 	CHECK_INT(rm_rf(dir), 0);
+
+/* A daemon raises its soft open-file limit to the hard one; a child that
+ * runs a user's command gets the limit from before back. */
+TEST(nofile_raise_and_restore)
+{
+	struct rlimit rl;
+	CHECK_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= 256)
+		return; /* no room to tell raised from not */
+	struct rlimit low = {.rlim_cur = 256, .rlim_max = rl.rlim_max};
+	CHECK_INT(setrlimit(RLIMIT_NOFILE, &low), 0);
+	int64_t before = 0, after = 0;
+	CHECK_INT(nofile_raise(&before, &after), 0);
+	CHECK_INT(before, 256);
+	CHECK(after > 256);
+	CHECK_INT(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	CHECK_INT(rl.rlim_cur, after);
+	pid_t pid = fork();
+	if (pid == 0) {
+		nofile_restore();
+		struct rlimit child;
+		getrlimit(RLIMIT_NOFILE, &child);
+		_exit(child.rlim_cur == 256 ? 0 : 1);
+	}
+	int status = 0;
+	CHECK_INT(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_INT(nofile_raise(&before, &after), 0); /* raised already: nothing to do */
+	CHECK_INT(before, after);
 }
 
 TEST(random_hex_is_hex_and_distinct)

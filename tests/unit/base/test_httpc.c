@@ -111,14 +111,16 @@ static int64_t spool(struct httpd_req *req, void *ctx)
 	return 64 << 20;
 }
 
-static struct httpd *start(int timeout_s)
+/* idle_s: the keep-alive idle timeout; 0: the default. */
+static struct httpd *start(int idle_s)
 {
 	struct httpd *h = NULL;
-	struct httpd_config cfg = {.bind = "127.0.0.1",
-	                           .threads = 2,
-	                           .timeout_s = timeout_s,
-	                           .handler = handler,
-	                           .spool = spool};
+	struct httpd_config cfg = {
+	        .bind = "127.0.0.1", .threads = 2, .handler = handler, .spool = spool};
+	if (idle_s) {
+		connguard_limits_default(&cfg.limits);
+		cfg.limits.idle_ms = idle_s * 1000;
+	}
 	CHECK_INT(httpd_start(&cfg, &h), 0);
 	return h;
 }

@@ -62,9 +62,15 @@ static int handler(struct httpd_req *req, void *ctx)
 	return HTTPD_DONE;
 }
 
-static struct httpd *start(int timeout_s, char *url, size_t len)
+/* deadline_s: the keep-alive idle timeout and the headers' and bodies'
+ * deadlines (base/connguard.h); 0: the defaults. */
+static struct httpd *start(int deadline_s, char *url, size_t len)
 {
-	struct httpd_config cfg = {.handler = handler, .threads = 2, .timeout_s = timeout_s};
+	struct httpd_config cfg = {.handler = handler, .threads = 2};
+	if (deadline_s) {
+		connguard_limits_default(&cfg.limits);
+		cfg.limits.idle_ms = cfg.limits.header_ms = cfg.limits.body_ms = deadline_s * 1000;
+	}
 	struct httpd *h = NULL;
 	CHECK_INT(httpd_start(&cfg, &h), 0);
 	snprintf(url, len, "http://127.0.0.1:%d", httpd_port(h));
@@ -172,8 +178,8 @@ TEST(bytes_behind_the_request_reach_the_stream)
 	httpd_stop(h);
 }
 
-/* A stream is not an idle HTTP connection: the connection timeout does
- * not end it. */
+/* A stream is not an idle or slow HTTP connection: neither the
+ * connection timeout nor a request's deadlines end it. */
 TEST(stream_outlives_the_connection_timeout)
 {
 	char url[64];
