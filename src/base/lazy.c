@@ -149,7 +149,6 @@ static void mhd_load(void)
 	BIND(mhd_lazy, lib, so, upgrade_action, "MHD_upgrade_action");
 	BIND(mhd_lazy, lib, so, destroy_response, "MHD_destroy_response");
 	BIND(mhd_lazy, lib, so, add_response_header, "MHD_add_response_header");
-	BIND(mhd_lazy, lib, so, get_connection_info, "MHD_get_connection_info");
 }
 
 struct crypto_api crypto_lazy;

@@ -26,7 +26,6 @@ struct mhd_api {
 	__typeof__(&MHD_upgrade_action) upgrade_action;
 	__typeof__(&MHD_destroy_response) destroy_response;
 	__typeof__(&MHD_add_response_header) add_response_header;
-	__typeof__(&MHD_get_connection_info) get_connection_info;
 };
 
 extern struct mhd_api mhd_lazy;
@@ -48,6 +47,5 @@ void mhd_lazy_load(void);
 #define MHD_upgrade_action              mhd_lazy.upgrade_action
 #define MHD_destroy_response            mhd_lazy.destroy_response
 #define MHD_add_response_header         mhd_lazy.add_response_header
-#define MHD_get_connection_info         mhd_lazy.get_connection_info
 
 #endif

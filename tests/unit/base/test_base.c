@@ -292,6 +292,7 @@ TEST(tighten_mode_only_takes_bits_away)
 	snprintf(path, sizeof(path), "%s/none", dir);
 	CHECK_INT(tighten_mode(path, 0600, NULL), -ENOENT);
 	CHECK_INT(rm_rf(dir), 0);
+}
 
 /* A daemon raises its soft open-file limit to the hard one; a child that
  * runs a user's command gets the limit from before back. */
