@@ -39,6 +39,39 @@ static json_t *exec_view(struct state *st, const struct flow_exec *x, int with_r
 	return o;
 }
 
+/* A create's answer after a crash before it was written (api_idem_remake):
+ * "wf:ID" is the execution a submit (201) or a recover (200) started. */
+static json_t *remake(struct state *st, const char *ref, int *status)
+{
+	int64_t id = 0;
+	if (strncmp(ref, "wf:", 3) != 0 || parse_i64(ref + 3, 1, INT64_MAX, &id) != 0)
+		return NULL;
+	struct flow_exec *x = flows_get(st, id);
+	if (!x)
+		return NULL;
+	return json_pack("{s:o}", "workflow",
+	                 *status == 201 ? exec_view(st, x, 1) : flow_exec_json(x, 0));
+}
+
+/* The execution and the request's key are written before the round's
+ * first jobs are admitted, which commit on their own (jobs_admit): a crash
+ * in between leaves an execution that the restarted engine carries on and
+ * a key that a retry finds it by, never jobs of an execution that is not
+ * there. 0, or the flush's error (answered). */
+static int written_first(struct state *st, struct httpd_req *req, const struct api_idem *ik,
+                         int status, const struct flow_exec *x)
+{
+	char ref[32];
+	snprintf(ref, sizeof(ref), "wf:%lld", (long long)x->id);
+	api_idem_ref(st, ik, status, ref);
+	int rc = state_flush(st);
+	if (rc)
+		httpd_error(req, rc, "cannot persist the workflow");
+	else
+		flows_step(st);
+	return rc;
+}
+
 static void submit(struct server *s, struct httpd_req *req)
 {
 	req->route = "workflows_submit";
@@ -55,11 +88,11 @@ static void submit(struct server *s, struct httpd_req *req)
 	struct state *st = &s->state;
 	state_lock(st);
 	struct flow_exec *x = NULL;
-	if (api_idem_seen(st, req, &ik, NULL))
+	if (api_idem_seen(st, req, &ik, remake))
 		; /* a repeat: answered */
-	else if ((rc = flows_submit(st, body, &x, err, sizeof(err))))
+	else if ((rc = flows_create(st, body, &x, err, sizeof(err))))
 		httpd_error(req, rc, err);
-	else
+	else if (written_first(st, req, &ik, 201, x) == 0)
 		api_idem_answer(st, req, &ik, 201,
 		                json_pack("{s:o}", "workflow", exec_view(st, x, 1)), 1);
 	state_unlock(st);
@@ -105,11 +138,11 @@ static void one(struct server *s, struct httpd_req *req, int64_t id, const char 
 		req->route = "workflows_recover";
 		/* a recover starts runs again: its repeat must not (a key) */
 		struct api_idem ik;
-		if (api_idem_begin(req, &ik, NULL) || api_idem_seen(st, req, &ik, NULL))
+		if (api_idem_begin(req, &ik, NULL) || api_idem_seen(st, req, &ik, remake))
 			; /* answered */
 		else if ((rc = flows_recover(st, x, err, sizeof(err))))
 			httpd_error(req, rc, err);
-		else
+		else if (written_first(st, req, &ik, 200, x) == 0)
 			api_idem_answer(st, req, &ik, 200,
 			                json_pack("{s:o}", "workflow", flow_exec_json(x, 0)), 1);
 	} else {

@@ -172,6 +172,18 @@ int api_idem_seen(struct state *st, struct httpd_req *req, const struct api_idem
 	return 1;
 }
 
+void api_idem_ref(struct state *st, const struct api_idem *ik, int status, const char *ref)
+{
+	if (!ik->has)
+		return;
+	struct store_idem r = ik->rec;
+	r.status = status;
+	r.body = NULL;
+	r.created_ms = 0; /* now */
+	snprintf(r.ref, sizeof(r.ref), "%s", ref);
+	state_idem_add(st, &r);
+}
+
 int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_idem *ik, int status,
                     json_t *o, int strict)
 {

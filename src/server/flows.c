@@ -417,7 +417,7 @@ static int check_body(const json_t *body, char *err, size_t errlen)
 	return ERR_INVALID;
 }
 
-int flows_submit(struct state *st, const json_t *body, struct flow_exec **out, char *err,
+int flows_create(struct state *st, const json_t *body, struct flow_exec **out, char *err,
                  size_t errlen)
 {
 	int rc = check_body(body, err, errlen);
@@ -445,9 +445,17 @@ int flows_submit(struct state *st, const json_t *body, struct flow_exec **out, c
 	            "workflow %lld (%s) submitted: %d task(s), %d run(s)", (long long)x->id,
 	            x->name, x->ntasks, x->nruns);
 	f->kick = 1;
-	flows_step(st);
 	*out = x;
 	return 0;
+}
+
+int flows_submit(struct state *st, const json_t *body, struct flow_exec **out, char *err,
+                 size_t errlen)
+{
+	int rc = flows_create(st, body, out, err, errlen);
+	if (rc == 0)
+		flows_step(st);
+	return rc;
 }
 
 int flows_cancel(struct state *st, struct flow_exec *x)
@@ -480,7 +488,6 @@ int flows_recover(struct state *st, struct flow_exec *x, char *err, size_t errle
 	state_event(st, "workflow.recovered", 0, 0, "workflow %lld (%s) recovered",
 	            (long long)x->id, x->name);
 	flows_of(st)->kick = 1;
-	flows_step(st);
 	return 0;
 }
 

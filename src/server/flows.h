@@ -38,8 +38,13 @@
 int flows_open(struct state *st);
 
 /* A new execution from an API body {"workflow": compiled, "bundle": key,
- * "no_cache": bool}: checked (every error, joined), stored, and its first
- * runs started. */
+ * "no_cache": bool}: checked (every error, joined) and stored (flows_create),
+ * and its first runs started (flows_submit). A caller that must write the
+ * execution before its first jobs (which jobs_admit commits on their own:
+ * the API, with the submission's Idempotency-Key) creates, flushes, then
+ * steps the engine (flows_step). */
+int flows_create(struct state *st, const json_t *body, struct flow_exec **out, char *err,
+                 size_t errlen);
 int flows_submit(struct state *st, const json_t *body, struct flow_exec **out, char *err,
                  size_t errlen);
 struct flow_exec *flows_get(struct state *st, int64_t id);
@@ -47,7 +52,9 @@ struct flow_exec *flows_get(struct state *st, int64_t id);
 json_t *flows_list(struct state *st, int limit);
 /* Cancels waiting runs and the jobs of running ones. */
 int flows_cancel(struct state *st, struct flow_exec *x);
-/* Runs a failed or cancelled execution again from where it stopped. */
+/* Marks a failed or cancelled execution to run again from where it
+ * stopped; the next flows_step starts its runs (the caller flushes first,
+ * as after flows_create). */
 int flows_recover(struct state *st, struct flow_exec *x, char *err, size_t errlen);
 /* The wrapper's report of run `run_id`'s outputs from attempt `attempt_id`
  * (the run's current job's current attempt, else ERR_CONFLICT). */

@@ -117,6 +117,11 @@ int api_idem_seen(struct state *st, struct httpd_req *req, const struct api_idem
  * Takes o; returns the flush's result. */
 int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_idem *ik, int status,
                     json_t *o, int strict);
+/* With the state lock held, after a create whose answer comes after more
+ * commits: records ik's key (with a key) with status and ref, what the
+ * create made, and no answer yet, for the next flush; a repeat that finds
+ * no answer makes it again from ref (api_idem_remake). */
+void api_idem_ref(struct state *st, const struct api_idem *ik, int status, const char *ref);
 int64_t api_path_id(const char *seg, size_t len);
 /* POST /v1/jobs/ID/attach (exec 0) and /exec (exec 1): the rank's stream,
  * relayed to its agent (api_stream.c). */

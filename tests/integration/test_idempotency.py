@@ -104,6 +104,29 @@ def test_array_committed_before_its_answer_was_written_is_answered_from_its_jobs
         assert sorted(j["id"] for j in jobs(c)) == [1, 2, 3], jobs(c)
 
 
+def test_workflow_whose_jobs_committed_before_a_crash_is_found_by_its_key():
+    """Killed after the first round's jobs committed (jobs_admit), before the answer:
+    the execution was written first with the key, so the restarted server carries it on
+    and the retry is answered from it, with no second execution and no second job."""
+    wf = {"workflow": compiled("tasks:\n  t: {command: 'true'}\n")}
+    with cluster(agents=1, gpus=2, name="idemwf",
+                 server_env={"ANVIL_FAILPOINT": "jobs.admitted"}) as c:
+        try:
+            call(c, "POST", "/v1/workflows", wf, key="wf-crash")
+            raise AssertionError("the server answered before its failure point")
+        except ConnectionError:
+            pass
+        killed_at_failpoint(c)
+        restart(c)
+        status, headers, answer = call(c, "POST", "/v1/workflows", wf, key="wf-crash")
+        assert status == 201 and replayed(headers), (status, dict(headers), answer)
+        assert answer["workflow"]["id"] == 1, answer
+        assert [x["id"] for x in c.api("GET", "/v1/workflows")["workflows"]] == [1]
+        wait_for(lambda: c.api("GET", "/v1/workflows/1")["workflow"]["state"] == "succeeded",
+                 timeout=60, what="the execution carried on")
+        assert len(jobs(c)) == 1, jobs(c)
+
+
 def test_same_key_with_another_request_is_refused():
     with cluster(agents=1, gpus=2, name="idemother") as c:
         status, _, first = call(c, "POST", "/v1/jobs", JOB, key="k-1")
@@ -277,6 +300,7 @@ def test_sdk_retries_across_a_restart():
 
 run_tests([test_submission_retried_after_a_crash_before_the_answer_exists_once,
            test_array_committed_before_its_answer_was_written_is_answered_from_its_jobs,
+           test_workflow_whose_jobs_committed_before_a_crash_is_found_by_its_key,
            test_same_key_with_another_request_is_refused,
            test_malformed_keys_are_refused,
            test_keys_expire_and_are_pruned,
