@@ -17,6 +17,7 @@
 
 #include "base/err.h"
 #include "base/mem.h"
+#include "base/sigsafe.h"
 
 struct fence {
 	struct fence_account acct;
@@ -327,28 +328,11 @@ void fence_env_unstash(void)
 
 /* ---- in the child: async-signal-safe from here on ---- */
 
-static void put(int fd, const char *s)
-{
-	size_t len = strlen(s);
-	while (len > 0) {
-		ssize_t w = write(fd, s, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		s += w;
-		len -= (size_t)w;
-	}
-}
-
 static int failed(int fd, const char *step, int err)
 {
-	const char *why = strerrordesc_np(err);
-	put(fd, "anvil: cannot fence the rank: ");
-	put(fd, step);
-	put(fd, ": ");
-	put(fd, why ? why : "unknown error");
-	put(fd, "\n");
+	sigsafe_put(fd, "anvil: cannot fence the rank: ");
+	sigsafe_put(fd, step);
+	sigsafe_put_errno(fd, ": ", err);
 	return -err;
 }
 
@@ -372,13 +356,9 @@ static long number(const char **s)
 static void fd_path(char *out, size_t cap, int fd)
 {
 	static const char prefix[] = "/proc/self/fd/";
-	char digits[16], *d = digits + sizeof(digits);
-	*--d = '\0';
-	unsigned u = (unsigned)fd;
-	do {
-		*--d = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
+	char digits[24];
+	const char *d = sigsafe_fmt_long(digits + sizeof(digits) - 1, fd);
+	digits[sizeof(digits) - 1] = '\0';
 	size_t pl = sizeof(prefix) - 1, dl = strlen(d);
 	if (pl + dl + 1 > cap)
 		return;

@@ -77,13 +77,7 @@ static int authorized(struct serve *s, struct httpd_req *req)
 	const char *h = httpd_header(req, "Authorization");
 	pthread_mutex_lock(&s->mu);
 	size_t n = strlen(s->secret);
-	unsigned diff = 1;
-	if (n && h && strncmp(h, "Bearer ", 7) == 0) {
-		size_t m = strlen(h + 7);
-		diff = n != m;
-		for (size_t i = 0; i < n && i < m; i++)
-			diff |= (unsigned)(s->secret[i] ^ h[7 + i]);
-	}
+	int diff = !(n && h && strncmp(h, "Bearer ", 7) == 0 && secret_equal(h + 7, s->secret));
 	pthread_mutex_unlock(&s->mu);
 	if (n == 0) {
 		httpd_error(req, ERR_BUSY, "this agent is still registering; retry in a moment");

@@ -1,6 +1,7 @@
 #include "agent/shim.h"
 
 #include "agent/fence.h"
+#include "base/sigsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,42 +33,7 @@ struct shim_msg {
 
 /* Everything below until shim_spawn runs in a forked child of a process
  * that may have other threads: async-signal-safe calls only (no malloc, no
- * stdio, no locks). strerrordesc_np is a lookup in a constant table. */
-
-static void put(int fd, const char *s)
-{
-	size_t len = strlen(s);
-	while (len > 0) {
-		ssize_t w = write(fd, s, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		s += w;
-		len -= (size_t)w;
-	}
-}
-
-static void put_errno(int fd, const char *prefix, int err)
-{
-	const char *why = strerrordesc_np(err);
-	put(fd, prefix);
-	put(fd, why ? why : "unknown error");
-	put(fd, "\n");
-}
-
-/* Decimal text of v ending just before end; returns its start. */
-static char *fmt_long(char *end, long v)
-{
-	unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
-	do {
-		*--end = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		*--end = '-';
-	return end;
-}
+ * stdio, no locks: base/sigsafe.h). */
 
 /* Appends {KEY,"KEY_A":a[,"KEY_B":b]}\n to the journal in one write(): a
  * reader (or a crash) sees the whole line or none of it. */
@@ -80,7 +46,7 @@ static void put_record(int fd, const char *key, const char *key_a, long a, const
 	*--p = '\n';
 	*--p = '}';
 	if (key_b) {
-		p = fmt_long(p, b);
+		p = sigsafe_fmt_long(p, b);
 		*--p = ':';
 		*--p = '"';
 		for (size_t n = strlen(key_b); n > 0; n--)
@@ -88,7 +54,7 @@ static void put_record(int fd, const char *key, const char *key_a, long a, const
 		*--p = '"';
 		*--p = ',';
 	}
-	p = fmt_long(p, a);
+	p = sigsafe_fmt_long(p, a);
 	*--p = ':';
 	*--p = '"';
 	for (size_t n = strlen(key_a); n > 0; n--)
@@ -101,7 +67,7 @@ static void put_record(int fd, const char *key, const char *key_a, long a, const
 	for (size_t n = klen; n > 0; n--)
 		*--p = key[n - 1];
 	*--p = '{';
-	put(fd, p);
+	sigsafe_put(fd, p);
 }
 
 static void tell(int sock, int32_t kind, int32_t value)
@@ -148,7 +114,7 @@ static void close_others(int *keep, int n)
 static void join(int fd)
 {
 	if (write(fd, "0", 1) < 0)
-		put_errno(2, "anvil: warning: cannot join the rank's cgroup: ", errno);
+		sigsafe_put_errno(2, "anvil: warning: cannot join the rank's cgroup: ", errno);
 	close(fd);
 }
 
@@ -215,22 +181,22 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 	close(sock);
 	close(l->record_fd);
 	if (l->fence && shim_fenced != 1) {
-		put(2,
-		    "anvil: cannot fence the rank: its shim has no mount namespace of its own\n");
+		sigsafe_put(2, "anvil: cannot fence the rank: its shim has no mount namespace of "
+		               "its own\n");
 		_exit(127);
 	}
 	if (l->fence && fence_enter(l->fence, 2) != 0)
 		_exit(127);
 	if (chdir(l->cwd) < 0) {
-		put_errno(2, l->msg_cwd, errno);
+		sigsafe_put_errno(2, l->msg_cwd, errno);
 		_exit(127);
 	}
 	if (!l->path) {
-		put(2, l->msg_notfound);
+		sigsafe_put(2, l->msg_notfound);
 		_exit(127);
 	}
 	execve(l->path, l->argv, l->envp);
-	put_errno(2, l->msg_exec, errno);
+	sigsafe_put_errno(2, l->msg_exec, errno);
 	_exit(127);
 }
 
@@ -304,7 +270,7 @@ static int run_rank(const struct shim_launch *l, int sock)
 		close(l->cgroup_fd);
 	close_joins(l);
 	if (cmd < 0) {
-		put_errno(2, "anvil: cannot fork the command: ", errno);
+		sigsafe_put_errno(2, "anvil: cannot fork the command: ", errno);
 		tell(sock, SHIM_STARTED, 0); /* "taken, but no command": the record says 127 */
 	} else {
 		setpgid(cmd, cmd); /* also here: the group exists before we report it */
@@ -506,8 +472,9 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 		for (int i = SPARE_FDS; i < nfds; i++)
 			l.join_fds[l.njoin++] = fds[i];
 		if (join_err)
-			put_errno(l.err_fd,
-			          "anvil: warning: cannot join the rank's cgroup: ", join_err);
+			sigsafe_put_errno(
+			        l.err_fd,
+			        "anvil: warning: cannot join the rank's cgroup: ", join_err);
 		join_err = 0;
 		tell(sock, SHIM_ENDED, run_rank(&l, sock));
 		/* the rank's processes are gone: its mounts go too, after the

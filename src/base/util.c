@@ -238,6 +238,17 @@ int rm_rf(const char *path)
 	return rc;
 }
 
+int secret_equal(const char *a, const char *b)
+{
+	if (!a || !b)
+		return 0;
+	size_t n = strlen(b), m = strlen(a);
+	unsigned char diff = n != m;
+	for (size_t i = 0; i < n && i < m; i++)
+		diff |= (unsigned char)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	if (!s || !*s)

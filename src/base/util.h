@@ -17,6 +17,10 @@ void sleep_ms(int64_t ms);
 
 /* Fills out with 2*bytes hex characters from the kernel's CSPRNG. */
 void random_hex(char *out, size_t bytes);
+/* 1 when the secrets a and b are equal, compared in time that does not
+ * depend on where they differ (a token, a node secret); NULL is no secret
+ * and equals nothing. */
+int secret_equal(const char *a, const char *b);
 
 int mkdir_p(const char *path, unsigned mode);
 /* Writes data to path through a temporary file and rename, with fsync.

@@ -67,25 +67,13 @@ static int under(const char *key, const char *ckpt)
 	return n && strncmp(key, ckpt, n) == 0 && (key[n] == '\0' || key[n] == '/');
 }
 
-/* a == b in time that does not depend on where they differ. */
-static int same_secret(const char *a, const char *b)
-{
-	size_t n = strlen(b);
-	if (strlen(a) != n)
-		return 0;
-	unsigned char diff = 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
-	return diff == 0;
-}
-
 int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id, const char *key)
 {
 	char hex[HASH_HEX_LEN + 1];
 	const struct attempt *a = state_attempt(st, attempt_id);
 	const struct job *j = a ? state_job(st, a->job_id) : NULL;
 	return a && j && token && a->exec_token[0] && !job_state_final(a->state) &&
-	       same_secret(token, a->exec_token) &&
+	       secret_equal(token, a->exec_token) &&
 	       (objects_key_hash(key, hex) || under(key, jv_str(j->task, "checkpoint", NULL)));
 }
 

@@ -62,14 +62,7 @@ int api_token_ok(struct httpd_req *req, const char *want)
 	const char *h = httpd_header(req, "Authorization");
 	if (!h || strncmp(h, "Bearer ", 7) != 0 || !want || !*want) /* "": revoked */
 		return 0;
-	h += 7;
-	size_t n = strlen(want);
-	if (strlen(h) != n)
-		return 0;
-	unsigned char diff = 0; /* constant time: no early exit on a mismatch */
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(h[i] ^ want[i]);
-	return diff == 0;
+	return secret_equal(h + 7, want);
 }
 
 int api_join_ok(struct server *s, struct httpd_req *req, char *why, size_t len)

@@ -30,18 +30,6 @@ static void when_text(int64_t ms, char *out, size_t len)
 		snprintf(out, len, "%lld ms after the epoch", (long long)ms);
 }
 
-/* Equal, in time that does not depend on where they differ. */
-static int same(const char *a, const char *b)
-{
-	size_t n = strlen(b);
-	if (strlen(a) != n)
-		return 0;
-	unsigned char diff = 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
-	return diff == 0;
-}
-
 int jointoken_check(const struct jointoken *t, const char *presented, int64_t now_wall, char *why,
                     size_t len)
 {
@@ -52,7 +40,7 @@ int jointoken_check(const struct jointoken *t, const char *presented, int64_t no
 		            "Bearer ...; see STATE_DIR/join.token)");
 		return ERR_AUTH;
 	}
-	if (same(presented, t->token)) {
+	if (secret_equal(presented, t->token)) {
 		if (!t->expires_ms || now_wall < t->expires_ms)
 			return 0;
 		when_text(t->expires_ms, when, sizeof(when));
