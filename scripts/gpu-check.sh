@@ -14,7 +14,12 @@ ANVIL=$(readlink -f "${1:-build/release/anvil}")
 OUT_DIR=${OUT_DIR:-${OUT:-$PWD/gpu-check-out}}
 BACKEND=${GPU_BACKEND:-nvml}
 mkdir -p "$OUT_DIR"
-WORK=$(mktemp -d /tmp/anvil-gpu-check.XXXXXX)
+# Ranks run as the account anvil-job with a /tmp of their own (docs/security.md):
+# the job below runs in a directory open to it, and the account is made if missing.
+WORK=$(mktemp -d /var/tmp/anvil-gpu-check.XXXXXX)
+chmod 0755 "$WORK"
+getent passwd anvil-job >/dev/null ||
+  useradd --system --user-group --no-create-home --shell /usr/sbin/nologin anvil-job
 export ANVIL_HOME="$WORK/home"
 PIDS=()
 cleanup() {
@@ -70,7 +75,7 @@ fi
 step "anvil node check"
 "$ANVIL" node check gpu-node | tee "$OUT_DIR/node-check.txt" || true
 step "a 1-GPU job"
-"$ANVIL" run --gpus 1 --name env --wait -- sh -c \
-  'env | grep -E "^(CUDA|NVIDIA|NCCL)_" | sort; nvidia-smi -L 2>/dev/null || true' \
+(cd "$WORK" && "$ANVIL" run --gpus 1 --name env --wait -- sh -c \
+  'id; env | grep -E "^(CUDA|NVIDIA|NCCL)_" | sort; nvidia-smi -L 2>/dev/null || true') \
   | tee "$OUT_DIR/job.txt"
 step "done: $OUT_DIR"
