@@ -639,13 +639,16 @@ static int fence_ranks(struct agent *a, const char *work)
 	log_info("ranks run fenced user=%s uid=%u cover=%s", acct->name, (unsigned)acct->uid,
 	         fence_cover(f));
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
+	if (fence_self(f)) {
+		log_info("ranks cannot reach this binary where it is: each rank's view has it "
+		         "bound in, read-only path=%s",
+		         fence_self(f));
+	} else if (n > 0 && acct->uid != 0) {
 		self[n] = '\0';
-		*strrchr(self, '/') = '\0';
-		if (acct->uid != 0 && !fence_can_enter(f, self))
-			log_warn("the account ranks run as cannot reach this binary's directory: "
+		if (!fence_can_exec(f, self))
+			log_warn("the account ranks run as cannot run this binary (its mode): "
 			         "sessions, workflow tasks, MPI and --head jobs will fail to start "
-			         "dir=%s user=%s",
+			         "path=%s user=%s",
 			         self, acct->name);
 	}
 	exec_set_fence(a->exec, f);

@@ -19,9 +19,13 @@
 #include "base/mem.h"
 #include "base/sigsafe.h"
 
+#define COVERS_MAX 2 /* the work directory's, this binary's */
+
 struct fence {
 	struct fence_account acct;
-	char *cover;
+	char *covers[COVERS_MAX]; /* covers[0]: the work directory's */
+	int ncovers;
+	char *self; /* this binary, bound into each view: the account cannot reach it */
 };
 
 /* ---- the account ---- */
@@ -56,7 +60,12 @@ const struct fence_account *fence_account(const struct fence *f)
 
 const char *fence_cover(const struct fence *f)
 {
-	return f->cover;
+	return f->covers[0];
+}
+
+const char *fence_self(const struct fence *f)
+{
+	return f->self;
 }
 
 /* ---- what the account can reach ---- */
@@ -149,6 +158,41 @@ static char *cover_of(const struct fence_account *a, const char *work)
 	return xstrdup(work);
 }
 
+/* Whether path is dir or below it. */
+static int within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Ranks run this binary (session holder, task wrapper, launcher, MPI's
+ * helpers): where the account cannot reach it (a build under /root, a
+ * checkout under /tmp), it is bound into each view, read-only, at its own
+ * path under a cover of its own, or under the work directory's when one
+ * holds the other. */
+static void cover_self(struct fence *f)
+{
+	char self[PATH_MAX];
+	if (!realpath("/proc/self/exe", self))
+		return;
+	char *cover = cover_of(&f->acct, self);
+	int reachable = strcmp(cover, self) == 0 && fence_can_exec(f, self);
+	if (reachable ||
+	    strcmp(cover, self) == 0) { /* a mode the account lacks: said by the agent */
+		free(cover);
+		return;
+	}
+	f->self = xstrdup(self);
+	if (within(f->covers[0], cover)) { /* the shallower one covers both */
+		free(f->covers[0]);
+		f->covers[0] = cover;
+	} else if (within(cover, f->covers[0])) {
+		free(cover);
+	} else {
+		f->covers[f->ncovers++] = cover;
+	}
+}
+
 int fence_new(const char *user, const char *work_dir, struct fence **out, char *err, size_t errlen)
 {
 	if (geteuid() != 0) {
@@ -172,7 +216,8 @@ int fence_new(const char *user, const char *work_dir, struct fence **out, char *
 		free(f);
 		return rc;
 	}
-	f->cover = cover_of(&f->acct, work);
+	f->covers[f->ncovers++] = cover_of(&f->acct, work);
+	cover_self(f);
 	*out = f;
 	return 0;
 }
@@ -181,7 +226,9 @@ void fence_free(struct fence *f)
 {
 	if (!f)
 		return;
-	free(f->cover);
+	for (int i = 0; i < f->ncovers; i++)
+		free(f->covers[i]);
+	free(f->self);
 	free(f);
 }
 
@@ -236,20 +283,31 @@ char **fence_plan(const struct fence *f, const char *tmp_dir, const struct fence
 	/* the sources first, before anything covers them (in the shim's
 	 * namespace: a bind's source must be a mount of the namespace it is
 	 * bound in) */
+	struct fence_bind all[FENCE_SOURCES_MAX];
+	int nall = 0, cover_of_bind[FENCE_SOURCES_MAX];
+	for (int i = 0; i < n && nall < FENCE_SOURCES_MAX - 2; i++)
+		all[nall++] = binds[i];
+	if (f->self)
+		all[nall++] = (struct fence_bind){f->self, 1, 1};
 	push(&p, xasprintf("o%s", tmp_dir));
-	for (int i = 0; i < n && nsrc + 1 < FENCE_SOURCES_MAX; i++)
-		if (under(binds[i].path, f->cover)) {
-			src[nsrc++] = i;
-			push(&p, xasprintf("o%s", binds[i].path));
-		}
+	for (int i = 0; i < nall; i++)
+		for (int c = 0; c < f->ncovers; c++)
+			if (under(all[i].path, f->covers[c])) {
+				cover_of_bind[nsrc] = c;
+				src[nsrc++] = i;
+				push(&p, xasprintf("o%s", all[i].path));
+				break;
+			}
 	push(&p, xstrdup("b0:/tmp"));
 	push(&p, xstrdup("s/dev/shm"));
-	if (strncmp(f->cover, "/tmp/", 5) == 0)
-		push_dir(&p, f->cover, strlen(f->cover)); /* inside the private /tmp */
-	push(&p, xasprintf("c%s", f->cover));
-	size_t clen = strlen(f->cover);
+	for (int c = 0; c < f->ncovers; c++) {
+		if (strncmp(f->covers[c], "/tmp/", 5) == 0) /* inside the private /tmp */
+			push_dir(&p, f->covers[c], strlen(f->covers[c]));
+		push(&p, xasprintf("c%s", f->covers[c]));
+	}
 	for (int k = 0; k < nsrc; k++) {
-		const struct fence_bind *b = &binds[src[k]];
+		const struct fence_bind *b = &all[src[k]];
+		size_t clen = strlen(f->covers[cover_of_bind[k]]);
 		for (const char *s = b->path + clen + 1; (s = strchr(s, '/')); s++)
 			push_dir(&p, b->path, (size_t)(s - b->path));
 		if (b->file)
@@ -460,27 +518,19 @@ static int step(const char *st, int *src, int *nsrc)
 	}
 }
 
-/* The cover's path in plan, or NULL. */
-static const char *cover_in(char *const *plan)
+/* Whether path lies under one of plan's covers. */
+static int covered(char *const *plan, const char *path)
 {
 	for (size_t i = 0; plan && plan[i]; i++)
-		if (plan[i][0] == 'c')
-			return plan[i] + 1;
-	return NULL;
-}
-
-/* Whether path is dir or below it. */
-static int within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return dir && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+		if (plan[i][0] == 'c' && within(path, plan[i] + 1))
+			return 1;
+	return 0;
 }
 
 void fence_leave(char *const *plan)
 {
-	/* a lazy unmount takes the mounts below with it: one for the cover
+	/* a lazy unmount takes the mounts below with it: one for each cover
 	 * and its binds, one each for the rest (/tmp, /dev/shm), last first */
-	const char *cover = cover_in(plan);
 	size_t n = 0;
 	while (plan && plan[n])
 		n++;
@@ -490,7 +540,7 @@ void fence_leave(char *const *plan)
 			to = strchr(st, ':') ? strchr(st, ':') + 1 : NULL;
 		else if (st[0] == 's')
 			to = st + 1;
-		if (st[0] == 'c' || (to && !(cover && within(to, cover))))
+		if (st[0] == 'c' || (to && !covered(plan, to)))
 			umount2(st[0] == 'c' ? st + 1 : to, MNT_DETACH);
 	}
 }

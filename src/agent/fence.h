@@ -15,7 +15,9 @@
  *     directory above the work directory is closed to the rank's account
  *     (/root, a 0700 temporary directory), the cover is that directory:
  *     the rank sees an empty one there with just the path down to its own
- *     directories. Mounts are private, nosuid and nodev;
+ *     directories. The agent's own binary, which ranks run (session holder,
+ *     task wrapper, launcher), is bound in read-only the same way when the
+ *     account could not reach it. Mounts are private, nosuid and nodev;
  *   - as the agent's rank account (`--rank-user`, by default anvil-job),
  *     with its groups, and with no_new_privs: a setuid binary does not
  *     raise it again. Root only where the job's queue allows it.
@@ -82,8 +84,13 @@ struct fence_account {
 int fence_new(const char *user, const char *work_dir, struct fence **out, char *err, size_t errlen);
 void fence_free(struct fence *f);
 const struct fence_account *fence_account(const struct fence *f);
-/* The directory the rank's view covers with an empty tmpfs (borrowed). */
+/* The directory the rank's view covers with an empty tmpfs to hide the
+ * work directory (borrowed). */
 const char *fence_cover(const struct fence *f);
+/* This binary's path when the account cannot reach it where it is (a build
+ * under /root, a checkout under /tmp): each view then has it bound,
+ * read-only, at that path, under a cover of its own. NULL otherwise. */
+const char *fence_self(const struct fence *f);
 
 /* 1 when the account can reach the directory path (each directory on the
  * way searchable by it, by the mode bits); 0 otherwise. */

@@ -492,6 +492,11 @@ def _remove_scratch():
 
 atexit.register(_remove_scratch)
 
+# The CLI sends its working directory as a job's: wherever the checkout is
+# (under /tmp, under /root), jobs run in a directory of this test process's
+# that the rank account reaches.
+os.chdir(scratch_dir("anvil-cwd-"))
+
 
 def run_tests(tests):
     """Runs test functions in order; each gets a fresh context via its own
