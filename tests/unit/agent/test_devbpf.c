@@ -55,7 +55,8 @@ static void find_self(char *out, size_t n)
 	while (fgets(line, sizeof(line), f))
 		if (strncmp(line, "0::", 3) == 0) {
 			line[strcspn(line, "\n")] = '\0';
-			snprintf(out, n, "%s", strcmp(line + 3, "/") == 0 ? "" : line + 3);
+			snprintf(out, n, "%.*s", PATH_MAX - 1,
+			         strcmp(line + 3, "/") == 0 ? "" : line + 3);
 		}
 	fclose(f);
 }
