@@ -13,6 +13,7 @@ packages=(
   libssl-dev           # libcrypto: hashing
   libyaml-dev          # workflow files (src/flow/)
   python3              # Debian's python3 runs the integration tests
+  python3-venv         # venv and its offline pip: the SDK's documented install (test_sdk)
   procps               # ps/pgrep, used by tests
   prometheus           # promtool: tests validate the /metrics exposition
   graphviz             # dot: the lineage test reads `anvil lineage --dot` back as a graph

@@ -277,12 +277,14 @@ class Workflow:
     def to_json(self, **overrides):
         return json.dumps(self.compile(**overrides), indent=2)
 
-    def submit(self, client=None, no_cache=False, bundle=None, **inputs):
+    def submit(self, client=None, no_cache=False, bundle=None, code=".", **inputs):
         """Runs it on the cluster (POST /v1/workflows) with inputs as -i overrides; returns
-        the execution. client: an anvil.Client (default: Client())."""
+        the execution. client: an anvil.Client (default: Client()). The code bundle is the
+        directory code (default the current one) packed as `anvil wf run` packs it; code=None
+        sends none (`--no-code`), bundle= a key stored already (Client.run_workflow)."""
         from .client import Client
         return (client or Client()).run_workflow(self, no_cache=no_cache, bundle=bundle,
-                                                 **inputs)
+                                                 code=code, **inputs)
 
     def __call__(self, **inputs):
         """Runs the workflow on this machine, in-process for the caller as flytekit's local
@@ -292,8 +294,9 @@ class Workflow:
         raises WorkflowFailed when it did not succeed."""
         import os
         import subprocess
+        from .client import anvil_binary
         spec = self.compile(**inputs)
-        binary = os.environ.get("ANVIL_BIN") or "anvil"
+        binary = anvil_binary()
         p = subprocess.run([binary, "wf", "run", "--local", "--json", "--code", os.getcwd(),
                             "-"], input=json.dumps(spec), stdout=subprocess.PIPE, text=True)
         try:

@@ -4,7 +4,8 @@
     c = Client()                                   # as the CLI finds the server
     job = c.submit(["python3", "train.py"], gpus=8, nodes=2)
     c.wait_job(job["id"])
-    x = c.run_workflow(pipeline, epochs=5)         # a @workflow, or a compiled dict
+    x = c.run_workflow(pipeline, epochs=5)         # a @workflow, or a compiled dict, with the
+                                                   # current directory as its code bundle
     x = c.wait(x["id"])                            # the execution, final
     for run in x["run_list"]: print(run["label"], run["state"], run.get("outputs"))
 
@@ -16,11 +17,18 @@ Creates (submit, run_workflow, recover) are safe to retry: each carries an Idemp
 made for it, and when its answer is lost (the server restarts, a proxy answers 502, 503 or
 504) it is sent again with the same key for up to retry_for seconds (60 by default), so the
 server makes it once (docs/api.md, "Idempotency-Key").
+
+A workflow's code bundle is packed and stored by the anvil binary ($ANVIL_BIN, else `anvil` on
+PATH: `anvil wf bundle`), not here: the bundle is then the one `anvil wf run` sends for the
+same tree, byte for byte (git's tracked files or the tree minus .anvilignore, the same
+deterministic tar, the same refusal of links that leave the tree), so it has the same key and
+hits the same task cache entries.
 """
 import http.client
 import json
 import os
 import secrets
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +47,11 @@ class AnvilError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+def anvil_binary():
+    """The anvil binary the SDK runs: $ANVIL_BIN, else `anvil` on PATH."""
+    return os.environ.get("ANVIL_BIN") or "anvil"
 
 
 def _client_file():
@@ -148,17 +161,50 @@ class Client:
                           f"job {job_id}")
 
     # ---- workflows ----
-    def run_workflow(self, wf, no_cache=False, bundle=None, **inputs):
+    def run_workflow(self, wf, no_cache=False, bundle=None, code=".", **inputs):
         """Submits a workflow (POST /v1/workflows): a @workflow (compiled here with inputs
-        as -i overrides) or an already compiled dict. Returns the execution."""
+        as -i overrides) or an already compiled dict. Returns the execution.
+
+        Its tasks run in a code bundle, as with `anvil wf run`: the directory code (default
+        the current one) packed and stored by self.bundle(code); code=None sends none
+        (`--no-code`: tasks run in their agent's directory); bundle="sha256/..." sends one
+        stored already (self.bundle's key) and packs nothing."""
         spec = wf.compile(**inputs) if hasattr(wf, "compile") else dict(wf)
         if inputs and not hasattr(wf, "compile"):
             spec["inputs"] = dict(spec.get("inputs", {}), **{k: str(v) for k, v in
                                                             inputs.items()})
         body = {"workflow": spec, "no_cache": bool(no_cache)}
+        if bundle is None and code is not None:
+            bundle = self.bundle(code)
         if bundle:
             body["bundle"] = bundle
         return self.request("POST", "/v1/workflows", body, create=True)["workflow"]
+
+    def bundle(self, code="."):
+        """Packs the directory code into a code bundle and stores it on the server, as `anvil
+        wf run --code CODE` does; returns its key ("sha256/..."). The anvil binary does it
+        (`anvil wf bundle`, with this client's server and token), so the bundle, and its key,
+        are the CLI's own. Raises AnvilError: code "bundle" when the tree cannot be packed
+        (with the CLI's reason) or the binary is missing, "unreachable" when the server
+        cannot be reached."""
+        env = dict(os.environ, ANVIL_SERVER=self.server, ANVIL_TOKEN=self.token)
+        if 0 <= self.retry_for <= 3600:  # the CLI's own bounds for ANVIL_RETRY_FOR
+            env["ANVIL_RETRY_FOR"] = "%ds" % int(self.retry_for)
+        argv = [anvil_binary(), "wf", "bundle", "--code", str(code)]
+        hint = "code=None submits the workflow without a bundle"
+        try:
+            p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise AnvilError(0, "bundle", f"the code bundle of {code}: cannot run {argv[0]} "
+                                          f"({e.strerror}): the anvil binary packs it: set "
+                                          f"ANVIL_BIN or put anvil on PATH ({hint})") from None
+        key = p.stdout.strip()
+        if p.returncode != 0 or not key.startswith("sha256/"):
+            why = p.stderr.strip() or f"{argv[0]} wf bundle exited {p.returncode}"
+            raise AnvilError(0, "unreachable" if p.returncode == 3 else "bundle",
+                             f"{why} ({hint})")
+        return key
 
     def execution(self, exec_id):
         """One execution with every run (run_list)."""

@@ -2,8 +2,10 @@
  * workflow file (flow/spec.h) and reports every error, each as
  * FILE:LINE:COLUMN, before anything runs; with --json it prints the
  * compiled form the API takes. `run` submits it (POST /v1/workflows) and
- * with --wait follows it; `ls`, `show`, `logs`, `cancel` and `recover`
- * act on executions (docs/workflows.md). */
+ * with --wait follows it; `bundle` packs and stores the code bundle alone
+ * and prints its key, which is how the Python SDK submits the same bundle
+ * as `run` would; `ls`, `show`, `logs`, `cancel` and `recover` act on
+ * executions (docs/workflows.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,8 @@ static const struct cliargs_opt opts[] = {
         {"json", 0, CLIARGS_FLAG, NULL, "print JSON: the compiled workflow, or the server's"},
         {"wait", 'w', CLIARGS_FLAG, NULL, "run: follow the execution until it ends"},
         {"no-cache", 0, CLIARGS_FLAG, NULL, "run: read no cached results (still record them)"},
-        {"code", 0, CLIARGS_STR, "DIR", "run: the tree packed as the code bundle (default .)"},
+        {"code", 0, CLIARGS_STR, "DIR",
+         "run, bundle: the tree packed as the code bundle (default .)"},
         {"no-code", 0, CLIARGS_FLAG, NULL,
          "run: no code bundle: tasks run in the agent's directory"},
         {"local", 0, CLIARGS_FLAG, NULL, "run: on this machine, without a server"},
@@ -192,6 +195,40 @@ static int follow(struct verb_ctx *v, int64_t id)
 	return ret;
 }
 
+/* Packs and stores the tree --code names (default .) as `run` sends it:
+ * 0 with its key, or -1 after printing why, with hint after the reason. */
+static int store_bundle(struct verb_ctx *v, const char *hint, char key[80])
+{
+	const struct cliargs_value *code = cliargs_get(&v->args, "code");
+	const char *dir = code->set ? code->str : ".";
+	char err[1024];
+	if (bundle_store(&v->conn, dir, key, err, sizeof(err)) == 0)
+		return 0;
+	fprintf(stderr, "anvil wf: the code bundle of %s: %s%s\n", dir, err, hint);
+	return -1;
+}
+
+/* `wf bundle`: the code bundle `wf run` would send, stored, its key printed
+ * alone on stdout (or {"bundle": KEY} with --json) for a program to pass as
+ * `bundle` in POST /v1/workflows. */
+static int bundle(struct verb_ctx *v)
+{
+	int ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	char key[80];
+	if (store_bundle(v, "", key) != 0)
+		return CLI_EXIT_FAILED;
+	if (cliargs_flag(&v->args, "json")) {
+		json_t *o = json_pack("{s:s}", "bundle", key);
+		verb_print_json(o);
+		json_decref(o);
+	} else {
+		printf("%s\n", key);
+	}
+	return CLI_EXIT_OK;
+}
+
 static int run(struct verb_ctx *v, const char *path)
 {
 	int ret;
@@ -212,14 +249,8 @@ static int run(struct verb_ctx *v, const char *path)
 	json_t *body = json_pack("{s:o,s:b}", "workflow", wf, "no_cache",
 	                         cliargs_flag(&v->args, "no-cache"));
 	if (!cliargs_flag(&v->args, "no-code")) {
-		const struct cliargs_value *code = cliargs_get(&v->args, "code");
-		char key[80], err[1024];
-		if (bundle_store(&v->conn, code->set ? code->str : ".", key, err, sizeof(err)) !=
-		    0) {
-			fprintf(stderr,
-			        "anvil wf: the code bundle of %s: %s (--no-code runs without "
-			        "one)\n",
-			        code->set ? code->str : ".", err);
+		char key[80];
+		if (store_bundle(v, " (--no-code runs without one)", key) != 0) {
 			json_decref(body);
 			return CLI_EXIT_FAILED;
 		}
@@ -384,6 +415,11 @@ static int wf_fn(struct verb_ctx *v)
 		return strcmp(sub, "check") == 0 ? check(v, v->args.pos[1])
 		                                 : run(v, v->args.pos[1]);
 	}
+	if (strcmp(sub, "bundle") == 0) {
+		if (v->args.npos != 1)
+			return verb_usage_error(v, "wf bundle takes no argument (--code DIR)");
+		return bundle(v);
+	}
 	if (strcmp(sub, "ls") == 0) {
 		if (v->args.npos != 1)
 			return verb_usage_error(v, "wf ls takes no argument");
@@ -394,8 +430,8 @@ static int wf_fn(struct verb_ctx *v)
 	    !strcmp(sub, "recover"))
 		return on_exec(v, sub);
 	return verb_usage_error(v,
-	                        "unknown subcommand '%s' (check, run, ls, show, logs, cancel, "
-	                        "recover)",
+	                        "unknown subcommand '%s' (check, run, bundle, ls, show, logs, "
+	                        "cancel, recover)",
 	                        sub);
 }
 
@@ -405,8 +441,8 @@ const struct verb verb_wf = {
         .opts = opts,
         .min_pos = 1,
         .max_pos = 3,
-        .usage = "check|run [-i K=V]... [--json] FILE | ls | show|cancel|recover EXEC | "
-                 "logs EXEC TASK",
+        .usage = "check|run [-i K=V]... [--json] FILE | bundle [--code DIR] | ls | "
+                 "show|cancel|recover EXEC | logs EXEC TASK",
         .summary = "workflows: check, run, list, show, follow, cancel and recover",
         .help = "check FILE    compiles the workflow FILE (YAML; - reads stdin) and prints\n"
                 "              every error as FILE:LINE:COLUMN: PATH: what is wrong, or that\n"
@@ -420,6 +456,10 @@ const struct verb verb_wf = {
                 "              --no-code sends no bundle. --local runs it on this\n"
                 "              machine without a server, one task at a time, with the\n"
                 "              same templates, cache and outputs (docs/workflows.md).\n"
+                "bundle        packs and stores the code bundle that run would send\n"
+                "              (--code DIR, default .) and prints its key (sha256/...),\n"
+                "              alone on a line, for POST /v1/workflows's bundle (the\n"
+                "              Python SDK's submit uses it); --json: {\"bundle\": KEY}.\n"
                 "ls            the newest executions (--limit N).\n"
                 "show EXEC     the execution's runs: state, tries, job, node, time,\n"
                 "              parameters, outputs, cache status, and why any failed.\n"
