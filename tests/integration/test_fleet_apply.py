@@ -7,7 +7,8 @@ node by node with a running job requeued, a failing node stopping the
 rollout, rollback, drift, a server restart in the middle of a rollout, and
 bad input named; a saved plan of a spec whose mappings are not in
 alphabetical order applies as it was saved (an edited one is refused) and
-`history REV` prints the spec as its YAML. test_fleet_hosts.py runs the scenarios that depend on
+`history REV` prints the spec as its YAML; work a rollout drains off a node
+goes to a node it will not drain, not to the next one. test_fleet_hosts.py runs the scenarios that depend on
 what the agents do (apply, a rollout stopped by a failing node, rollback)
 with real agents, each on a host of its own."""
 import json
@@ -332,6 +333,60 @@ def rollout_requeues_stops_at_a_failure_and_rolls_back(c, f):
     assert hist[1]["result"].startswith("rollout stopped: node node-1"), hist
 
 
+# node-1 and node-2 take a new driver; node-3, in a group of its own, keeps
+# its profile: the rollout never touches it.
+THREE = """\
+name: lab
+pools: {onprem: }
+profiles:
+  h200:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "%(driver)s"
+  spare:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "550.1"
+groups:
+  h: {pool: onprem, profile: h200, nodes: "node-[1-2]", topology: {block: b1}}
+  s: {pool: onprem, profile: spare, nodes: node-3, topology: {block: b1}}
+upgrade: {max_unavailable: 1, max_unavailable_per_block: 1, validation_timeout: 10s}
+"""
+
+
+def drained_work_avoids_the_next_node_to_drain():
+    with cluster(agents=0, name="fleetnext") as c:
+        f = Fleet(c)
+        try:
+            f.agents.append(FakeAgent(c.url, c.join_token, "node-3"))
+            wait_for(lambda: len(c.nodes()) == 3, what="3 nodes")
+
+            def spec(driver):
+                path = os.path.join(f.dir, "three.yaml")
+                with open(path, "w") as fd:
+                    fd.write(THREE % {"driver": driver})
+                return path
+            p = f.fleet("apply", spec("550.1"))
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            # one job, on node-1 (every node free: ties go to the first)
+            job = running_jobs(c, 1)[0]
+            assert c.job(job)["attempts"][-1]["ranks"][0]["node"] == "node-1", c.job(job)
+            p = f.fleet("apply", spec("560.2"))
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            assert "rollout of revision 2: done" in p.stdout, p.stdout
+            assert p.stdout.index("  node-1  done") < p.stdout.index("  node-2  done"), \
+                p.stdout
+            j = wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(c.job(job)),
+                         what="the job running again")
+            # drained off node-1 once, and run on node-3, which the rollout never
+            # drains, not on node-2, free too but the next to drain
+            a = j["attempts"]
+            assert len(a) == 2, a
+            assert a[0]["end_reason"].startswith(
+                "node node-1 draining: rollout of revision 2"), a[0]
+            assert a[1]["ranks"][0]["node"] == "node-3", a[1]
+        finally:
+            f.close()
+
+
 def refresh_reports_drift(c, f):
     assert f.fleet("apply", f.spec()).returncode == 0
     p = f.fleet("refresh")
@@ -443,6 +498,7 @@ if __name__ == "__main__":
                with_fleet(saved_plan_of_unsorted_yaml_applies_unchanged),
                with_fleet(an_edited_plan_is_refused),
                with_fleet(history_shows_the_spec_as_its_yaml),
+               drained_work_avoids_the_next_node_to_drain,
                with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
                with_fleet(refresh_reports_drift),
                with_fleet(restart_mid_rollout),
