@@ -48,10 +48,11 @@ struct agent_opts {
 	const char *gpu_backend, *gpu_sample_ms, *gpu_check_program, *sysfs_root, *config;
 	const char *profile_check_interval, *bundle_keep, *rank_user;
 	const char *http[CONNGUARD_NOPTIONS]; /* by connguard_options' index */
-	/* By flags[] index: where the config file wrote the value in force
-	 * ("FILE:LINE:COLUMN", borrowed from struct agent's conf), NULL when
-	 * it came from the command line or is the default. */
-	const char *where[AGENT_FLAGS_MAX];
+	/* By flags[] index: the index in conf's argv of the value in force
+	 * when the config file gave it, 0 when the command line did or it is
+	 * the default. conf: struct agent's, which keeps the file's errors. */
+	int at[AGENT_FLAGS_MAX];
+	struct conf *conf;
 	int check_only;
 	char host[256];
 	int port;
@@ -166,7 +167,7 @@ static const struct flag *find_flag(const char *name, size_t len)
 
 /* Stores --name VALUE / --name=VALUE; 0, 1 for --help, 2 on error. from:
  * the config file argv was read from (conf.h), NULL for the command line. */
-static int scan_flags(int argc, char **argv, const struct conf *from, struct agent_opts *o)
+static int scan_flags(int argc, char **argv, struct conf *from, struct agent_opts *o)
 {
 	int rc = 0;
 	for (int i = 1; i < argc; i++) {
@@ -185,9 +186,7 @@ static int scan_flags(int argc, char **argv, const struct conf *from, struct age
 		size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 		const struct flag *f = find_flag(arg + 2, len);
 		if (!f && from) {
-			fprintf(stderr,
-			        "%s: %s: not a flag of anvil agent (see anvil agent --help)\n",
-			        conf_where(from, i), arg + 2);
+			conf_error(from, i, "not a flag of anvil agent (see anvil agent --help)");
 			rc = 2; /* and the file's other keys still checked */
 			i++;    /* past its value */
 			continue;
@@ -198,20 +197,21 @@ static int scan_flags(int argc, char **argv, const struct conf *from, struct age
 		if (!val)
 			return bad_flag("flag '--%s' needs a value%s", f->name, "");
 		*(const char **)((char *)o + f->off) = val;
-		o->where[f - flags] = conf_where(from, i);
+		o->at[f - flags] = from ? i : 0;
 	}
 	return rc;
 }
 
-/* A refused value of flag name: "FILE:LINE:COLUMN: name: 'value': why"
- * when the config file gave it, else as the command line wrote it. */
+/* A refused value of flag name: kept with the config file's errors when
+ * the file gave it ("FILE:LINE:COLUMN: name: 'value': why", said in the
+ * file's order), else said at once as the command line wrote it. */
 static int bad_value(const struct agent_opts *o, const char *name, const char *why)
 {
 	const struct flag *f = find_flag(name, strlen(name));
 	const char *v = *(const char *const *)((const char *)o + f->off);
-	const char *where = o->where[f - flags];
-	if (where) {
-		fprintf(stderr, "%s: %s: '%s': %s\n", where, name, v ? v : "", why);
+	int at = o->at[f - flags];
+	if (at) {
+		conf_error(o->conf, at, "'%s': %s", v ? v : "", why);
 		return 2;
 	}
 	fprintf(stderr, "anvil agent: --%s '%s': %s\nrun 'anvil agent --help' for the flags\n",
@@ -311,7 +311,7 @@ static void warn_token_exposed(const struct agent *a)
 {
 	const struct flag *f = find_flag("join-token", strlen("join-token"));
 	struct stat sb;
-	if (a->o.join_token && !a->o.where[f - flags])
+	if (a->o.join_token && !a->o.at[f - flags])
 		log_warn("the join token is on the command line, where every process on this "
 		         "node can read it (ps, /proc/PID/cmdline): give --join-token-file, a "
 		         "file of mode 0600, instead");
@@ -892,13 +892,18 @@ static int configure(struct agent *a, int argc, char **argv, char *hostname, siz
 		fputs(err, stderr);
 		return 2;
 	}
+	a->o.conf = &a->conf;
 	int file = scan_flags(a->conf.argc, a->conf.argv, &a->conf, &a->o);
 	int rc = scan_flags(argc, argv, NULL, &a->o);
 	if (rc == 1)
 		usage(stdout);
+	if (rc == 2)
+		conf_report(&a->conf, stderr); /* the file's too */
 	if (rc)
 		return rc;
-	rc = check_flags(&a->o, hostname, len); /* the file's errors and these, all said */
+	rc = check_flags(&a->o, hostname, len); /* the command line's errors, said at once */
+	if (conf_report(&a->conf, stderr))      /* the file's, all, in its order */
+		file = 2;
 	return file ? file : rc;
 }
 

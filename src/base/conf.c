@@ -1,6 +1,7 @@
 #include "base/conf.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,15 +48,23 @@ const char *conf_choose(int argc, char *const *argv, const char *dflt)
 	return dflt && access(dflt, F_OK) == 0 ? dflt : NULL;
 }
 
-static void add_arg(struct conf *c, const char *arg, const char *file, int line, int col)
+/* Appends arg, written at line:col under the key path (a flag: is_flag). */
+static void add_arg(struct conf *c, const char *arg, const char *path, int is_flag, int line,
+                    int col)
 {
-	c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)(c->argc + 2));
-	c->where = xrealloc(c->where, sizeof(char *) * (size_t)(c->argc + 2));
+	size_t n = (size_t)c->argc + 2;
+	c->argv = xrealloc(c->argv, sizeof(char *) * n);
+	c->where = xrealloc(c->where, sizeof(char *) * n);
+	c->key = xrealloc(c->key, sizeof(char *) * n);
+	c->is_flag = xrealloc(c->is_flag, n);
 	c->argv[c->argc] = xstrdup(arg);
-	c->where[c->argc] = xasprintf("%s:%d:%d", file, line, col);
+	c->where[c->argc] = xasprintf("%s:%d:%d", c->file, line, col);
+	c->key[c->argc] = xstrdup(path);
+	c->is_flag[c->argc] = (unsigned char)is_flag;
 	c->argc++;
 	c->argv[c->argc] = NULL;
 	c->where[c->argc] = NULL;
+	c->key[c->argc] = NULL;
 }
 
 static int is_switch(const char *const *switches, const char *k)
@@ -97,29 +106,29 @@ static int key_ok(const char *k, const char *path, struct schema_errors *e)
 	return why == NULL;
 }
 
-/* One key of the file and its value, as arguments. */
-static void one(const char *file, const struct ydoc *doc, const char *k, const json_t *v,
-                const char *const *switches, struct conf *c, struct schema_errors *e)
+/* One key of the file and its value, as arguments, or as an error. */
+static void one(const char *k, const json_t *v, const char *const *switches, struct conf *c)
 {
 	char path[256], flag[300];
+	struct schema_errors *e = c->errors;
 	schema_join(path, sizeof(path), "", k);
 	if (!key_ok(k, path, e))
 		return;
-	const struct ydoc_pos *p = ydoc_where(doc, path); /* there: k is in the document */
+	const struct ydoc_pos *p = ydoc_where(c->doc, path); /* there: k is in the document */
 	snprintf(flag, sizeof(flag), "--%s", k);
 	if (is_switch(switches, k)) {
 		if (!json_is_boolean(v))
 			schema_add(e, path, "is a switch: true or false, not %s",
 			           schema_type_name(v));
 		else if (json_is_true(v))
-			add_arg(c, flag, file, p->key_line, p->key_col);
+			add_arg(c, flag, path, 1, p->key_line, p->key_col);
 		return;
 	}
 	char *text = value_text(v, path, e);
 	if (!text)
 		return;
-	add_arg(c, flag, file, p->key_line, p->key_col);
-	add_arg(c, text, file, p->line, p->col);
+	add_arg(c, flag, path, 1, p->key_line, p->key_col);
+	add_arg(c, text, path, 0, p->line, p->col);
 	free(text);
 }
 
@@ -127,32 +136,27 @@ int conf_parse(const char *file, const char *text, size_t len, const char *const
                struct conf *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
-	struct ydoc doc;
+	struct ydoc *doc = xcalloc(1, sizeof(*doc));
 	char perr[256];
-	if (ydoc_parse(text, len, &doc, perr, sizeof(perr))) {
+	if (ydoc_parse(text, len, doc, perr, sizeof(perr))) {
 		snprintf(err, errlen, "%s:%s\n", file, perr);
+		free(doc);
 		return ERR_INVALID;
 	}
-	struct schema_errors *e = xcalloc(1, sizeof(*e));
 	out->file = xstrdup(file);
-	add_arg(out, file, file, 1, 1);
-	if (json_is_object(doc.root)) {
+	out->doc = doc;
+	out->errors = xcalloc(1, sizeof(*out->errors));
+	add_arg(out, file, "", 0, 1, 1);
+	if (json_is_object(doc->root)) {
 		const char *k;
 		json_t *v;
-		json_object_foreach (doc.root, k, v)
-			one(file, &doc, k, v, switches, out, e);
-	} else if (!json_is_null(doc.root)) {
-		schema_add(e, "", "should be a mapping of option names to values, not %s",
-		           schema_type_name(doc.root));
+		json_object_foreach (doc->root, k, v)
+			one(k, v, switches, out);
+	} else if (!json_is_null(doc->root)) {
+		schema_add(out->errors, "", "should be a mapping of option names to values, not %s",
+		           schema_type_name(doc->root));
 	}
-	int rc = schema_count(e) ? ERR_INVALID : 0;
-	if (rc) {
-		schema_write(file, &doc, e, err, errlen);
-		conf_free(out);
-	}
-	free(e);
-	ydoc_free(&doc);
-	return rc;
+	return 0;
 }
 
 int conf_load(int argc, char *const *argv, const char *prog, const char *dflt,
@@ -184,14 +188,53 @@ const char *conf_where(const struct conf *c, int i)
 	return c && i >= 0 && i < c->argc ? c->where[i] : NULL;
 }
 
+void conf_error(struct conf *c, int i, const char *fmt, ...)
+{
+	if (!c->errors || i < 0 || i >= c->argc)
+		return;
+	char msg[sizeof(c->errors->v[0].msg)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	struct schema_error *x = schema_add(c->errors, c->key[i], "%s", msg);
+	if (x)
+		x->at_key = c->is_flag[i];
+}
+
+int conf_errors(const struct conf *c)
+{
+	return c->errors ? schema_count(c->errors) : 0;
+}
+
+int conf_report(const struct conf *c, FILE *f)
+{
+	int n = conf_errors(c);
+	if (!n)
+		return 0;
+	size_t len = (size_t)SCHEMA_MAX_ERRORS * 640 + 256;
+	char *text = xmalloc(len);
+	schema_write(c->file, c->doc, c->errors, text, len);
+	fputs(text, f);
+	free(text);
+	return n;
+}
+
 void conf_free(struct conf *c)
 {
 	for (int i = 0; i < c->argc; i++) {
 		free(c->argv[i]);
 		free(c->where[i]);
+		free(c->key[i]);
 	}
 	free(c->argv);
 	free(c->where);
+	free(c->key);
+	free(c->is_flag);
 	free(c->file);
+	if (c->doc)
+		ydoc_free(c->doc);
+	free(c->doc);
+	free(c->errors);
 	memset(c, 0, sizeof(*c));
 }

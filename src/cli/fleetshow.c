@@ -36,6 +36,19 @@ static void clean(struct buf *out, const char *s)
 	verb_add_clean(out, s);
 }
 
+/* A text of many lines (a spec's YAML) as it was written: its line ends
+ * and tabs kept (a CR before a line end dropped), every other control
+ * character '?', so that what the server sends cannot drive the terminal. */
+static void clean_lines(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '\r' && s[1] == '\n')
+			continue;
+		buf_add(out, (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f ? "?" : s, 1);
+	}
+}
+
 /* "key from -> to" changes, joined by ", ". */
 static void changes(struct buf *out, const json_t *list, int with_drain)
 {
@@ -347,7 +360,7 @@ void fleetshow_revision(const json_t *r, int64_t now_ms, struct buf *out)
 	clean(out, result);
 	buf_adds(out, "\n\n");
 	if (*s_of(r, "text")) {
-		clean(out, s_of(r, "text"));
+		clean_lines(out, s_of(r, "text"));
 		if (out->len && out->data[out->len - 1] != '\n')
 			buf_adds(out, "\n");
 	} else {

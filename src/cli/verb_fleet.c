@@ -146,6 +146,32 @@ static json_t *saved_plan(const char *text, size_t len)
 	return NULL;
 }
 
+/* A saved plan's spec as its YAML text reads, in the text's key order:
+ * plan files that earlier versions wrote with sorted keys hold the same
+ * spec in another order, which compiles to other lists. -1 with why
+ * printed when the text is not the spec: one of them was edited. A plan
+ * without its text keeps its spec as it is (*out may be NULL: none). */
+static int saved_spec(const char *path, const json_t *saved, json_t **out)
+{
+	const json_t *spec = json_object_get(saved, "spec");
+	const char *text = json_string_value(json_object_get(saved, "text"));
+	*out = json_incref((json_t *)spec);
+	if (!text || !json_is_object(spec))
+		return 0;
+	json_t *src = source_of(text, strlen(text));
+	if (src && json_equal(src, spec)) {
+		json_decref(*out);
+		*out = src;
+		return 0;
+	}
+	json_decref(src);
+	fprintf(stderr,
+	        "anvil fleet: %s: field 'spec' is not what field 'text' reads as: the plan "
+	        "file was edited; make a new plan and review it\n",
+	        path);
+	return -1;
+}
+
 static void add_who(struct verb_ctx *v, json_t *body)
 {
 	const char *who = cliargs_str(&v->args, "who");
@@ -199,7 +225,11 @@ static int save_plan(struct verb_ctx *v, const char *out, const json_t *body, co
 	                  json_object_get(resp, "fingerprint"), "digest",
 	                  json_object_get(resp, "digest"), "plan", json_object_get(resp, "plan"),
 	                  "server", v->conn.server, "made_ms", (json_int_t)wall_ms());
-	char *text = json_dumps(f, JSON_INDENT(1) | JSON_SORT_KEYS);
+	/* Keys stay in the order they came: the spec's are the YAML's, and a
+	 * spec compiles to lists in that order (groups, nodes, queues), which
+	 * the reviewed plan and the rollout's order follow. Sorted, the same
+	 * spec would plan otherwise, and its plan would read as edited. */
+	char *text = json_dumps(f, JSON_INDENT(1));
 	json_decref(f);
 	int rc = text ? write_file_atomic(out, text, strlen(text), 0644) : -ENOMEM;
 	free(text);
@@ -356,13 +386,12 @@ static int apply(struct verb_ctx *v, const char *path)
 	char *text = read_text(path, &len);
 	if (!text)
 		return CLI_EXIT_FAILED;
-	json_t *saved = saved_plan(text, len), *body;
-	if (saved) {
+	json_t *saved = saved_plan(text, len), *body = NULL, *spec = NULL;
+	if (saved && saved_spec(path, saved, &spec) == 0) {
 		/* the reviewed changes go too: the server applies them only if its
 		 * spec still gives exactly these */
-		body = json_pack("{s:{s:O?,s:O?,s:O?,s:O?},s:O?,s:O?}", "plan", "spec",
-		                 json_object_get(saved, "spec"), "fingerprint",
-		                 json_object_get(saved, "fingerprint"), "digest",
+		body = json_pack("{s:{s:O?,s:O?,s:O?,s:O?},s:O?,s:O?}", "plan", "spec", spec,
+		                 "fingerprint", json_object_get(saved, "fingerprint"), "digest",
 		                 json_object_get(saved, "digest"), "plan",
 		                 json_object_get(saved, "plan"), "text",
 		                 json_object_get(saved, "text"), "file",
@@ -373,6 +402,9 @@ static int apply(struct verb_ctx *v, const char *path)
 				json_object_del(body, optional[i]);
 		if (!body)
 			fprintf(stderr, "anvil fleet: %s is not a plan file anvil made\n", path);
+	}
+	if (saved) {
+		json_decref(spec);
 		json_decref(saved);
 	} else {
 		body = spec_body(path, text, len);

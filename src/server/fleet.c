@@ -39,6 +39,28 @@ struct node *fleet_node_named(struct state *st, const char *name)
 	return state_node(st, json_integer_value(json_object_get(f->node_ids, name)));
 }
 
+void fleet_mark_queued(struct state *st)
+{
+	struct fleet *f = fleet_of(st);
+	int changed = 0;
+	for (int i = 0; i < st->nnodes; i++) {
+		changed |= st->nodes[i]->rollout_queued;
+		st->nodes[i]->rollout_queued = 0;
+	}
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(rollout_of(f, f->active), "nodes"), i, e) {
+		struct node *n =
+		        phase_of(e) == FLEET_QUEUED ? fleet_node_named(st, str(e, "name")) : NULL;
+		if (n) {
+			n->rollout_queued = 1;
+			changed = 1;
+		}
+	}
+	if (changed) /* where new work may go differs: a cycle sees it */
+		state_want_schedule(st);
+}
+
 /* ---- records ---- */
 
 static int flush(struct state *st, struct store *store)
@@ -160,6 +182,7 @@ int fleet_open(struct state *st)
 	for (int64_t id = f->nrevs; id >= 1 && !f->active; id--)
 		if (strcmp(str(rollout_of(f, id), "state"), "running") == 0)
 			f->active = id;
+	fleet_mark_queued(st);
 	if (f->nrevs)
 		log_info("fleet loaded revisions=%d rollout=%lld", f->nrevs, (long long)f->active);
 	return 0;
@@ -590,6 +613,7 @@ static int apply_src(struct state *st, const json_t *body, const json_t *src, in
 	                          : NULL;
 	apply_nodes(st, plan, f->nrevs + 1);
 	record(st, body, src, plan, rollout, rollback_of);
+	fleet_mark_queued(st);
 	json_t *doc = rev(f, f->nrevs);
 	char message[512];
 	snprintf(message, sizeof(message), "revision %d applied: %s%s", f->nrevs,

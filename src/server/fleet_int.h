@@ -45,6 +45,10 @@ struct fleet {
 void fleet_touch(struct state *st, int64_t id);
 /* The node of that name, or NULL (indexes the nodes added since). */
 struct node *fleet_node_named(struct state *st, const char *name);
+/* Marks the nodes the running rollout has yet to start (node->rollout_queued)
+ * and unmarks every other: after an apply, each step of the rollout, its
+ * end and a restart. */
+void fleet_mark_queued(struct state *st);
 
 /* ---- readers ---- */
 

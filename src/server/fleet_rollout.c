@@ -228,6 +228,7 @@ static void rollout_end(struct state *st, struct fleet *f, int64_t id, const cha
 	state_event(st, "fleet.rollout", 0, 0, "revision %lld: %s", (long long)id, result);
 	log_info("fleet rollout ended revision=%lld result=\"%s\"", (long long)id, result);
 	f->active = 0;
+	fleet_mark_queued(st); /* the nodes it did not start stay in service as they are */
 	fleet_touch(st, id);
 }
 
@@ -309,8 +310,10 @@ void fleet_step(struct state *st, int64_t now, int force)
 	json_array_foreach (json_object_get(ro, "nodes"), i, e)
 		moved |= advance(st, id, ro, e, now);
 	moved |= start_next(st, f, id, ro, now);
-	if (moved)
+	if (moved) {
+		fleet_mark_queued(st);
 		fleet_touch(st, id);
+	}
 }
 
 int fleet_stop(struct state *st, const json_t *body, json_t **out, char *err, size_t errlen)

@@ -568,6 +568,48 @@ void state_schedule_tick(struct state *st, int64_t now)
 	}
 }
 
+/* Whether a node in service is one a running rollout has yet to drain. */
+static int rollout_ahead(const struct state *st)
+{
+	for (int i = 0; i < st->nnodes; i++)
+		if (st->nodes[i]->rollout_queued && node_takes_work(st->nodes[i]))
+			return 1;
+	return 0;
+}
+
+/* While a rollout runs, the nodes it has yet to drain (node->rollout_queued,
+ * set by server/fleet.c) are a last resort for new work. This first pass
+ * sees them as unschedulable, the hint every cycle already honours, and
+ * places what fits on the other nodes (those the rollout finished or will
+ * not touch); it stops nothing (no preemption) and explains nothing. The
+ * cycle after it sees every node as usual and places the rest there,
+ * preempts and explains every wait. So work the rollout requeued from one
+ * node does not land on the next one it drains, to be stopped twice, while
+ * other room exists; and where none does, work still runs where it can,
+ * as without a rollout, rather than wait for it (hours, on a large fleet).
+ * What the first pass changes is where a job goes, not whether it starts;
+ * but a lower job it placed can take room a higher one needed together
+ * with a queued node (a gang across both): that one waits for the next
+ * room, as for any other placement. */
+static void place_around_rollout(struct state *st, struct scratch *x)
+{
+	struct sched_snapshot snap;
+	build(st, x, &snap);
+	for (int i = 0; i < snap.nnodes; i++)
+		if (st->nodes[i]->rollout_queued)
+			x->nodes[i].schedulable = 0;
+	snap.config.preemption = 0;
+	snap.config.skip_estimate = 1;
+	struct sched_result res;
+	int rc = sched_cycle(x->sched, &snap, &res);
+	if (rc) {
+		log_error("scheduling cycle around the rollout failed: %s", err_msg(rc));
+		return;
+	}
+	for (int i = 0; i < res.nplacements; i++)
+		apply_placement(st, &res.placements[i]);
+}
+
 static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 {
 	struct scratch *x = scratch_of(st);
@@ -576,6 +618,8 @@ static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 		x->sched_full_ms = x->sched_last_ms;
 	if (!x->sched)
 		x->sched = sched_new();
+	if (rollout_ahead(st))
+		place_around_rollout(st, x);
 	struct sched_snapshot snap;
 	build(st, x, &snap);
 	snap.config.skip_estimate = !full;

@@ -159,14 +159,20 @@ static const char *const switches[] = {"full-sync", "approve-nodes", "bind-node-
 
 static const char unknown_option[] = "is not an option of anvil server (see --help)";
 
-/* A refused option. where: the config file's FILE:LINE:COLUMN when the
- * option came from there (named as the file names it), else NULL. */
-static int bad(const char *where, const char *flag, const char *value, const char *why)
+/* A refused option, argv[i] (the flag, or its value when value is set).
+ * from: the config file it came from, which keeps the error to say it
+ * with the file's others, in their order (conf_report); NULL for the
+ * command line, whose error is said at once. */
+static int bad(struct conf *from, int i, const char *flag, const char *value, const char *why)
 {
-	if (where)
-		fprintf(stderr, "%s: %s: ", where, flag + 2);
-	else
-		fprintf(stderr, "anvil server: %s: ", flag);
+	if (from) {
+		if (value)
+			conf_error(from, i, "'%s' %s", value, why);
+		else
+			conf_error(from, i, "%s", why);
+		return 2;
+	}
+	fprintf(stderr, "anvil server: %s: ", flag);
 	if (value)
 		fprintf(stderr, "'%s' ", value);
 	fprintf(stderr, "%s\n", why);
@@ -266,9 +272,9 @@ static const char *set_option(struct server_config *c, const char *f, const char
 }
 
 /* Applies argv's options to c. from: the config file argv was read from
- * (conf.h), whose positions the messages name; NULL for the command line.
- * --config FILE and --no-config were conf_load's to act on. */
-static int parse_flags(int argc, char **argv, const struct conf *from, struct server_config *c,
+ * (conf.h), which keeps each error with its position; NULL for the command
+ * line. --config FILE and --no-config were conf_load's to act on. */
+static int parse_flags(int argc, char **argv, struct conf *from, struct server_config *c,
                        int *check_only)
 {
 	int rc = 0; /* a file's errors are all said; the command line stops at its first */
@@ -298,14 +304,14 @@ static int parse_flags(int argc, char **argv, const struct conf *from, struct se
 			continue;
 		const char *v = i + 1 < argc ? argv[++i] : NULL;
 		if (!v)
-			return bad(conf_where(from, i), f, "", "needs a value");
+			return bad(from, i, f, NULL, "needs a value");
 		if (strcmp(f, "--config") == 0)
 			continue;
 		const char *why = set_option(c, f, v);
 		if (why == unknown_option)
-			rc = bad(conf_where(from, i - 1), f, NULL, why);
+			rc = bad(from, i - 1, f, NULL, why);
 		else if (why)
-			rc = bad(conf_where(from, i), f, v, why);
+			rc = bad(from, i, f, v, why);
 	}
 	return rc;
 }
@@ -323,7 +329,9 @@ static int configure(int argc, char **argv, struct server_config *c, int *check_
 		fputs(err, stderr);
 		return 2;
 	}
-	int file = parse_flags(from.argc, from.argv, &from, c, check_only);
+	/* the file's errors all, in its order; then the command line's first */
+	parse_flags(from.argc, from.argv, &from, c, check_only);
+	int file = conf_report(&from, stderr) ? 2 : 0;
 	int rc = parse_flags(argc, argv, NULL, c, check_only);
 	rc = file ? file : rc;
 	snprintf(config_file, len, "%s", from.file ? from.file : "none");

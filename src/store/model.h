@@ -279,6 +279,11 @@ struct node {
 	 * node by itself); "": nothing asked. */
 	char converge_wanted[65];
 	int converge_pending; /* asked, and no status since: it waits for one */
+	/* In memory: a running rollout has yet to take it out (server/fleet.c,
+	 * fleet_mark_queued): new work goes to other nodes while they have
+	 * room, so that it is not stopped again by this node's turn
+	 * (server/schedule.c). */
+	int rollout_queued;
 	int64_t changes;      /* in memory: bumped when its facts, pool or labels change */
 	int64_t last_seen_ms; /* monotonic */
 	int64_t facts_ms;     /* in memory, monotonic: when its agent last sent its facts

@@ -110,6 +110,52 @@ def test_errors_in_the_file_name_their_position():
         shutil.rmtree(d)
 
 
+def test_check_config_lists_every_error_with_its_position():
+    """A file's errors of every kind, those of its shape (a switch that is not true or false,
+    a list, a command-line key) and those of its values, are all said, in the file's order:
+    none hides the others, whichever comes first."""
+    d = tempfile.mkdtemp(prefix="anvil-cfg-")
+    try:
+        s = write(d, "server.yaml", "full-sync: maybe\n"
+                                    "listen: nowhere\n"
+                                    "threads: 65\n"
+                                    "colour: blue\n"
+                                    "node-timeout: 2d\n")
+        p = anvil("server", "--config", s, "--check-config")
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert p.stderr.splitlines() == [
+            "%s:1:12: full-sync: is a switch: true or false, not text" % s,
+            "%s:2:9: listen: 'nowhere' is not ADDR:PORT with a port from 0 to 65535" % s,
+            "%s:3:10: threads: '65' is not a number from 1 to 64" % s,
+            "%s:4:1: colour: is not an option of anvil server (see --help)" % s,
+            "%s:5:15: node-timeout: '2d' is not a duration from 1s to 1h" % s,
+        ], p.stderr
+        # a flag on the command line is checked after the file's errors are said
+        p = anvil("server", "--config", s, "--check-config", "--threads", "0")
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 6 and lines[-1] == \
+            "anvil server: --threads: '0' is not a number from 1 to 64", lines
+        a = write(d, "agent.yaml", "wait-ms: [1]\n"
+                                   "server: ftp://x\n"
+                                   "work-dir: /w\n"
+                                   "config: other.yaml\n"
+                                   "gpu-sample-ms: 5\n"
+                                   "colour: blue\n")
+        p = anvil("agent", "--config", a, "--check-config")
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert p.stderr.splitlines() == [
+            "%s:1:10: wait-ms: should be one value (text, a number or a boolean), not a list"
+            % a,
+            "%s:2:9: server: 'ftp://x': must be an http:// URL" % a,
+            "%s:4:1: config: is given on the command line only" % a,
+            "%s:5:16: gpu-sample-ms: '5': expected milliseconds in [100, 3600000]" % a,
+            "%s:6:1: colour: not a flag of anvil agent (see anvil agent --help)" % a,
+        ], p.stderr
+    finally:
+        shutil.rmtree(d)
+
+
 def test_the_http_limits_in_the_files():
     """The HTTP server's connection limits and deadlines (docs/operations.md): the same keys
     in both daemons' files, their defaults, their bounds."""
@@ -240,5 +286,6 @@ def test_the_systemd_units():
 
 
 run_tests([test_the_shipped_configs_pass_check_config, test_a_flag_beats_the_file,
-           test_errors_in_the_file_name_their_position, test_the_http_limits_in_the_files,
+           test_errors_in_the_file_name_their_position,
+           test_check_config_lists_every_error_with_its_position, test_the_http_limits_in_the_files,
            test_a_server_and_an_agent_run_from_their_config_files, test_the_systemd_units])

@@ -5,7 +5,10 @@ node check): plan on a cluster, apply, idempotence, queue and quota changes,
 a saved plan refused once the cluster changed, a profile change rolled out
 node by node with a running job requeued, a failing node stopping the
 rollout, rollback, drift, a server restart in the middle of a rollout, and
-bad input named. test_fleet_hosts.py runs the scenarios that depend on
+bad input named; a saved plan of a spec whose mappings are not in
+alphabetical order applies as it was saved (an edited one is refused) and
+`history REV` prints the spec as its YAML; work a rollout drains off a node
+goes to a node it will not drain, not to the next one. test_fleet_hosts.py runs the scenarios that depend on
 what the agents do (apply, a rollout stopped by a failing node, rollback)
 with real agents, each on a host of its own."""
 import json
@@ -181,6 +184,109 @@ def saved_plan_refused_when_the_cluster_changed(c, f):
     assert "node-[1-3]" in rev["text"], rev
 
 
+# Mappings out of alphabetical order: groups (and so nodes and the rollout's
+# order), queues; the compiled spec keeps the file's order.
+UNSORTED = """\
+name: lab
+pools: {onprem: }
+profiles:
+  h200:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "550.1"
+groups:
+  h: {pool: onprem, profile: h200, nodes: node-2, labels: {gpu: h200}}
+  b: {pool: onprem, profile: h200, nodes: node-1, labels: {gpu: h200}}
+queues:
+  zeta: {priority: 100, quotas: {search: 8}}
+  alpha: {priority: %(alpha)d}
+teams:
+  search: {weight: 2}
+upgrade: {max_unavailable: 1, max_unavailable_per_block: 1, validation_timeout: 10s}
+"""
+
+
+def unsorted_plan(f, alpha=10):
+    """The spec file UNSORTED and its plan saved with --out: their paths."""
+    spec = os.path.join(f.dir, "unsorted.yaml")
+    with open(spec, "w") as fd:
+        fd.write(UNSORTED % {"alpha": alpha})
+    out = os.path.join(f.dir, "plan.json")
+    p = f.fleet("plan", "--out", out, spec)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return spec, out
+
+
+def saved_plan_of_unsorted_yaml_applies_unchanged(c, f):
+    spec, out = unsorted_plan(f)
+    p = f.fleet("apply", out)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "revision 1 applied" in p.stdout and "rollout of revision 1: done" in p.stdout, \
+        p.stdout
+    assert p.stdout.index("  node-2  done") < p.stdout.index("  node-1  done"), p.stdout
+    q = {x["name"]: x for x in c.api("GET", "/v1/queues")["queues"]}
+    assert q["zeta"]["priority"] == 100 and q["alpha"]["priority"] == 10, q
+    # the spec applied from the plan is the file's: applying the file changes nothing
+    p = f.fleet("apply", spec)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "no changes: the cluster already matches this spec" in p.stdout, p.stdout
+    # a plan file an earlier anvil wrote, its keys sorted, applies as its text reads
+    spec, out = unsorted_plan(f, alpha=30)
+    with open(out) as fd:
+        saved = json.load(fd)
+    with open(out, "w") as fd:
+        json.dump(saved, fd, indent=1, sort_keys=True)
+    p = f.fleet("apply", out)
+    assert p.returncode == 0 and "revision 2 applied" in p.stdout, (p.stdout, p.stderr)
+    assert "  ~ alpha  priority 10 -> 30" in p.stdout, p.stdout
+
+
+def an_edited_plan_is_refused(c, f):
+    spec, out = unsorted_plan(f)
+    with open(out) as fd:
+        saved = json.load(fd)
+
+    def edited(name, change):
+        d = json.loads(json.dumps(saved))
+        change(d)
+        path = os.path.join(f.dir, name)
+        with open(path, "w") as fd:
+            json.dump(d, fd, indent=1)
+        return path
+
+    def set_alpha(d):  # the spec and its text alike: its plan is another
+        d["spec"]["queues"]["alpha"]["priority"] = 20
+        d["text"] = d["text"].replace("alpha: {priority: 10}", "alpha: {priority: 20}")
+    p = f.fleet("apply", edited("spec.json", set_alpha))
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "the changes it lists are not what its spec gives" in p.stderr, p.stderr
+    assert "the plan file was edited" in p.stderr, p.stderr
+
+    def drop_change(d):  # the reviewed changes themselves
+        d["plan"]["queues"]["add"] = d["plan"]["queues"]["add"][:1]
+    p = f.fleet("apply", edited("changes.json", drop_change))
+    assert p.returncode == 1 and "the plan file was edited" in p.stderr, (p.stdout, p.stderr)
+
+    def spec_only(d):  # its text left as it was
+        d["spec"]["queues"]["alpha"]["priority"] = 30
+    path = edited("spec-only.json", spec_only)
+    p = f.fleet("apply", path)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert ("%s: field 'spec' is not what field 'text' reads as: the plan file was edited"
+            % path) in p.stderr, p.stderr
+    assert c.api("GET", "/v1/fleet/revisions")["revisions"] == []
+    p = f.fleet("apply", "--no-wait", out)  # the file as saved still applies
+    assert p.returncode == 0 and "revision 1 applied" in p.stdout, (p.stdout, p.stderr)
+
+
+def history_shows_the_spec_as_its_yaml(c, f):
+    spec, _ = unsorted_plan(f)
+    assert f.fleet("apply", "--no-wait", spec).returncode == 0
+    p = f.fleet("history", "1")
+    assert p.returncode == 0, p.stderr
+    assert "revision 1 of fleet lab\n" in p.stdout, p.stdout
+    assert "\n\n" + UNSORTED % {"alpha": 10} in p.stdout, p.stdout
+
+
 def running_jobs(c, n):
     """The ids of n checkpointing jobs of 4 GPUs each, once all run."""
     jobs = [c.submit(["sleep", "600"], gpus=4, checkpointing=True, grace_ms=1000)["id"]
@@ -225,6 +331,60 @@ def rollout_requeues_stops_at_a_failure_and_rolls_back(c, f):
     hist = c.api("GET", "/v1/fleet/revisions")["revisions"]
     assert [r["id"] for r in hist] == [3, 2, 1] and hist[0]["rollback_of"] == 1, hist
     assert hist[1]["result"].startswith("rollout stopped: node node-1"), hist
+
+
+# node-1 and node-2 take a new driver; node-3, in a group of its own, keeps
+# its profile: the rollout never touches it.
+THREE = """\
+name: lab
+pools: {onprem: }
+profiles:
+  h200:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "%(driver)s"
+  spare:
+    gpu: {model: NVIDIA H200, count: 4}
+    driver: "550.1"
+groups:
+  h: {pool: onprem, profile: h200, nodes: "node-[1-2]", topology: {block: b1}}
+  s: {pool: onprem, profile: spare, nodes: node-3, topology: {block: b1}}
+upgrade: {max_unavailable: 1, max_unavailable_per_block: 1, validation_timeout: 10s}
+"""
+
+
+def drained_work_avoids_the_next_node_to_drain():
+    with cluster(agents=0, name="fleetnext") as c:
+        f = Fleet(c)
+        try:
+            f.agents.append(FakeAgent(c.url, c.join_token, "node-3"))
+            wait_for(lambda: len(c.nodes()) == 3, what="3 nodes")
+
+            def spec(driver):
+                path = os.path.join(f.dir, "three.yaml")
+                with open(path, "w") as fd:
+                    fd.write(THREE % {"driver": driver})
+                return path
+            p = f.fleet("apply", spec("550.1"))
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            # one job, on node-1 (every node free: ties go to the first)
+            job = running_jobs(c, 1)[0]
+            assert c.job(job)["attempts"][-1]["ranks"][0]["node"] == "node-1", c.job(job)
+            p = f.fleet("apply", spec("560.2"))
+            assert p.returncode == 0, (p.stdout, p.stderr)
+            assert "rollout of revision 2: done" in p.stdout, p.stdout
+            assert p.stdout.index("  node-1  done") < p.stdout.index("  node-2  done"), \
+                p.stdout
+            j = wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(c.job(job)),
+                         what="the job running again")
+            # drained off node-1 once, and run on node-3, which the rollout never
+            # drains, not on node-2, free too but the next to drain
+            a = j["attempts"]
+            assert len(a) == 2, a
+            assert a[0]["end_reason"].startswith(
+                "node node-1 draining: rollout of revision 2"), a[0]
+            assert a[1]["ranks"][0]["node"] == "node-3", a[1]
+        finally:
+            f.close()
 
 
 def refresh_reports_drift(c, f):
@@ -335,6 +495,10 @@ def bad_input_is_named(c, f):
 if __name__ == "__main__":
     run_tests([with_fleet(plan_apply_history_idempotence),
                with_fleet(saved_plan_refused_when_the_cluster_changed),
+               with_fleet(saved_plan_of_unsorted_yaml_applies_unchanged),
+               with_fleet(an_edited_plan_is_refused),
+               with_fleet(history_shows_the_spec_as_its_yaml),
+               drained_work_avoids_the_next_node_to_drain,
                with_fleet(rollout_requeues_stops_at_a_failure_and_rolls_back),
                with_fleet(refresh_reports_drift),
                with_fleet(restart_mid_rollout),

@@ -159,6 +159,27 @@ TEST(history_and_status)
 	json_decref(revs);
 }
 
+/* `anvil fleet history REV` prints the spec as the YAML it was: its lines,
+ * indentation and tabs kept, a CRLF file's CRs dropped, and no other
+ * control character reaching the terminal. */
+TEST(one_revision_shows_its_yaml_line_by_line)
+{
+	json_t *rev = json_pack(
+	        "{s:i,s:s,s:i,s:s,s:s,s:s,s:s,s:s}", "id", 3, "fleet", "lab", "time_ms", 0, "who",
+	        "ops", "file", "fleet.yaml", "summary", "1 queue", "result", "applied", "text",
+	        "name: lab\r\nqueues:\n  prod: {priority: 100}\t# tab\n  bad: \"\x1b[2J\"\n");
+	struct buf out;
+	buf_init(&out);
+	fleetshow_revision(rev, 0, &out);
+	CHECK_CONTAINS(out.data, "revision 3 of fleet lab\n");
+	CHECK_CONTAINS(out.data, "  file       fleet.yaml\n");
+	CHECK_CONTAINS(out.data, "\n\nname: lab\nqueues:\n  prod: {priority: 100}\t# tab\n"
+	                         "  bad: \"?[2J\"\n");
+	CHECK(strchr(out.data, '\r') == NULL && strchr(out.data, 0x1b) == NULL);
+	buf_cleanup(&out);
+	json_decref(rev);
+}
+
 TEST(progress_says_each_change_once)
 {
 	json_t *watch = load("{\"h-1\": true, \"h-2\": true}"), *seen = json_object();

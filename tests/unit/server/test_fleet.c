@@ -296,7 +296,8 @@ TEST(rolling_upgrade_drains_converges_validates_uncordons)
 	CHECK(sfx_node(f, 2)->profile != NULL);
 	CHECK(sfx_node(f, 0)->profile == NULL); /* still draining */
 	/* the job's rank is stopped, the job requeued, and placed on a node
-	 * that has not had its turn: node-2 */
+	 * that has not had its turn, node-2: every node in service is one the
+	 * rollout will drain, and work runs where it can rather than wait */
 	sfx_one_stopped(f, 0);
 	CHECK_INT(j->state, JOB_SCHEDULED);
 	CHECK_INT(j->nattempts, 2);
@@ -534,6 +535,96 @@ TEST(a_node_back_in_the_spec_converges_afresh)
 	step(f);
 	CHECK_STR(phase_now(f, 1), "done");
 	CHECK_STR(shown(f, 1), "ready");
+	sfx_close(f);
+}
+
+/* Three nodes in one block: node-1 and node-2 of group a, whose driver
+ * changes, and node-3 of group c, whose profile does not. */
+#define SPEC_AC(driver)                                                                            \
+	SPEC_HEAD "    sysctl: {vm.swappiness: 1}\n" driver "  q:\n"                               \
+	          "    gpu: {model: NVIDIA H200, count: 4}\n"                                      \
+	          "groups:\n"                                                                      \
+	          "  a: {pool: onprem, profile: p, nodes: 'node-[1-2]', topology: {block: a}}\n"   \
+	          "  c: {pool: onprem, profile: q, nodes: node-3, topology: {block: a}}\n" POLICY( \
+	                  1, 1)
+
+/* Work a rollout drains off one node goes to a node the rollout will not
+ * touch, not to the next one it drains (where it would be stopped again),
+ * while that node has room; the nodes still to drain are marked as such
+ * only while the rollout has them queued. */
+TEST(drained_work_goes_where_the_rollout_will_not_drain_it_again)
+{
+	struct sfx *f = sfx_open(3, 4);
+	json_decref(apply(f, SPEC_AC("")));
+	for (int i = 0; i < 3; i++)
+		converge(f, i);
+	/* on node-1 (ties go to the first node), checkpointing */
+	struct job *j = sfx_submit_running(
+	        f, "{\"command\": [\"train\"], \"gpus\": 4, \"checkpointing\": true}");
+	CHECK_INT(sfx_node_of(sfx_attempt(j), 0), 0);
+	json_t *out = apply(f, SPEC_AC("    driver: '560.2'\n"));
+	CHECK_INT(jv_int(json_object_get(out, "rollout"), "total", 0), 2);
+	json_decref(out);
+	CHECK(sfx_node(f, 0)->rollout_queued && sfx_node(f, 1)->rollout_queued);
+	CHECK(!sfx_node(f, 2)->rollout_queued);
+	step(f);
+	CHECK_STR(phase_now(f, 0), "draining");
+	CHECK_STR(phase_now(f, 1), "queued");
+	CHECK(!sfx_node(f, 0)->rollout_queued && sfx_node(f, 1)->rollout_queued);
+	/* requeued: node-2 and node-3 are both free; node-2 is next to drain */
+	sfx_one_stopped(f, 0);
+	CHECK_INT(j->state, JOB_SCHEDULED);
+	CHECK_INT(j->nattempts, 2);
+	CHECK_INT(sfx_node_of(sfx_attempt(j), 0), 2);
+	sfx_start_all(f);
+	/* a second such job has no room left but node-2's: it runs there */
+	struct job *k = sfx_submit_running(f, "{\"command\": [\"x\"], \"gpus\": 4}");
+	CHECK_INT(sfx_node_of(sfx_attempt(k), 0), 1);
+	step(f);
+	converge(f, 0);
+	step(f);
+	CHECK_STR(phase_now(f, 0), "done");
+	CHECK_STR(phase_now(f, 1), "draining");
+	sfx_one_stopped(f, 1); /* k's, requeued: node-1 is done and free */
+	CHECK_INT(sfx_node_of(sfx_attempt(k), 0), 0);
+	sfx_start_all(f);
+	step(f);
+	converge(f, 1);
+	step(f);
+	json_t *ro = rollout(f);
+	CHECK_STR(jv_str(ro, "state", ""), "done");
+	json_decref(ro);
+	for (int i = 0; i < 3; i++)
+		CHECK(!sfx_node(f, i)->rollout_queued);
+	/* the requeued job was stopped once: by node-1's turn alone */
+	CHECK_INT(j->nattempts, 2);
+	CHECK_INT(j->state, JOB_RUNNING);
+	CHECK_INT(sfx_node_of(sfx_attempt(j), 0), 2);
+	sfx_close(f);
+}
+
+/* A stopped rollout leaves the nodes it did not start in service, as they
+ * were: no longer a last resort for new work; a restart marks a running
+ * rollout's queued nodes again. */
+TEST(rollout_marks_end_with_it_and_survive_a_restart)
+{
+	struct sfx *f = sfx_open(3, 4);
+	json_decref(apply(f, SPEC_AC("")));
+	for (int i = 0; i < 3; i++)
+		converge(f, i);
+	json_decref(apply(f, SPEC_AC("    driver: '560.2'\n")));
+	step(f);
+	CHECK(sfx_node(f, 1)->rollout_queued);
+	sfx_restart(f);
+	CHECK(!sfx_node(f, 0)->rollout_queued && sfx_node(f, 1)->rollout_queued);
+	CHECK(!sfx_node(f, 2)->rollout_queued);
+	json_t *body = json_pack("{s:s}", "who", "tester"), *stopped = NULL;
+	char err[256] = "";
+	CHECK_INT(fleet_stop(&f->st, body, &stopped, err, sizeof(err)), 0);
+	json_decref(stopped);
+	json_decref(body);
+	for (int i = 0; i < 3; i++)
+		CHECK(!sfx_node(f, i)->rollout_queued);
 	sfx_close(f);
 }
 
