@@ -9,6 +9,7 @@
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "cli/verb.h"
 #include "proto/wire.h"
 
 /* ---- what is never exported ---- */
@@ -335,19 +336,24 @@ int submit_after(const char *spec, json_t **out, char *err, size_t errlen)
 		const char *when = colon ? colon + 1 : "ok";
 		if (colon)
 			*colon = '\0';
-		int64_t id;
-		if (parse_i64(tok, 1, INT64_MAX, &id) ||
+		struct verb_job_ref ref;
+		char why[256];
+		if (verb_job_ref_parse(tok, &ref, why, sizeof(why)) ||
 		    (strcmp(when, "ok") != 0 && strcmp(when, "any") != 0 &&
 		     strcmp(when, "failed") != 0)) {
-			snprintf(err, errlen,
-			         "--after %.64s: write JOB[:ok|:any|:failed][,...] (a job id, and "
-			         "whether "
-			         "it must succeed, end, or fail; ok when not said)",
-			         spec);
+			snprintf(
+			        err, errlen,
+			        "--after %.64s: write JOB[:ok|:any|:failed][,...] (a job, 12 or an "
+			        "array's member 12_3, and whether it must succeed, end, or fail; "
+			        "ok "
+			        "when not said)",
+			        spec);
 			rc = ERR_INVALID;
 		} else {
-			json_array_append_new(
-			        after, json_pack("{s:I,s:s}", "job", (json_int_t)id, "when", when));
+			json_t *a = json_pack("{s:I,s:s}", "job", (json_int_t)ref.id, "when", when);
+			if (ref.index >= 0) /* for submit_resolve_after */
+				json_object_set_new(a, "index", json_integer(ref.index));
+			json_array_append_new(after, a);
 		}
 	}
 	free(copy);

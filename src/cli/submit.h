@@ -63,7 +63,10 @@
 const char *submit_never_exported(const char *name);
 
 /* --after JOB[:ok|:any|:failed][,...] as the body's "after"; 0 with *out,
- * or ERR_INVALID with a message naming the option. */
+ * or ERR_INVALID with a message naming the option. JOB is read as every
+ * verb reads one (verb_job_ref_parse); an entry for a member named as
+ * ARRAY_INDEX (12_3) carries "index" beside the array's id in "job", which
+ * the server does not take: verb_run resolves it before it sends. */
 int submit_after(const char *spec, json_t **out, char *err, size_t errlen);
 
 /* --array 0-29%8, 1,5,9 or 0-98:2 as the body's "array" ({"indices",

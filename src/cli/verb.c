@@ -41,12 +41,88 @@ int verb_usage_error(const struct verb_ctx *v, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
-int verb_job_id(const struct verb_ctx *v, const char *s, int64_t *id)
+/* The decimal number in s[0..n) (digits only), at least min. */
+static int ref_number(const char *s, size_t n, int64_t min, int64_t *out)
+{
+	char text[24];
+	if (n == 0 || n >= sizeof(text) || strspn(s, "0123456789") < n)
+		return ERR_INVALID;
+	memcpy(text, s, n);
+	text[n] = '\0';
+	return parse_i64(text, min, INT64_MAX, out);
+}
+
+int verb_job_ref_parse(const char *s, struct verb_job_ref *ref, char *err, size_t errlen)
+{
+	const char *us = strchr(s, '_');
+	size_t head = us ? (size_t)(us - s) : strlen(s);
+	struct verb_job_ref r = {.index = -1};
+	if (ref_number(s, head, 1, &r.id) != 0 ||
+	    (us && ref_number(us + 1, strlen(us + 1), 0, &r.index) != 0)) {
+		snprintf(err, errlen,
+		         "JOB: \"%.64s\" is not a job: write its id (12) or an array's member as "
+		         "ARRAY_INDEX (12_3)",
+		         s);
+		return ERR_INVALID;
+	}
+	*ref = r;
+	return 0;
+}
+
+int verb_job_ref(const struct verb_ctx *v, const char *s, struct verb_job_ref *ref)
 {
 	char err[256];
-	if (cliargs_parse_int("JOB", s, id, err, sizeof(err)) < 0)
+	if (verb_job_ref_parse(s, ref, err, sizeof(err)) != 0)
 		return verb_usage_error(v, "%s", err);
 	return CLI_EXIT_OK;
+}
+
+int verb_job_resolve(struct verb_ctx *v, const struct verb_job_ref *ref, int64_t *id)
+{
+	if (ref->index < 0) {
+		*id = ref->id;
+		return CLI_EXIT_OK;
+	}
+	int ret = verb_connect(v);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs?array=%lld&index=%lld&state=all&limit=1",
+	         (long long)ref->id, (long long)ref->index);
+	json_t *resp = NULL;
+	ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	const json_t *job = json_array_get(json_object_get(resp, "jobs"), 0);
+	if (job) {
+		*id = verb_int(job, "id", 0);
+	} else {
+		fprintf(stderr,
+		        "anvil %s: %lld_%lld: no such array member (array %lld has no index "
+		        "%lld)\n",
+		        v->verb->name, (long long)ref->id, (long long)ref->index,
+		        (long long)ref->id, (long long)ref->index);
+		ret = CLI_EXIT_FAILED;
+	}
+	json_decref(resp);
+	return ret;
+}
+
+int verb_job_arg(struct verb_ctx *v, const char *s, int64_t *id)
+{
+	struct verb_job_ref ref;
+	int ret = verb_job_ref(v, s, &ref);
+	return ret == CLI_EXIT_OK ? verb_job_resolve(v, &ref, id) : ret;
+}
+
+void verb_job_name(const json_t *job, char *out, size_t len)
+{
+	const json_t *array = json_object_get(job, "array");
+	if (json_is_object(array))
+		snprintf(out, len, "%lld_%lld", (long long)verb_int(array, "id", 0),
+		         (long long)verb_int(array, "index", 0));
+	else
+		snprintf(out, len, "%lld", (long long)verb_int(job, "id", -1));
 }
 
 void verb_print_json(const json_t *root)
@@ -189,7 +265,7 @@ const struct cliargs_opt verb_json_opts[] = {
 int verb_job_print(struct verb_ctx *v, const char *tail, verb_render_fn render)
 {
 	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
+	int ret = verb_job_arg(v, v->args.pos[0], &id);
 	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
 		return ret;
 	char path[64];

@@ -55,8 +55,29 @@ void verb_cleanup(struct verb_ctx *v);
 /* Prints "anvil VERB: <message>" and a pointer to --help; CLI_EXIT_USAGE. */
 int verb_usage_error(const struct verb_ctx *v, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
-/* Parses a JOB positional; CLI_EXIT_OK or a usage error (printed). */
-int verb_job_id(const struct verb_ctx *v, const char *s, int64_t *id);
+/* A job as a user names it, and as `anvil jobs` prints it: JOB (12), or
+ * ARRAY_INDEX (12_3), an array's member by the array's id and its index.
+ * Every verb that takes a job reads it with verb_job_ref_parse. */
+struct verb_job_ref {
+	int64_t id;    /* the job's id; with an index, the array's */
+	int64_t index; /* the member's index; -1: none given */
+};
+/* Parses s (digits, then optionally "_" and digits): 0, or ERR_INVALID
+ * with the message in err ("JOB: "12_x" is not a job: ..."). Pure. */
+int verb_job_ref_parse(const char *s, struct verb_job_ref *ref, char *err, size_t errlen);
+/* verb_job_ref_parse for a verb's argument: CLI_EXIT_OK or a usage error
+ * (printed). */
+int verb_job_ref(const struct verb_ctx *v, const char *s, struct verb_job_ref *ref);
+/* The id of the job ref names: ref->id, or for ARRAY_INDEX the member's,
+ * which the server is asked for (GET /v1/jobs?array=ID&index=I; connects
+ * first). CLI_EXIT_OK, or the failure printed: CLI_EXIT_FAILED when the
+ * array has no member of that index. */
+int verb_job_resolve(struct verb_ctx *v, const struct verb_job_ref *ref, int64_t *id);
+/* Both: a JOB argument to its job's id. */
+int verb_job_arg(struct verb_ctx *v, const char *s, int64_t *id);
+/* "12" or "12_3": how a listing names job j (its array's id and its
+ * index for a member), into out. */
+void verb_job_name(const json_t *job, char *out, size_t len);
 
 /* Pretty-prints the server's JSON to stdout. */
 void verb_print_json(const json_t *root);
@@ -114,15 +135,17 @@ void verb_logs_failure(struct verb_ctx *v, const json_t *job, int64_t shown_rank
 
 /* Human renderings of {"jobs": [...]}'s array, one JOB, and the nodes array.
  * now_ms is the wall clock in epoch milliseconds. */
-/* An array's members as one row ("12_[0-29%8]", counted by state), or
- * (expanded) each as "12_3". */
+/* The job listing: an array the server grouped as one row ("12_[0-29%8]",
+ * its members counted by state), a member listed alone as "12_3". */
 void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out);
-void verb_jobs_render_expanded(const json_t *jobs, int64_t now_ms, struct buf *out);
 void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_nodes_render(const json_t *nodes, int64_t now_ms, struct buf *out);
 void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out);
 void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out);
 void verb_events_render(const json_t *events, int64_t now_ms, struct buf *out);
+/* The one line `anvil cancel ARRAY` prints for the answer of
+ * POST /v1/jobs/ID/cancel?array=1: how many members it cancelled. */
+void verb_cancel_report(const json_t *resp, struct buf *out);
 
 /* Renders a listing or an object for people. */
 typedef void (*verb_render_fn)(const json_t *v, int64_t now_ms, struct buf *out);

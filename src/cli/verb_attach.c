@@ -82,7 +82,7 @@ int verb_attach_finish(struct verb_ctx *v, int64_t job, int64_t rank, const stru
 static int attach_fn(struct verb_ctx *v)
 {
 	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
+	int ret = verb_job_arg(v, v->args.pos[0], &id);
 	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
 		return ret;
 	const struct cliargs_value *rank = cliargs_get(&v->args, "rank");

@@ -1,4 +1,5 @@
-/* verb_cancel.c - `anvil cancel JOB...` (POST /v1/jobs/ID/cancel). */
+/* verb_cancel.c - `anvil cancel JOB...` (POST /v1/jobs/ID/cancel): a job, an
+ * array's member (ARRAY_INDEX), or a whole array (its id), one line each. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,124 +9,89 @@
 #include "cli/clitable.h"
 #include "cli/verb.h"
 
-/* What happened, from the job the server answers with. */
-static void report(int64_t id, const json_t *job)
+/* What happened to one job, from the job the server answers with. */
+static void report_job(const json_t *job)
 {
 	const char *state = verb_str(job, "state");
-	char grace[32];
+	char name[48], grace[32];
+	verb_job_name(job, name, sizeof(name));
 	if (strcmp(state, "cancelled") == 0) {
-		printf("cancelled job %lld\n", (long long)id);
+		printf("cancelled job %s\n", name);
 	} else if (verb_state_final(state)) {
-		printf("job %lld already %s; nothing to cancel\n", (long long)id, state);
+		printf("job %s already %s; nothing to cancel\n", name, state);
 	} else {
 		clitable_duration(grace, sizeof(grace), verb_int(job, "grace_ms", -1));
-		printf("cancelling job %lld: its ranks get SIGTERM, SIGKILL after %s\n",
-		       (long long)id, grace);
+		printf("cancelling job %s: its ranks get SIGTERM, SIGKILL after %s\n", name, grace);
 	}
 }
 
-static int cancel_one(struct verb_ctx *v, int64_t id)
+void verb_cancel_report(const json_t *resp, struct buf *out)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/v1/jobs/%lld/cancel", (long long)id);
+	const json_t *job = json_object_get(resp, "job"), *a = json_object_get(resp, "array");
+	long long id = (long long)verb_int(a, "id", 0),
+	          members = (long long)verb_int(a, "members", 0),
+	          stopping = (long long)verb_int(a, "stopping", 0),
+	          ended = (long long)verb_int(a, "ended", 0),
+	          done = (long long)verb_int(a, "cancelled", 0) + stopping;
+	if (!done) {
+		buf_printf(out,
+		           "array %lld: all %lld members had already ended; nothing to cancel\n",
+		           id, members);
+		return;
+	}
+	buf_printf(out, "cancelled array %lld: %lld of its %lld members", id, done, members);
+	if (ended)
+		buf_printf(out, " (%lld had ended)", ended);
+	if (stopping) {
+		char grace[32];
+		clitable_duration(grace, sizeof(grace), verb_int(job, "grace_ms", -1));
+		buf_printf(out, "; %lld running get SIGTERM, SIGKILL after %s", stopping, grace);
+	}
+	buf_adds(out, "\n");
+}
+
+/* POST /v1/jobs/ID/cancel; whole: ID names its array when it is one's. */
+static int cancel_one(struct verb_ctx *v, int64_t id, int whole)
+{
+	char path[80];
+	snprintf(path, sizeof(path), "/v1/jobs/%lld/cancel%s", (long long)id,
+	         whole ? "?array=1" : "");
 	json_t *resp = NULL;
 	int ret = cliconn_call(&v->conn, "POST", path, NULL, &resp);
 	if (ret != CLI_EXIT_OK)
 		return ret;
-	if (cliargs_flag(&v->args, "json"))
+	if (cliargs_flag(&v->args, "json")) {
 		verb_print_json(resp);
-	else
-		report(id, json_object_get(resp, "job"));
-	json_decref(resp);
-	return CLI_EXIT_OK;
-}
-
-/* The members of array id (its first member's id): ids of those whose
- * index is `index`, or of all when index < 0. NULL: not an array. */
-static json_t *array_members(struct verb_ctx *v, int64_t id, int64_t index, int *ret)
-{
-	char path[96];
-	snprintf(path, sizeof(path), "/v1/jobs?array=%lld&limit=100000&state=all", (long long)id);
-	json_t *resp = NULL;
-	*ret = cliconn_call(&v->conn, "GET", path, NULL, &resp);
-	if (*ret != CLI_EXIT_OK)
-		return NULL;
-	json_t *ids = json_array();
-	size_t i;
-	const json_t *j;
-	json_array_foreach (json_object_get(resp, "jobs"), i, j)
-		if (index < 0 || verb_int(json_object_get(j, "array"), "index", -1) == index)
-			json_array_append_new(ids, json_integer(verb_int(j, "id", 0)));
-	json_decref(resp);
-	if (json_array_size(ids) == 0) {
-		json_decref(ids);
-		return NULL;
-	}
-	return ids;
-}
-
-/* JOB, ARRAY or ARRAY_INDEX: the id, and the index (-1 when not given). */
-static int parse_spec(const struct verb_ctx *v, const char *spec, int64_t *id, int64_t *index)
-{
-	char head[32];
-	const char *us = strchr(spec, '_');
-	snprintf(head, sizeof(head), "%.*s", us ? (int)(us - spec) : 31, spec);
-	*index = -1;
-	int ret = verb_job_id(v, head, id);
-	if (ret == CLI_EXIT_OK && us)
-		ret = verb_job_id(v, us + 1, index);
-	if (ret == CLI_EXIT_OK && (*id < 1 || (us && *index < 0)))
-		ret = verb_usage_error(v, "%s: write JOB, ARRAY or ARRAY_INDEX (12, 12_3)", spec);
-	return ret;
-}
-
-/* The ids spec means, appended to ids: an array's members (or one), else
- * the job. */
-static int resolve(struct verb_ctx *v, const char *spec, json_t *ids)
-{
-	int64_t id, index;
-	int ret = parse_spec(v, spec, &id, &index);
-	if (ret != CLI_EXIT_OK)
-		return ret;
-	json_t *members = array_members(v, id, index, &ret);
-	if (ret != CLI_EXIT_OK)
-		return ret;
-	if (members) {
-		json_array_extend(ids, members);
-		json_decref(members);
-	} else if (index >= 0) {
-		fprintf(stderr, "anvil cancel: %s: no such array member\n", spec);
-		return CLI_EXIT_FAILED;
+	} else if (json_is_object(json_object_get(resp, "array"))) {
+		struct buf out;
+		buf_init(&out);
+		verb_cancel_report(resp, &out);
+		fputs(out.data, stdout);
+		buf_cleanup(&out);
 	} else {
-		json_array_append_new(ids, json_integer(id));
+		report_job(json_object_get(resp, "job"));
 	}
+	json_decref(resp);
 	return CLI_EXIT_OK;
 }
 
 static int cancel_fn(struct verb_ctx *v)
 {
-	int64_t id, index;
-	int ret = CLI_EXIT_OK;
-	for (int i = 0; i < v->args.npos && ret == CLI_EXIT_OK; i++) /* all, before anything */
-		ret = parse_spec(v, v->args.pos[i], &id, &index);
+	int n = v->args.npos, ret = CLI_EXIT_OK;
+	struct verb_job_ref *refs = xcalloc((size_t)n, sizeof(*refs));
+	int64_t *ids = xcalloc((size_t)n, sizeof(*ids));
+	for (int i = 0; i < n && ret == CLI_EXIT_OK; i++) /* all, before anything */
+		ret = verb_job_ref(v, v->args.pos[i], &refs[i]);
 	if (ret == CLI_EXIT_OK)
 		ret = verb_connect(v);
-	if (ret != CLI_EXIT_OK)
-		return ret;
-	json_t *all = json_array();
-	/* Every JOB is resolved before any job is touched. */
-	for (int i = 0; i < v->args.npos && ret == CLI_EXIT_OK; i++)
-		ret = resolve(v, v->args.pos[i], all);
-	int n = (int)json_array_size(all);
-	int64_t *ids = xcalloc((size_t)n + 1, sizeof(*ids));
-	for (int i = 0; i < n; i++)
-		ids[i] = json_integer_value(json_array_get(all, (size_t)i));
-	json_decref(all);
+	/* Every member named by its index is found before any job is touched. */
+	for (int i = 0; i < n && ret == CLI_EXIT_OK; i++)
+		ret = verb_job_resolve(v, &refs[i], &ids[i]);
 	if (ret != CLI_EXIT_OK)
 		goto out;
 	/* Go on past a job the server refuses; stop when it cannot be reached. */
 	for (int i = 0; i < n; i++) {
-		int r = cancel_one(v, ids[i]);
+		int r = cancel_one(v, ids[i], refs[i].index < 0);
 		if (ret == CLI_EXIT_OK || r == CLI_EXIT_UNREACHABLE)
 			ret = r;
 		if (r == CLI_EXIT_UNREACHABLE)
@@ -133,6 +99,7 @@ static int cancel_fn(struct verb_ctx *v)
 	}
 out:
 	free(ids);
+	free(refs);
 	return ret;
 }
 
@@ -147,5 +114,6 @@ const struct verb verb_cancel = {
         .help = "Cancels each JOB: a pending job at once; a running one is stopped (SIGTERM to\n"
                 "each rank's process group, SIGKILL after the job's grace). Cancelling a job\n"
                 "that has already ended changes nothing. As with scancel, JOB may be an\n"
-                "array (its id: every member) or one member of it, ARRAY_INDEX (12_3).\n",
+                "array (its id: every member, in one call, said on one line) or one member\n"
+                "of it, ARRAY_INDEX (12_3).\n",
 };

@@ -39,26 +39,31 @@ void verb_events_render(const json_t *events, int64_t now_ms, struct buf *out)
 
 static const struct cliargs_opt events_opts[] = {
         {"json", 0, CLIARGS_FLAG, NULL, "print the server's JSON"},
-        {"job", 0, CLIARGS_INT, "JOB", "only this job's events"},
+        {"job", 0, CLIARGS_STR, "JOB", "only this job's events (JOB, or ARRAY_INDEX: 12_3)"},
         {"limit", 'n', CLIARGS_INT, "N", "the newest N events (default 50, at most 10000)"},
         {NULL, 0, 0, NULL, NULL},
 };
 
 static int events_fn(struct verb_ctx *v)
 {
-	const struct cliargs_value *job = cliargs_get(&v->args, "job");
+	const char *job = cliargs_str(&v->args, "job");
 	const struct cliargs_value *limit = cliargs_get(&v->args, "limit");
-	int64_t n = limit && limit->set ? limit->num : 50;
+	int64_t n = limit && limit->set ? limit->num : 50, id = 0;
+	struct verb_job_ref ref;
 	if (n < 1 || n > 10000)
 		return verb_usage_error(v, "--limit %lld: expected 1 to 10000", (long long)n);
-	if (job && job->set && job->num < 1)
-		return verb_usage_error(v, "--job %lld: expected a job id", (long long)job->num);
+	int ret = job ? verb_job_ref(v, job, &ref) : CLI_EXIT_OK;
+	if (ret == CLI_EXIT_OK)
+		ret = verb_connect(v);
+	if (ret == CLI_EXIT_OK && job)
+		ret = verb_job_resolve(v, &ref, &id);
+	if (ret != CLI_EXIT_OK)
+		return ret;
 	char path[96];
 	int len = snprintf(path, sizeof(path), "/v1/events?limit=%lld", (long long)n);
-	if (job && job->set)
-		snprintf(path + len, sizeof(path) - (size_t)len, "&job=%lld", (long long)job->num);
-	int ret = verb_connect(v);
-	return ret != CLI_EXIT_OK ? ret : verb_get_print(v, path, "events", verb_events_render);
+	if (id)
+		snprintf(path + len, sizeof(path) - (size_t)len, "&job=%lld", (long long)id);
+	return verb_get_print(v, path, "events", verb_events_render);
 }
 
 const struct verb verb_events = {

@@ -50,7 +50,7 @@ static int exec_fn(struct verb_ctx *v)
 	if (a->nrest == 0 || !a->rest[0][0])
 		return verb_usage_error(v,
 		                        "no command to run (usage: anvil exec JOB -- CMD ARGS...)");
-	int ret = verb_job_id(v, a->pos[0], &id);
+	int ret = verb_job_arg(v, a->pos[0], &id);
 	if (ret != CLI_EXIT_OK || (ret = verb_connect(v)) != CLI_EXIT_OK)
 		return ret;
 	const struct cliargs_value *rank = cliargs_get(a, "rank");

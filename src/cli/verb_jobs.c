@@ -47,12 +47,9 @@ static void add_placement(struct clitable *t, const json_t *placement)
 /* "12_3": an array's member by the array's id and its index; else the id. */
 static void add_id(struct clitable *t, const json_t *job)
 {
-	const json_t *array = json_object_get(job, "array");
-	if (json_is_object(array))
-		clitable_add(t, "%lld_%lld", (long long)verb_int(array, "id", 0),
-		             (long long)verb_int(array, "index", 0));
-	else
-		clitable_add(t, "%lld", (long long)verb_int(job, "id", -1));
+	char name[48];
+	verb_job_name(job, name, sizeof(name));
+	clitable_add(t, "%s", name);
 }
 
 static void add_row(struct clitable *t, const json_t *job, int64_t now_ms)
@@ -82,74 +79,46 @@ static void add_row(struct clitable *t, const json_t *job, int64_t now_ms)
 	clitable_add(t, "%s", verb_str(job, "reason"));
 }
 
-/* An array as one row: "12_[0-29%8]", its members counted by state. */
-static void add_array_row(struct clitable *t, const json_t *jobs, const json_t *first,
-                          int64_t now_ms)
+/* An array as the server lists it grouped (GET /v1/jobs?group=arrays): one
+ * row, "12_[0-29%8]", its members counted by state, and the reason of the
+ * next member in line. */
+static void add_array_row(struct clitable *t, const json_t *entry, int64_t now_ms)
 {
-	int64_t id = verb_int(json_object_get(first, "array"), "id", 0);
-	int64_t lo = INT64_MAX, hi = -1,
-	        max = verb_int(json_object_get(first, "array"), "max_running", 0);
-	int counts[8] = {0};
 	static const char *const states[] = {"running", "scheduled", "pending", "succeeded",
 	                                     "failed",  "cancelled", "lost",    NULL};
-	const json_t *reason = NULL;
-	size_t i;
-	const json_t *j;
-	json_array_foreach (jobs, i, j) {
-		const json_t *a = json_object_get(j, "array");
-		if (verb_int(a, "id", 0) != id)
-			continue;
-		int64_t idx = verb_int(a, "index", 0);
-		lo = idx < lo ? idx : lo;
-		hi = idx > hi ? idx : hi;
-		for (int k = 0; states[k]; k++)
-			if (strcmp(verb_str(j, "state"), states[k]) == 0) {
-				counts[k]++;
-				if (k == 2 && !reason)
-					reason = json_object_get(j, "reason");
-			}
-	}
-	char ids[64], max_text[24] = "";
+	const json_t *a = json_object_get(entry, "array"), *counts = json_object_get(a, "states");
+	int64_t max = verb_int(a, "max_running", 0);
+	char max_text[24] = "";
 	if (max)
 		snprintf(max_text, sizeof(max_text), "%%%lld", (long long)max);
-	snprintf(ids, sizeof(ids), "%lld_[%lld-%lld%s]", (long long)id, (long long)lo,
-	         (long long)hi, max_text);
+	clitable_add(t, "%lld_[%lld-%lld%s]", (long long)verb_int(a, "id", 0),
+	             (long long)verb_int(a, "first_index", 0),
+	             (long long)verb_int(a, "last_index", 0), max_text);
+	clitable_add(t, "%s", verb_str(entry, "name"));
 	struct buf st;
 	buf_init(&st);
-	for (int k = 0; states[k]; k++)
-		if (counts[k])
-			buf_printf(&st, "%s%d %s", st.len ? ", " : "", counts[k], states[k]);
-	clitable_add(t, "%s", ids);
-	clitable_add(t, "%s", verb_str(first, "name"));
-	clitable_add(t, "%s", st.data ? st.data : "");
+	for (int k = 0; states[k]; k++) {
+		int64_t n = verb_int(counts, states[k], 0);
+		if (n > 0)
+			buf_printf(&st, "%s%lld %s", st.len ? ", " : "", (long long)n, states[k]);
+	}
+	clitable_add(t, "%s", st.len ? st.data : "");
+	buf_cleanup(&st);
 	clitable_add(t, "-");
-	clitable_add(t, "%s", verb_str(first, "queue"));
-	clitable_add(t, "%lld", (long long)verb_int(first, "nodes", 0));
-	clitable_add(t, "%lld", (long long)verb_int(first, "gpus", 0));
-	add_times(t, first, now_ms);
+	clitable_add(t, "%s", verb_str(entry, "queue"));
+	clitable_add(t, "%lld", (long long)verb_int(entry, "nodes", 0));
+	clitable_add(t, "%lld", (long long)verb_int(entry, "gpus", 0));
+	add_times(t, entry, now_ms);
 	clitable_add(t, "-");
 	struct buf cmd;
 	buf_init(&cmd);
-	verb_command_line(json_object_get(first, "command"), JOBS_COMMAND_MAX, &cmd);
+	verb_command_line(json_object_get(entry, "command"), JOBS_COMMAND_MAX, &cmd);
 	clitable_add(t, "%s", cmd.len ? cmd.data : "");
 	buf_cleanup(&cmd);
-	clitable_add(t, "%s", reason ? json_string_value(reason) : "");
-	buf_cleanup(&st);
+	clitable_add(t, "%s", verb_str(entry, "reason"));
 }
-
-static void render(const json_t *jobs, int64_t now_ms, int expand, struct buf *out);
 
 void verb_jobs_render(const json_t *jobs, int64_t now_ms, struct buf *out)
-{
-	render(jobs, now_ms, 0, out);
-}
-
-void verb_jobs_render_expanded(const json_t *jobs, int64_t now_ms, struct buf *out)
-{
-	render(jobs, now_ms, 1, out);
-}
-
-static void render(const json_t *jobs, int64_t now_ms, int expand, struct buf *out)
 {
 	if (json_array_size(jobs) == 0) {
 		buf_adds(out, "no jobs\n");
@@ -164,14 +133,11 @@ static void render(const json_t *jobs, int64_t now_ms, int expand, struct buf *o
 	clitable_right(t, 9);
 	size_t i;
 	const json_t *job;
-	int64_t last_array = 0;
 	json_array_foreach (jobs, i, job) {
-		int64_t array = verb_int(json_object_get(job, "array"), "id", 0);
-		if (expand || !array)
+		if (json_object_get(json_object_get(job, "array"), "members"))
+			add_array_row(t, job, now_ms);
+		else
 			add_row(t, job, now_ms);
-		else if (array != last_array) /* members come together: one row for them */
-			add_array_row(t, jobs, job, now_ms);
-		last_array = array;
 	}
 	clitable_render(t, out);
 	clitable_free(t);
@@ -194,33 +160,46 @@ static int jobs_fn(struct verb_ctx *v)
 		return ret;
 	struct buf path;
 	buf_init(&path);
-	buf_adds(&path, "/v1/jobs");
 	const char *state = cliargs_str(&v->args, "state");
-	const struct cliargs_value *limit = cliargs_get(&v->args, "limit");
+	const struct cliargs_value *limit = cliargs_get(&v->args, "limit"),
+	                           *array = cliargs_get(&v->args, "array");
+	int expand = cliargs_flag(&v->args, "expand") || array->set;
+	/* Grouped on the server: a large array is one entry, so the jobs
+	 * before it are listed, and its counts are over all its members. */
+	buf_printf(&path, "/v1/jobs?group=%s", expand ? "none" : "arrays");
 	if (state) {
-		buf_adds(&path, "?state=");
+		buf_adds(&path, "&state=");
 		cliconn_escape(&path, state);
 	}
 	if (limit->set)
-		buf_printf(&path, "%climit=%lld", state ? '&' : '?', (long long)limit->num);
-	const struct cliargs_value *array = cliargs_get(&v->args, "array");
+		buf_printf(&path, "&limit=%lld", (long long)limit->num);
 	if (array->set)
-		buf_printf(&path, "%carray=%lld", strchr(path.data, '?') ? '&' : '?',
-		           (long long)array->num);
-	int expand = cliargs_flag(&v->args, "expand") || array->set;
-	ret = verb_get_print(v, path.data, "jobs",
-	                     expand ? verb_jobs_render_expanded : verb_jobs_render);
+		buf_printf(&path, "&array=%lld", (long long)array->num);
+	json_t *resp = NULL;
+	ret = cliconn_call(&v->conn, "GET", path.data, NULL, &resp);
 	buf_cleanup(&path);
-	return ret;
+	if (ret != CLI_EXIT_OK)
+		return ret;
+	verb_print(v, resp, "jobs", verb_jobs_render);
+	if (!cliargs_flag(&v->args, "json") && json_is_true(json_object_get(resp, "more")))
+		fprintf(stderr,
+		        "anvil jobs: the newest %zu shown; more match (--limit N shows more, "
+		        "--state S fewer)\n",
+		        json_array_size(json_object_get(resp, "jobs")));
+	json_decref(resp);
+	return CLI_EXIT_OK;
 }
 
 const struct verb verb_jobs = {
         .name = "jobs",
         .fn = jobs_fn,
         .opts = opts,
-        .usage = "[--state S] [--limit N] [--json]",
+        .usage = "[--state S] [--limit N] [--expand] [--array ID] [--json]",
         .summary = "list jobs, newest first",
         .help = "Lists jobs, newest first: id, name, state (\"(borrowed)\" when admitted on\n"
                 "another team's idle quota), where it runs, queue, size, time since submission,\n"
-                "run time, exit code, command, and why a pending job waits.\n",
+                "run time, exit code, command, and why a pending job waits. An array is one\n"
+                "line, 12_[0-29%8], counting one against --limit (100 by default), with all\n"
+                "its members counted by state and the reason of the next one to start;\n"
+                "--expand lists each member, 12_3, and --array ID only that array's.\n",
 };

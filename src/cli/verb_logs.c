@@ -387,7 +387,7 @@ static const struct cliargs_opt opts[] = {
 static int logs_fn(struct verb_ctx *v)
 {
 	int64_t id;
-	int ret = verb_job_id(v, v->args.pos[0], &id);
+	int ret = verb_job_arg(v, v->args.pos[0], &id);
 	if (ret != CLI_EXIT_OK)
 		return ret;
 	const struct cliargs_value *rank = cliargs_get(&v->args, "rank");
@@ -425,5 +425,6 @@ const struct verb verb_logs = {
                 "With -f, keeps printing as the output grows, until the job has ended and\n"
                 "everything is printed (polling every 150 ms to 1 s while nothing comes);\n"
                 "a job that failed on a rank not shown then ends with that rank's last\n"
-                "lines on stderr.\n",
+                "lines on stderr. JOB is a job's id, or an array's member as ARRAY_INDEX\n"
+                "(12_3).\n",
 };

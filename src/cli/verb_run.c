@@ -135,6 +135,28 @@ static int wait_array(struct verb_ctx *v, int64_t array_id, const json_t *member
 	return worst;
 }
 
+/* --after entries that name a member as ARRAY_INDEX (submit_after keeps
+ * its index): each becomes that member's job id, as the server takes. */
+static int resolve_after(struct verb_ctx *v, json_t *body)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach (json_object_get(body, "after"), i, a) {
+		const json_t *index = json_object_get(a, "index");
+		if (!index)
+			continue;
+		struct verb_job_ref ref = {.id = json_integer_value(json_object_get(a, "job")),
+		                           .index = json_integer_value(index)};
+		int64_t id;
+		int ret = verb_job_resolve(v, &ref, &id);
+		if (ret != CLI_EXIT_OK)
+			return ret;
+		json_object_set_new(a, "job", json_integer(id));
+		json_object_del(a, "index");
+	}
+	return CLI_EXIT_OK;
+}
+
 static int run_fn(struct verb_ctx *v)
 {
 	json_t *body = NULL, *resp = NULL, *final = NULL;
@@ -148,6 +170,8 @@ static int run_fn(struct verb_ctx *v)
 	}
 	if (ret == CLI_EXIT_OK)
 		ret = verb_connect(v);
+	if (ret == CLI_EXIT_OK)
+		ret = resolve_after(v, body);
 	if (ret != CLI_EXIT_OK) {
 		json_decref(body);
 		return ret;

@@ -34,7 +34,7 @@ void verb_why_render(const json_t *job, int64_t now_ms, struct buf *out)
 			buf_adds(out,
 			         "  estimated start: once its dependencies hold (until then the "
 			         "scheduler does not consider it)\n");
-		} else if (strncmp(reason, "array ", 6) == 0) {
+		} else if (strncmp(reason, "array ", 6) == 0 && strstr(reason, ", its limit (%")) {
 			buf_adds(out,
 			         "  estimated start: when a running member of its array ends\n");
 		} else if (gpus == 0) {
@@ -68,7 +68,8 @@ const struct verb verb_why = {
         .summary = "say why a job waits, and when it should start",
         .help = "Says in plain words why JOB is pending (GPUs, topology, quota, a reservation\n"
                 "for a higher job) and its estimated start from a dry run of the scheduler\n"
-                "over the running jobs' time limits.\n",
+                "over the running jobs' time limits. JOB is a job's id, or an array's member\n"
+                "as ARRAY_INDEX (12_3).\n",
 };
 
 void verb_queues_render(const json_t *resp, int64_t now_ms, struct buf *out)

@@ -225,5 +225,6 @@ const struct verb verb_show = {
                 "submitter's environment), head and worker commands, times, exit code, and\n"
                 "each attempt (with its head's address): whether it\n"
                 "ran on borrowed quota, why it ended or was requeued, and its ranks: node,\n"
-                "GPUs, state, pid, exit code, signal.\n",
+                "GPUs, state, pid, exit code, signal. JOB is a job's id, or an array's member\n"
+                "as ARRAY_INDEX (12_3).\n",
 };

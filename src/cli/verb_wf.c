@@ -384,7 +384,10 @@ static int exec_arg(struct verb_ctx *v, int64_t *id)
 {
 	if (v->args.npos < 2)
 		return verb_usage_error(v, "wf %s takes an execution id", v->args.pos[0]);
-	return verb_job_id(v, v->args.pos[1], id);
+	char err[256];
+	if (cliargs_parse_int("EXEC", v->args.pos[1], id, err, sizeof(err)) < 0)
+		return verb_usage_error(v, "%s", err);
+	return CLI_EXIT_OK;
 }
 
 static int on_exec(struct verb_ctx *v, const char *sub)

@@ -83,60 +83,89 @@ static void jobs_submit(struct server *s, struct httpd_req *req)
 	json_decref(body);
 }
 
-static int state_filter(const char *f, enum job_state s)
+/* GET /v1/jobs?state=S&limit=N&array=ID&index=I&group=arrays: the query
+ * read into q, or a 400 naming the parameter, its value and the reason. */
+static int jobs_query(struct httpd_req *req, struct state_jobs_query *q)
 {
-	if (!f || !*f || strcmp(f, "all") == 0)
-		return 1;
-	if (strcmp(f, "active") == 0)
-		return !job_state_final(s);
-	if (strcmp(f, "done") == 0)
-		return job_state_final(s);
-	return strcmp(f, job_state_name(s)) == 0;
+	const char *f = httpd_query(req, "state"), *l = httpd_query(req, "limit"),
+	           *a = httpd_query(req, "array"), *x = httpd_query(req, "index"),
+	           *g = httpd_query(req, "group");
+	enum job_state dummy;
+	*q = (struct state_jobs_query){.state = f, .limit = 100, .index = -1};
+	/* the first bad parameter: its name, then why */
+	const char *name = NULL, *why = NULL;
+	if (f && *f && strcmp(f, "all") != 0 && strcmp(f, "active") != 0 &&
+	    strcmp(f, "done") != 0 && job_state_parse(f, &dummy) != 0) {
+		name = "state";
+		why = "is not a job state (pending, scheduled, running, succeeded, failed, "
+		      "cancelled, lost, active, done, all)";
+	} else if (l && parse_i64(l, 1, 100000, &q->limit)) {
+		name = "limit";
+		why = "must be an integer from 1 to 100000";
+	} else if (a && parse_i64(a, 1, INT64_MAX, &q->array)) {
+		name = "array";
+		why = "must be an array's job id";
+	} else if (x && (!a || parse_i64(x, 0, INT64_MAX, &q->index))) {
+		name = "index";
+		why = "must be an array index (0 or more), with 'array'";
+	} else if (g && strcmp(g, "arrays") != 0 && strcmp(g, "none") != 0) {
+		name = "group";
+		why = "must be 'arrays' (each array as one entry) or 'none'";
+	}
+	if (name) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "query '%s': '%.40s' %s", name, httpd_query(req, name),
+		         why);
+		httpd_error(req, ERR_INVALID, msg);
+		return -1;
+	}
+	q->group = g && strcmp(g, "arrays") == 0;
+	return 0;
 }
 
 static void jobs_list(struct server *s, struct httpd_req *req)
 {
 	req->route = "jobs_list";
-	const char *f = httpd_query(req, "state");
-	enum job_state dummy;
-	if (f && *f && strcmp(f, "all") != 0 && strcmp(f, "active") != 0 &&
-	    strcmp(f, "done") != 0 && job_state_parse(f, &dummy) != 0) {
-		char msg[256];
-		snprintf(msg, sizeof(msg),
-		         "query 'state': '%.40s' is not a job state (pending, scheduled, running, "
-		         "succeeded, failed, cancelled, lost, active, done, all)",
-		         f);
-		httpd_error(req, ERR_INVALID, msg);
+	struct state_jobs_query q;
+	if (jobs_query(req, &q))
 		return;
-	}
-	int64_t limit = 100, array = 0;
-	const char *l = httpd_query(req, "limit"), *a = httpd_query(req, "array");
-	if (l && parse_i64(l, 1, 100000, &limit)) {
-		httpd_error(req, ERR_INVALID, "query 'limit': must be an integer from 1 to 100000");
-		return;
-	}
-	if (a && parse_i64(a, 1, INT64_MAX, &array)) {
-		httpd_error(req, ERR_INVALID, "query 'array': must be an array's job id");
-		return;
-	}
 	struct state *st = &s->state;
 	state_lock(st);
-	json_t *arr = json_array();
-	for (int64_t i = st->njobs - 1; i >= 0 && (int64_t)json_array_size(arr) < limit; i--) {
-		struct job *j = st->jobs[i];
-		if (j && state_filter(f, j->state) && (!array || j->array_id == array))
-			json_array_append_new(arr, state_job_json(st, j, 0));
-	}
+	json_t *answer = state_jobs_json(st, &q);
 	state_unlock(st);
-	api_send_json(req, 200, json_pack("{s:o}", "jobs", arr));
+	api_send_json(req, 200, answer);
 }
 
 enum job_verb { JOB_GET, JOB_CANCEL, JOB_WHY };
+
+/* POST /v1/jobs/ID/cancel?array=1 where ID is an array's: every member,
+ * in one transaction; the answer counts them. */
+static void cancel_array(struct state *st, struct httpd_req *req, struct job *first)
+{
+	struct state_array_cancel c;
+	int rc = state_cancel_array(st, first, &c);
+	if (rc) {
+		httpd_error(req, rc, "cannot cancel the array's members");
+		return;
+	}
+	if (api_flush_or_fail(st, req))
+		return;
+	json_t *counts =
+	        json_pack("{s:I,s:I,s:I,s:I,s:I}", "id", (json_int_t)first->id, "members",
+	                  (json_int_t)c.members, "cancelled", (json_int_t)c.cancelled, "stopping",
+	                  (json_int_t)c.stopping, "ended", (json_int_t)c.ended);
+	api_send_json(req, 200,
+	              json_pack("{s:o,s:o}", "job", state_job_json(st, first, 1), "array", counts));
+}
 
 static void job_get(struct server *s, struct httpd_req *req, int64_t id, enum job_verb verb)
 {
 	static const char *const routes[] = {"jobs_get", "jobs_cancel", "jobs_why"};
 	req->route = routes[verb];
+	/* ?array=1: ID names its whole array when it is one's (as anvil cancel
+	 * takes it); else the job alone */
+	const char *a = httpd_query(req, "array");
+	int whole = a && strcmp(a, "1") == 0;
 	struct state *st = &s->state;
 	state_lock(st);
 	struct job *j = state_job(st, id);
@@ -144,6 +173,8 @@ static void job_get(struct server *s, struct httpd_req *req, int64_t id, enum jo
 		char msg[64];
 		snprintf(msg, sizeof(msg), "no job %lld", (long long)id);
 		httpd_error(req, ERR_NOTFOUND, msg);
+	} else if (verb == JOB_CANCEL && whole && j->array_id == j->id) {
+		cancel_array(st, req, j);
 	} else if (verb != JOB_CANCEL ||
 	           (state_cancel(st, j) == 0 && api_flush_or_fail(st, req) == 0)) {
 		if (verb == JOB_WHY)

@@ -87,21 +87,23 @@ static json_t *running_by_array(struct state *st)
 	return by;
 }
 
-/* Whether the array of j may start one more member; counts it if so. */
-static int array_room(struct state *st, struct job *j, json_t *by)
+static void array_key(const struct job *j, char *key, size_t len)
+{
+	snprintf(key, len, "%lld", (long long)j->array_id);
+}
+
+/* Whether the array of j may start one more member: counts it if so. The
+ * count includes the members let through before it this cycle, which may
+ * not start (deps_explain says what holds the others then). */
+static int array_room(const struct job *j, json_t *by)
 {
 	if (!j->array_id || !j->array_max_running)
 		return 1;
 	char key[24];
-	snprintf(key, sizeof(key), "%lld", (long long)j->array_id);
+	array_key(j, key, sizeof(key));
 	json_int_t n = json_integer_value(json_object_get(by, key));
-	if (n >= j->array_max_running) {
-		char why[128];
-		snprintf(why, sizeof(why), "array %lld: %lld of its jobs run, its limit (%%%d)",
-		         (long long)j->array_id, (long long)n, j->array_max_running);
-		set_reason(st, j, why);
+	if (n >= j->array_max_running)
 		return 0;
-	}
 	json_object_set_new(by, key, json_integer(n + 1));
 	return 1;
 }
@@ -113,7 +115,7 @@ static void cancel_never(struct state *st, struct job *j, const char *why)
 	job_to(st, j, JOB_CANCELLED, "job %lld cancelled: %s", (long long)j->id, why);
 }
 
-int deps_ready(struct state *st, struct job **out)
+int deps_ready(struct state *st, struct job **out, struct job **held, int *nheld)
 {
 	/* Cancelling one job may make another's dependency impossible: go on
 	 * until a pass cancels nothing (a chain settles in one call). */
@@ -130,15 +132,71 @@ int deps_ready(struct state *st, struct job **out)
 	}
 	json_t *by = running_by_array(st);
 	int n = 0;
+	*nheld = 0;
 	for (int i = 0; i < st->core->npending; i++) {
 		struct job *j = st->core->pending[i];
 		char never[200];
 		if (j->after && deps_of(st, j, never, sizeof(never)) != DEP_HOLDS)
 			continue;
-		if (!array_room(st, j, by))
-			continue;
-		out[n++] = j;
+		if (!array_room(j, by))
+			held[(*nheld)++] = j;
+		else
+			out[n++] = j;
 	}
 	json_decref(by);
 	return n;
+}
+
+/* Why held member j waits, once the cycle is over: n of its array's
+ * members run, and next (NULL: none) is the first let through that is
+ * still pending. The text names no member: it stays the same while the
+ * count does, so a large array's held members are not written again each
+ * time one of them starts. */
+static void held_text(const struct job *j, json_int_t n, const struct job *next, char *why,
+                      size_t len)
+{
+	long long id = (long long)j->array_id;
+	int max = j->array_max_running;
+	if (n >= max) /* the limit holds it, truly */
+		snprintf(why, len, "array %lld: %lld of its jobs run, its limit (%%%d)", id,
+		         (long long)n, max);
+	else if (next && next->reason[0] && strncmp(next->reason, "array ", 6) != 0)
+		snprintf(
+		        why, len,
+		        "array %lld: %lld of its jobs run (limit %%%d); the next in line waits: %s",
+		        id, (long long)n, max, next->reason);
+	else
+		snprintf(why, len,
+		         "array %lld: %lld of its jobs run (limit %%%d); the members ahead of it "
+		         "wait to start",
+		         id, (long long)n, max);
+}
+
+void deps_explain(struct state *st, struct job *const *ready, int nready, struct job *const *held,
+                  int nheld)
+{
+	if (!nheld)
+		return;
+	json_t *by = running_by_array(st), *next = json_object();
+	char key[24], why[sizeof(held[0]->reason)];
+	for (int i = 0; i < nready; i++) {
+		const struct job *j = ready[i];
+		if (!j->array_id || !j->array_max_running || j->state != JOB_PENDING)
+			continue;
+		array_key(j, key, sizeof(key));
+		if (!json_object_get(next, key))
+			json_object_set_new(next, key, json_integer(j->id));
+	}
+	for (int i = 0; i < nheld; i++) {
+		struct job *j = held[i];
+		if (j->state != JOB_PENDING)
+			continue;
+		array_key(j, key, sizeof(key));
+		held_text(j, json_integer_value(json_object_get(by, key)),
+		          state_job(st, json_integer_value(json_object_get(next, key))), why,
+		          sizeof(why));
+		set_reason(st, j, why);
+	}
+	json_decref(next);
+	json_decref(by);
 }

@@ -413,3 +413,31 @@ int state_cancel(struct state *st, struct job *j)
 	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
 	return 0;
 }
+
+int state_cancel_array(struct state *st, struct job *first, struct state_array_cancel *out)
+{
+	struct state_array_cancel c = {0};
+	if (!first->array_id || first->array_id != first->id)
+		return ERR_INVALID;
+	/* Members have consecutive ids from the array's. */
+	for (int64_t id = first->id;; id++) {
+		struct job *m = state_job(st, id);
+		if (!m || m->array_id != first->id)
+			break;
+		c.members++;
+		if (job_state_final(m->state)) {
+			c.ended++;
+			continue;
+		}
+		int pending = m->state == JOB_PENDING && !m->cancel_requested;
+		int rc = state_cancel(st, m);
+		if (rc)
+			return rc;
+		if (pending)
+			c.cancelled++;
+		else
+			c.stopping++;
+	}
+	*out = c;
+	return 0;
+}

@@ -51,9 +51,17 @@ int jobs_admit(struct state *st, struct job **js, int n, char *err, size_t errle
 
 /* The pending jobs the scheduler may see now, in pending order, into out
  * (room for npending): those whose dependencies hold and whose array is
- * under its limit. The others' reasons say what they wait for; a job whose
- * dependency can never hold is cancelled, saying why. Returns the count. */
-int deps_ready(struct state *st, struct job **out);
+ * under its limit; those held by their array's limit into held (room for
+ * npending, *nheld of them). The reasons of those waiting for a
+ * dependency say so; a job whose dependency can never hold is cancelled,
+ * saying why. Returns the count in out. */
+int deps_ready(struct state *st, struct job **out, struct job **held, int *nheld);
+/* After the cycle that saw ready (deps_ready's out): the reasons of the
+ * held members. Where its array runs as many as its limit allows, the
+ * limit; else what holds the member let through ahead of them (the CPU
+ * room, GPUs), which the limit only repeats. */
+void deps_explain(struct state *st, struct job *const *ready, int nready, struct job *const *held,
+                  int nheld);
 
 /* ---- layer 3: nodes.c ---- */
 

@@ -59,6 +59,9 @@ struct scratch {
 	size_t capjobs;
 	struct job **ready; /* the pending jobs the scheduler may see (deps.c) */
 	size_t capready;
+	struct job **held; /* ... and those their array's limit holds back */
+	size_t capheld;
+	int nready, nheld; /* of the last snapshot */
 	struct sched_running *running;
 	size_t caprunning;
 	struct sched_rank_hold *holds;
@@ -90,6 +93,7 @@ void glue_free(struct state *st)
 		free(x->nodes);
 		free(x->jobs);
 		free(x->ready);
+		free(x->held);
 		free(x->running);
 		free(x->holds);
 		free(x->queues);
@@ -389,7 +393,10 @@ static void build(struct state *st, struct scratch *x, struct sched_snapshot *sn
 	for (int i = 0; i < st->nnodes; i++)
 		fill_node(st, st->nodes[i], &x->nodes[i]);
 	ENSURE(x->ready, x->capready, st->core->npending + 1);
-	int nready = deps_ready(st, x->ready); /* dependencies and array limits */
+	ENSURE(x->held, x->capheld, st->core->npending + 1);
+	/* dependencies and array limits */
+	int nready = deps_ready(st, x->ready, x->held, &x->nheld);
+	x->nready = nready;
 	ENSURE(x->jobs, x->capjobs, nready + 1);
 	for (int i = 0; i < nready; i++)
 		fill_job(st, x->ready[i], &x->jobs[i]);
@@ -636,6 +643,8 @@ static void cycle(struct state *st, int64_t t0, int full, int64_t est_job_id)
 		apply_placement(st, &res.placements[i]);
 	for (int i = 0; i < res.nwaits; i++)
 		apply_wait(st, &res.waits[i], full);
+	/* after the waits: a held member may say what holds the one ahead */
+	deps_explain(st, x->ready, x->nready, x->held, x->nheld);
 	if (st->nnodes == 0)
 		for (int i = 0; i < st->core->npending; i++)
 			snprintf(st->core->pending[i]->reason, sizeof(st->core->pending[i]->reason),

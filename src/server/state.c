@@ -738,6 +738,103 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 	return o;
 }
 
+/* ---- the job listing (GET /v1/jobs) ---- */
+
+int state_jobs_filter(const char *f, enum job_state s)
+{
+	if (!f || !*f || strcmp(f, "all") == 0)
+		return 1;
+	if (strcmp(f, "active") == 0)
+		return !job_state_final(s);
+	if (strcmp(f, "done") == 0)
+		return job_state_final(s);
+	return strcmp(f, job_state_name(s)) == 0;
+}
+
+/* One entry for the array whose members are st->jobs[lo..hi] (ids lo + 1
+ * to hi + 1): what they share, taken from the first, and what they are,
+ * counted over those that match q's state; NULL when none match. The
+ * reason is the next member in line's: the lowest pending one. */
+static json_t *array_entry(struct state *st, const struct state_jobs_query *q, int64_t lo,
+                           int64_t hi)
+{
+	const struct job *first = st->jobs[lo], *next = NULL;
+	int64_t counts[JOB_NSTATES] = {0}, matched = 0, started = 0, ended = 0,
+	        members = hi - lo + 1;
+	for (int64_t k = lo; k <= hi; k++) {
+		const struct job *m = st->jobs[k];
+		if (!state_jobs_filter(q->state, m->state))
+			continue;
+		counts[m->state]++;
+		matched++;
+		if (m->start_ms > 0 && (!started || m->start_ms < started))
+			started = m->start_ms;
+		if (job_state_final(m->state) && m->end_ms > ended)
+			ended = m->end_ms;
+		if (m->state == JOB_PENDING && !next)
+			next = m;
+	}
+	if (!matched)
+		return NULL;
+	json_t *states = json_object();
+	for (int s = 0; s < JOB_NSTATES; s++)
+		if (counts[s])
+			json_object_set_new(states, job_state_name((enum job_state)s),
+			                    json_integer(counts[s]));
+	int all_ended = counts[JOB_PENDING] + counts[JOB_SCHEDULED] + counts[JOB_RUNNING] == 0;
+	json_t *array =
+	        json_pack("{s:I,s:i,s:I,s:I,s:I,s:o}", "id", (json_int_t)first->array_id,
+	                  "max_running", first->array_max_running, "members", (json_int_t)members,
+	                  "first_index", (json_int_t)first->array_index, "last_index",
+	                  (json_int_t)st->jobs[hi]->array_index, "states", states);
+	return json_pack("{s:I,s:s,s:s,s:s,s:i,s:i,s:i,s:O,s:I,s:o,s:o,s:s,s:o}", "id",
+	                 (json_int_t)first->id, "name", first->name, "queue", first->queue, "team",
+	                 first->team ? first->team : "default", "priority", first->priority, "gpus",
+	                 first->gpus, "nodes", first->nodes, "command", first->command,
+	                 "submit_time_ms", (json_int_t)first->submit_ms, "start_time_ms",
+	                 opt_int(started > 0, started), "end_time_ms",
+	                 opt_int(all_ended && ended > 0, ended), "reason", next ? next->reason : "",
+	                 "array", array);
+}
+
+/* Whether j is one q lists (its state aside). */
+static int listed(const struct state_jobs_query *q, const struct job *j)
+{
+	return j && (!q->array || j->array_id == q->array) &&
+	       (q->index < 0 || (j->array_id && j->array_index == q->index));
+}
+
+json_t *state_jobs_json(struct state *st, const struct state_jobs_query *q)
+{
+	json_t *list = json_array();
+	int more = 0;
+	for (int64_t i = st->njobs - 1; i >= 0 && !more; i--) {
+		struct job *j = st->jobs[i];
+		if (!listed(q, j))
+			continue;
+		json_t *e = NULL;
+		if (q->group && j->array_id && !q->array) {
+			/* Members have consecutive ids: j is its array's last,
+			 * and the whole array is one entry. */
+			int64_t lo = i;
+			while (lo > 0 && st->jobs[lo - 1] &&
+			       st->jobs[lo - 1]->array_id == j->array_id)
+				lo--;
+			e = array_entry(st, q, lo, i);
+			i = lo;
+		} else if (state_jobs_filter(q->state, j->state)) {
+			e = state_job_json(st, j, 0);
+		}
+		if (e && (int64_t)json_array_size(list) >= q->limit) {
+			more = 1; /* one more than asked for: there is more */
+			json_decref(e);
+		} else if (e) {
+			json_array_append_new(list, e);
+		}
+	}
+	return json_pack("{s:o,s:b}", "jobs", list, "more", more);
+}
+
 /* ---- queues and teams as JSON ---- */
 
 static int64_t attempt_gpus(const struct job *j)

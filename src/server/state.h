@@ -168,7 +168,33 @@ int state_submit(struct state *st, const json_t *body, struct job **out, char *e
 int state_submit_keyed(struct state *st, const json_t *body, const struct store_idem *key,
                        struct job **out, char *err, size_t errlen);
 int state_cancel(struct state *st, struct job *j);
+/* What cancelling an array did to its members. */
+struct state_array_cancel {
+	int64_t members;   /* all of them */
+	int64_t cancelled; /* pending: cancelled now */
+	int64_t stopping;  /* placed or running: their ranks are being stopped */
+	int64_t ended;     /* had ended already: unchanged */
+};
+/* Cancels every member of the array whose first member (and id) is first,
+ * as state_cancel does each; ERR_INVALID when first is not that. */
+int state_cancel_array(struct state *st, struct job *first, struct state_array_cancel *out);
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts);
+
+/* What GET /v1/jobs lists (api.c reads it from the query). */
+struct state_jobs_query {
+	const char *state; /* NULL, "all", "active", "done" or a job state's name */
+	int64_t limit;     /* at most this many entries */
+	int64_t array;     /* > 0: only the members of the array with this id */
+	int64_t index;     /* >= 0: only the array members with this index */
+	int group;         /* each array as one entry (docs/api.md, GET /v1/jobs) */
+};
+/* Whether a job in state s passes the filter f (state_jobs_query.state). */
+int state_jobs_filter(const char *f, enum job_state s);
+/* {"jobs": [...], "more": bool}: the entries q asks for, newest first, and
+ * whether more matched past the limit. Grouped, an array is one entry at
+ * its members' place, counting as one, with its members counted by state
+ * (those q's state filter passes) and the reason of the next in line. */
+json_t *state_jobs_json(struct state *st, const struct state_jobs_query *q);
 
 /* ---- scheduling (server/schedule.c) ---- */
 

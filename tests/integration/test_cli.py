@@ -160,6 +160,49 @@ def check_config_defaults(d):
     assert r.returncode == 2 and "--node-timeout" in r.stderr, r.stderr
 
 
+def test_every_verb_takes_an_array_member():
+    """ARRAY_INDEX (12_3), as `anvil jobs` prints a member, names it to every
+    verb that takes a job: show, why, logs, exec, attach, events, cancel, and
+    run --after."""
+    with cluster(agents=1, gpus=2, name="climember") as c:
+        p = c.cli("run", "--array", "0-3%2", "--", "sh", "-c",
+                  "echo out-$ANVIL_ARRAY_INDEX; sleep 120", check=True)
+        a = int(re.search(r"submitted array (\d+)", p.stdout + p.stderr).group(1))
+        for k in (0, 1):
+            wait_for(lambda: c.job(a + k)["state"] == "running", what="member %d runs" % k)
+        show = c.cli("show", "%d_1" % a, check=True).stdout
+        assert show.startswith("job %d" % (a + 1)) and "running" in show, show
+        why = c.cli("why", "%d_3" % a, check=True).stdout
+        assert why.startswith("job %d " % (a + 3)), why
+        assert "array %d: 2 of its jobs run, its limit (%%2)" % a in why, why
+        wait_for(lambda: c.cli("logs", "%d_1" % a).stdout == "out-1\n", what="member 1's log")
+        p = c.cli("exec", "%d_1" % a, "--", "sh", "-c", "echo $ANVIL_JOB_ID $ANVIL_ARRAY_INDEX")
+        assert p.returncode == 0 and p.stdout == "%d 1\n" % (a + 1), (p.stdout, p.stderr)
+        p = c.cli("attach", "%d_1" % a)
+        assert p.returncode == 1 and "job %d is not an interactive session" % (a + 1) \
+            in p.stderr, (p.returncode, p.stderr)
+        events = c.cli("events", "--job", "%d_1" % a, check=True).stdout
+        assert "job.submitted" in events and "job %d " % (a + 1) in events, events
+        p = c.cli("run", "--after", "%d_1:any" % a, "--", "true", check=True)
+        dep = int(re.search(r"submitted job (\d+)", p.stdout).group(1))
+        assert c.job(dep)["after"] == [{"job": a + 1, "when": "any"}], c.job(dep)
+        # member 0's id is the array's: 12_0 cancels that member alone
+        p = c.cli("cancel", "%d_0" % a, check=True)
+        assert p.stdout.startswith("cancelling job %d_0:" % a), p.stdout
+        assert c.wait_job(a)["state"] == "cancelled"
+        assert c.job(a + 1)["state"] == "running", c.job(a + 1)
+        for verb in ("show", "why", "logs", "events", "cancel"):
+            args = [verb, "--job", "%d_9" % a] if verb == "events" else [verb, "%d_9" % a]
+            p = c.cli(*args)
+            assert p.returncode == 1 and "%d_9: no such array member" % a in p.stderr, \
+                (verb, p.returncode, p.stderr)
+            args = [verb, "--job", "%d_x" % a] if verb == "events" else [verb, "%d_x" % a]
+            p = c.cli(*args)
+            assert p.returncode == 2 and "is not a job" in p.stderr, (verb, p.stderr)
+        c.cli("cancel", str(a), check=True)
+
+
 run_tests([test_server_check_config_shows_the_defaults, test_run_wait_streams_and_exits_with_the_job_code, test_listings_tables_and_json,
            test_logs_follow_until_the_job_ends, test_server_discovery_order,
-           test_metrics_and_health, test_two_up_clusters_side_by_side])
+           test_metrics_and_health, test_two_up_clusters_side_by_side,
+           test_every_verb_takes_an_array_member])

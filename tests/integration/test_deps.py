@@ -145,9 +145,93 @@ def test_wait_for_an_array_exits_with_its_members_highest_status():
         assert p.returncode == 2 and "--rank" in p.stderr, p.stderr
 
 
+def array_line(jobs, first):
+    """The listing's line of array `first`, and its members counted by state."""
+    lines = [l for l in jobs.splitlines() if l.lstrip().startswith("%d_[" % first)]
+    assert len(lines) == 1, jobs
+    counts = {st: int(n) for n, st in re.findall(
+        r"(\d+) (running|scheduled|pending|succeeded|failed|cancelled|lost)", lines[0])}
+    return lines[0], counts
+
+
+def test_the_listing_shows_jobs_before_a_large_array_with_true_counts():
+    """An array of 1,000 is one entry: the running jobs submitted before it
+    are listed, and its line counts every member."""
+    with cluster(agents=1, gpus=2, name="arraylist") as c:
+        before = [run(c, "--name", "before-%d" % k, "--gpus", "1", "--", "sleep", "120")
+                  for k in range(2)]
+        for j in before:
+            wait_for(lambda: state(c, j) == "running", what="job %d runs" % j)
+        first = run(c, "--gpus", "0", "--array", "0-999%10", "--", "sleep", "120")
+        wait_for(lambda: c.job(first)["state"] in ("scheduled", "running"),
+                 what="the first member placed")
+        p = c.cli("jobs", check=True)
+        line, counts = array_line(p.stdout, first)
+        assert "%d_[0-999%%10]" % first in line, line
+        assert sum(counts.values()) == 1000, (counts, line)
+        assert counts.get("pending", 0) >= 990, (counts, line)
+        for j in before:
+            rows = [l for l in p.stdout.splitlines() if l.split()[:1] == [str(j)]]
+            assert len(rows) == 1 and "running" in rows[0], (j, p.stdout)
+        assert "more match" not in p.stderr, p.stderr
+        # the members one by one: the newest page, and the listing says more match
+        p = c.cli("jobs", "--array", str(first), check=True)
+        assert "%d_999" % first in p.stdout and "%d_899" % first not in p.stdout, p.stdout
+        assert "more match" in p.stderr, p.stderr
+        c.cli("cancel", str(first), check=True)
+
+
+def test_a_cpu_limited_array_says_what_holds_it():
+    """`--gpus 0 --array ...%N` where the node has room for fewer CPU-only
+    ranks than N: the held members say what holds the array, not that N run."""
+    with cluster(agents=1, gpus=1, name="arraycpu") as c:
+        cpus = c.nodes()[0]["cpus"]
+        if cpus > 48:
+            print("SKIP: %d CPUs would need %d sleepers" % (cpus, cpus))
+            return
+        limit = cpus + 5
+        first = run(c, "--gpus", "0", "--array", "0-%d%%%d" % (cpus + 9, limit), "--",
+                    "sleep", "120")
+        last = first + cpus + 9
+        wait_for(lambda: sum(state(c, first + k) == "running" for k in range(cpus)) == cpus,
+                 timeout=60, what="%d members run" % cpus)
+        room = "every eligible node runs its limit of %d CPU-only rank%s (1 node)" % (
+            cpus, "" if cpus == 1 else "s")
+        want = "array %d: %d of its jobs run (limit %%%d); the next in line waits: %s" % (
+            first, cpus, limit, room)
+        try:
+            wait_for(lambda: c.job(last)["reason"] == want, what="the held member's reason")
+        except AssertionError:
+            raise AssertionError("reason %r, not %r" % (c.job(last)["reason"], want))
+        why = c.cli("why", "%d_%d" % (first, cpus + 9), check=True).stdout
+        assert want in why and "%d of its jobs run, its limit" % limit not in why, why
+        line, counts = array_line(c.cli("jobs", check=True).stdout, first)
+        assert counts == {"running": cpus, "pending": 10}, (counts, line)
+        assert room in line, line
+        c.cli("cancel", str(first), check=True)
+
+
+def test_cancelling_an_array_prints_one_line():
+    with cluster(agents=1, gpus=4, name="arraycancel1") as c:
+        first = run(c, "--array", "0-49%4", "--", "sleep", "120")
+        wait_for(lambda: sum(state(c, first + k) == "running" for k in range(4)) == 4,
+                 what="4 members run")
+        p = c.cli("cancel", str(first), check=True)
+        assert p.stdout == ("cancelled array %d: 50 of its 50 members; 4 running get SIGTERM, "
+                            "SIGKILL after 10s\n" % first), p.stdout
+        for k in range(50):
+            assert c.wait_job(first + k, timeout=30)["state"] == "cancelled"
+        p = c.cli("cancel", str(first), check=True)
+        assert p.stdout == ("array %d: all 50 members had already ended; nothing to cancel\n"
+                            % first), p.stdout
+
+
 run_tests([test_after_waits_then_runs_and_why_says_for_which_job,
            test_a_dependency_that_can_never_hold_cancels_with_the_reason,
            test_a_chain_runs_in_order, test_bad_dependencies_are_refused,
            test_array_runs_every_index_at_most_n_at_once,
            test_cancel_an_array_or_one_member_and_a_limit_says_why,
-           test_wait_for_an_array_exits_with_its_members_highest_status])
+           test_wait_for_an_array_exits_with_its_members_highest_status,
+           test_the_listing_shows_jobs_before_a_large_array_with_true_counts,
+           test_a_cpu_limited_array_says_what_holds_it,
+           test_cancelling_an_array_prints_one_line])

@@ -71,7 +71,10 @@ TEST(usage_errors_exit_2_and_name_the_problem)
 	CHECK_INT(RUN(&o, "show", "7", "8"), 2);
 	CHECK_CONTAINS(o.data, "unexpected argument \"8\"");
 	CHECK_INT(RUN(&o, "show", "seven"), 2);
-	CHECK_CONTAINS(o.data, "JOB: \"seven\" is not a number");
+	CHECK_CONTAINS(o.data,
+	               "JOB: \"seven\" is not a job: write its id (12) or an array's member");
+	CHECK_INT(RUN(&o, "why", "7_x"), 2);
+	CHECK_CONTAINS(o.data, "anvil why: JOB: \"7_x\" is not a job");
 	CHECK_INT(RUN(&o, "cancel", "1", "x"), 2);
 	CHECK_INT(RUN(&o, "logs", "--rank"), 2);
 	CHECK_INT(RUN(&o, "frobnicate"), 2);

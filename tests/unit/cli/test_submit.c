@@ -345,6 +345,15 @@ TEST(after_and_array_specs)
 	             "{\"job\":7,\"when\":\"failed\"}]");
 	free(t);
 	json_decref(o);
+	/* an array's member as ARRAY_INDEX keeps its index until anvil run
+	 * asks the server for the member's id */
+	CHECK_INT(submit_after("5,12_3:any", &o, err, sizeof(err)), 0);
+	t = jv_dump(o);
+	CHECK_STR(t, "[{\"job\":5,\"when\":\"ok\"},{\"job\":12,\"when\":\"any\",\"index\":3}]");
+	free(t);
+	json_decref(o);
+	CHECK_INT(submit_after("12_x", &o, err, sizeof(err)), ERR_INVALID);
+	CHECK(strstr(err, "--after 12_x: write JOB") != NULL);
 	CHECK_INT(submit_after("5:soon", &o, err, sizeof(err)), ERR_INVALID);
 	CHECK(strstr(err, "--after 5:soon: write JOB[:ok|:any|:failed]") != NULL);
 	CHECK_INT(submit_after("0", &o, err, sizeof(err)), ERR_INVALID);

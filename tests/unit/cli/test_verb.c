@@ -321,4 +321,125 @@ TEST(final_states)
 	CHECK(!verb_state_final(NULL));
 }
 
+/* An array the server grouped is one row: its span and limit, every
+ * member counted by state, the next member's reason; a member listed
+ * alone is ARRAY_INDEX. */
+TEST(jobs_table_shows_a_grouped_array_as_one_row)
+{
+	json_t *jobs = load(
+	        "[{\"id\": 131, \"name\": \"sweep\", \"queue\": \"default\", \"gpus\": 0,"
+	        "  \"nodes\": 1, \"command\": [\"prep.sh\"], \"submit_time_ms\": 1790000000000,"
+	        "  \"start_time_ms\": 1790000001000, \"end_time_ms\": null,"
+	        "  \"reason\": \"every eligible node runs its limit of 4 CPU-only ranks (1 node)\","
+	        "  \"array\": {\"id\": 131, \"max_running\": 10, \"members\": 1000,"
+	        "   \"first_index\": 0, \"last_index\": 999,"
+	        "   \"states\": {\"pending\": 992, \"running\": 4, \"succeeded\": 4}}},"
+	        " {\"id\": 130, \"name\": \"train\", \"queue\": \"default\", \"state\": "
+	        "\"running\","
+	        "  \"gpus\": 8, \"nodes\": 1, \"command\": [\"train.sh\"], \"placement\": "
+	        "[\"node-1:0\"], \"reason\": \"\"},"
+	        " {\"id\": 40, \"name\": \"m\", \"queue\": \"default\", \"state\": \"failed\","
+	        "  \"gpus\": 1, \"nodes\": 1, \"command\": [\"x\"], \"exit_code\": 3,"
+	        "  \"array\": {\"id\": 37, \"index\": 3, \"max_running\": 0}}]");
+	struct buf out;
+	buf_init(&out);
+	verb_jobs_render(jobs, 1790000060000, &out);
+	CHECK_CONTAINS(out.data, "131_[0-999%10]  sweep  4 running, 992 pending, 4 succeeded  -");
+	CHECK_CONTAINS(out.data, "prep.sh   every eligible node runs its limit of 4 CPU-only");
+	CHECK_CONTAINS(out.data, "           130  train  running");
+	CHECK_CONTAINS(out.data, "          37_3  m      failed");
+	json_decref(jobs);
+	buf_cleanup(&out);
+}
+
+/* JOB and ARRAY_INDEX, as every verb that takes a job reads them. */
+TEST(job_references)
+{
+	const struct {
+		const char *text;
+		int64_t id, index;
+	} good[] = {{"12", 12, -1},
+	            {"131_50", 131, 50},
+	            {"7_0", 7, 0},
+	            {"9223372036854775807", INT64_MAX, -1}};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct verb_job_ref r = {0, 0};
+		char err[256] = "";
+		CHECK_INT(verb_job_ref_parse(good[i].text, &r, err, sizeof(err)), 0);
+		CHECK_INT(r.id, good[i].id);
+		CHECK_INT(r.index, good[i].index);
+	}
+	const char *bad[] = {"",
+	                     "x",
+	                     "12_",
+	                     "_3",
+	                     "12_x",
+	                     "0",
+	                     "0_1",
+	                     "-12",
+	                     "+12",
+	                     " 12",
+	                     "12 ",
+	                     "12_-1",
+	                     "12_3_4",
+	                     "12__3",
+	                     "1.5",
+	                     "12_+3",
+	                     "99999999999999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct verb_job_ref r = {5, 5};
+		char err[256] = "";
+		if (verb_job_ref_parse(bad[i], &r, err, sizeof(err)) == 0)
+			FAIL_AT("\"%s\" was taken for a job", bad[i]);
+		CHECK_INT(r.id, 5); /* untouched */
+		CHECK_CONTAINS(err, "is not a job");
+		CHECK_CONTAINS(err, "ARRAY_INDEX (12_3)");
+	}
+}
+
+/* `anvil cancel ARRAY`: one line, with how many members it cancelled. */
+TEST(cancel_an_array_says_it_on_one_line)
+{
+	json_t *resp = load("{\"job\": {\"id\": 131, \"grace_ms\": 10000},"
+	                    " \"array\": {\"id\": 131, \"members\": 1000, \"cancelled\": 990,"
+	                    " \"stopping\": 4, \"ended\": 6}}");
+	struct buf out;
+	buf_init(&out);
+	verb_cancel_report(resp, &out);
+	CHECK_STR(out.data, "cancelled array 131: 994 of its 1000 members (6 had ended); 4 running "
+	                    "get SIGTERM, SIGKILL after 10s\n");
+	json_decref(resp);
+	resp = load("{\"job\": {\"id\": 5}, \"array\": {\"id\": 5, \"members\": 3,"
+	            " \"cancelled\": 0, \"stopping\": 0, \"ended\": 3}}");
+	buf_reset(&out);
+	verb_cancel_report(resp, &out);
+	CHECK_STR(out.data, "array 5: all 3 members had already ended; nothing to cancel\n");
+	json_decref(resp);
+	buf_cleanup(&out);
+}
+
+/* A member held behind one that waits for CPU room is not said to wait
+ * for a member to end. */
+TEST(why_a_held_array_member_waits)
+{
+	json_t *job = load("{\"id\": 140, \"name\": \"sweep\", \"state\": \"pending\", \"gpus\": 0,"
+	                   " \"nodes\": 1, \"queue\": \"default\", \"team\": \"default\","
+	                   " \"reason\": \"array 131: 4 of its jobs run (limit %10); the next in"
+	                   " line waits: every eligible node runs its limit of 4 CPU-only ranks"
+	                   " (1 node)\"}");
+	struct buf out;
+	buf_init(&out);
+	verb_why_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "is pending: array 131: 4 of its jobs run (limit %10)");
+	CHECK_CONTAINS(out.data, "estimated start: unknown (a CPU-only job starts when");
+	json_decref(job);
+	job = load("{\"id\": 140, \"state\": \"pending\", \"gpus\": 1, \"nodes\": 1,"
+	           " \"reason\": \"array 131: 10 of its jobs run, its limit (%10)\"}");
+	buf_reset(&out);
+	verb_why_render(job, 0, &out);
+	CHECK_CONTAINS(out.data, "estimated start: when a running member of its array ends");
+	json_decref(job);
+	buf_cleanup(&out);
+}
+
 TEST_MAIN()

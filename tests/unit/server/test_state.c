@@ -923,4 +923,110 @@ TEST(a_restart_finds_every_attempt_by_id_after_a_requeue)
 	sfx_close(f);
 }
 
+/* ---- the listing and arrays ---- */
+
+/* The reason of member k of the array whose first member is first. */
+static const char *member_reason(struct sfx *f, const struct job *first, int k)
+{
+	const struct job *j = state_job(&f->st, first->id + k);
+	CHECK(j != NULL);
+	return j->reason;
+}
+
+/* A job running, then an array of 1,000 members behind it: the listing
+ * grouped (as `anvil jobs` asks) has both, the array as one entry with
+ * every member counted; ungrouped, the newest 100 are all members and the
+ * answer says more match. */
+static struct job *big_array(struct sfx *f, struct job **running)
+{
+	*running = sfx_submit_running(f, "{\"command\": [\"train\"], \"gpus\": 2}");
+	struct buf text;
+	buf_init(&text);
+	buf_adds(&text, "{\"command\": [\"sweep\"], \"gpus\": 0, \"name\": \"big\", "
+	                "\"array\": {\"max_running\": 10, \"indices\": [");
+	for (int i = 0; i < 1000; i++)
+		buf_printf(&text, "%s%d", i ? "," : "", i);
+	buf_adds(&text, "]}}");
+	struct job *a = sfx_submit(f, text.data);
+	buf_cleanup(&text);
+	sfx_tick(f);
+	return a;
+}
+
+TEST(the_listing_groups_an_array_and_counts_every_member)
+{
+	struct sfx *f = sfx_open(1, 2);
+	struct job *train, *a = big_array(f, &train);
+	struct state_jobs_query q = {.limit = 100, .index = -1, .group = 1};
+	json_t *o = state_jobs_json(&f->st, &q);
+	const json_t *jobs = json_object_get(o, "jobs");
+	CHECK_INT(json_array_size(jobs), 2);
+	CHECK(json_is_false(json_object_get(o, "more")));
+	const json_t *e = json_array_get(jobs, 0), *arr = json_object_get(e, "array");
+	CHECK_INT(jv_int(e, "id", 0), a->id);
+	CHECK_STR(jv_str(e, "name", ""), "big");
+	CHECK_INT(jv_int(arr, "members", 0), 1000);
+	CHECK_INT(jv_int(arr, "first_index", -1), 0);
+	CHECK_INT(jv_int(arr, "last_index", -1), 999);
+	CHECK_INT(jv_int(arr, "max_running", 0), 10);
+	const json_t *states = json_object_get(arr, "states");
+	CHECK_INT(jv_int(states, "scheduled", 0), 1); /* one CPU: one CPU-only rank */
+	CHECK_INT(jv_int(states, "pending", 0), 999);
+	/* the reason is the next member's: what holds it */
+	CHECK_STR(jv_str(e, "reason", ""), member_reason(f, a, 1));
+	CHECK_INT(jv_int(json_array_get(jobs, 1), "id", 0), train->id);
+	CHECK_STR(jv_str(json_array_get(jobs, 1), "state", ""), "running");
+	json_decref(o);
+	/* a state filter counts the members it passes */
+	q.state = "pending";
+	o = state_jobs_json(&f->st, &q);
+	jobs = json_object_get(o, "jobs");
+	CHECK_INT(json_array_size(jobs), 1);
+	states = json_object_get(json_object_get(json_array_get(jobs, 0), "array"), "states");
+	CHECK_INT(jv_int(states, "pending", 0), 999);
+	CHECK(json_object_get(states, "scheduled") == NULL);
+	json_decref(o);
+	/* ungrouped: the newest 100 members fill the page, and more match */
+	q = (struct state_jobs_query){.limit = 100, .index = -1};
+	o = state_jobs_json(&f->st, &q);
+	CHECK_INT(json_array_size(json_object_get(o, "jobs")), 100);
+	CHECK(json_is_true(json_object_get(o, "more")));
+	json_decref(o);
+	/* one member by the array's id and its index */
+	q = (struct state_jobs_query){.limit = 1, .array = a->id, .index = 50};
+	o = state_jobs_json(&f->st, &q);
+	CHECK_INT(json_array_size(json_object_get(o, "jobs")), 1);
+	CHECK_INT(jv_int(json_array_get(json_object_get(o, "jobs"), 0), "id", 0), a->id + 50);
+	json_decref(o);
+	q.index = 1000;
+	o = state_jobs_json(&f->st, &q);
+	CHECK_INT(json_array_size(json_object_get(o, "jobs")), 0);
+	json_decref(o);
+	sfx_close(f);
+}
+
+/* Cancelling an array cancels every member, counting what it did. */
+TEST(cancelling_an_array_cancels_every_member_and_counts_them)
+{
+	struct sfx *f = sfx_open(1, 2);
+	struct job *train, *a = big_array(f, &train);
+	sfx_start_all(f);
+	CHECK_INT(a->state, JOB_RUNNING);
+	/* one member ended, one cancelled before */
+	CHECK_INT(state_cancel(&f->st, state_job(&f->st, a->id + 7)), 0);
+	struct state_array_cancel c;
+	CHECK_INT(state_cancel_array(&f->st, state_job(&f->st, a->id + 1), &c), ERR_INVALID);
+	CHECK_INT(state_cancel_array(&f->st, train, &c), ERR_INVALID);
+	CHECK_INT(state_cancel_array(&f->st, a, &c), 0);
+	CHECK_INT(c.members, 1000);
+	CHECK_INT(c.ended, 1);
+	CHECK_INT(c.stopping, 1);
+	CHECK_INT(c.cancelled, 998);
+	CHECK_INT(f->st.core->npending, 0);
+	CHECK_INT(state_job(&f->st, a->id + 999)->state, JOB_CANCELLED);
+	CHECK(a->cancel_requested);
+	CHECK_INT(train->state, JOB_RUNNING);
+	sfx_close(f);
+}
+
 TEST_MAIN()
