@@ -43,7 +43,7 @@ static void finish(struct sfx *f, struct flow_run *r, const char *outputs, int c
 	if (outputs) {
 		json_t *o = sfx_json(outputs);
 		char err[256] = "";
-		CHECK_INT(flows_outputs(&f->st, r->id, a->id, o, err, sizeof(err)), 0);
+		CHECK_INT(flows_outputs(&f->st, r->id, a->id, o, NULL, err, sizeof(err)), 0);
 		json_decref(o);
 	}
 	int node = (int)a->ranks[0].node_id - 1;
@@ -73,12 +73,12 @@ TEST(runs_become_jobs_with_the_wrappers_instructions_and_outputs_flow_on)
 	sfx_start_all(f);
 	char err[256] = "";
 	json_t *bad = sfx_json("{\"zz\": {\"kind\": \"value\", \"value\": \"1\"}}");
-	CHECK_INT(flows_outputs(&f->st, a->id, sfx_attempt(j)->id, bad, err, sizeof(err)),
+	CHECK_INT(flows_outputs(&f->st, a->id, sfx_attempt(j)->id, bad, NULL, err, sizeof(err)),
 	          ERR_INVALID);
 	CHECK_STR(err, "outputs.zz: the task declares no such output");
 	json_decref(bad);
 	bad = sfx_json("{\"n\": {\"kind\": \"value\", \"value\": \"1\"}}");
-	CHECK_INT(flows_outputs(&f->st, a->id, 999, bad, err, sizeof(err)), ERR_CONFLICT);
+	CHECK_INT(flows_outputs(&f->st, a->id, 999, bad, NULL, err, sizeof(err)), ERR_CONFLICT);
 	json_decref(bad);
 	finish(f, a, "{\"n\": {\"kind\": \"value\", \"value\": \"42\"}}", 0);
 	CHECK_INT(a->state, FLOW_SUCCEEDED);
