@@ -141,7 +141,10 @@ class Task:
 def task(fn=None, **opts):
     """@task or @task(gpus=..., nodes=..., cpus=..., memory=..., gpu_type=..., queue=...,
     priority=..., outputs={...}, env={...}, retries=N or {count, backoff}, timeout=...,
-    checkpoint=..., cache=bool or {enabled, version}, inputs={...}, needs=[...])."""
+    checkpoint=..., cache=bool or {enabled, version, code}, inputs={...}, needs=[...]).
+    cache={"code": ["gen.py", "lib/"]} keys the task by those files of the code bundle,
+    cache={"code": "bundle"} by all of it; the default is by the files it reads
+    (docs/workflows.md, "The task cache")."""
     if fn is not None:
         return Task(fn)
     return lambda f: Task(f, **opts)

@@ -208,8 +208,16 @@ static int parse_doc(const json_t *doc, struct task_doc *d, char *err, size_t er
 	    get_int(doc, "index", &d->index, err, errlen) ||
 	    get_int(doc, "rank_outputs", &d->rank_outputs, err, errlen) ||
 	    get_str(doc, "task", 255, &d->task, err, errlen) ||
-	    get_str(doc, "checkpoint", 512, &d->checkpoint, err, errlen))
+	    get_str(doc, "checkpoint", 512, &d->checkpoint, err, errlen) ||
+	    get_str(doc, "code_dir", 4095, &d->code_dir, err, errlen))
 		return ERR_INVALID;
+	const json_t *trace = json_object_get(doc, "trace");
+	if (trace && !json_is_boolean(trace))
+		return bad(err, errlen, "field 'trace': must be true or false");
+	d->trace = json_is_true(trace);
+	if (d->code_dir && d->code_dir[0] != '/')
+		return bad(err, errlen, "field 'code_dir': '%.100s' is not an absolute path",
+		           d->code_dir);
 	const json_t *b = json_object_get(doc, "bundle");
 	if (b && !json_is_null(b) && content_key(b, "field 'bundle'", &d->bundle, err, errlen))
 		return ERR_INVALID;
@@ -264,6 +272,7 @@ void task_doc_cleanup(struct task_doc *d)
 	free(d->task);
 	free(d->bundle);
 	free(d->checkpoint);
+	free(d->code_dir);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -340,7 +349,8 @@ char *task_direct_cwd(const json_t *d, const char *work_dir)
 	char err[256], hex[HASH_HEX_LEN + 1];
 	char *dir = NULL;
 	if (task_doc_parse(text, &doc, err, sizeof(err)) == 0 && doc.bundle && !doc.nfetch &&
-	    !doc.nrender && !doc.noutputs && !doc.checkpoint && objects_key_hash(doc.bundle, hex)) {
+	    !doc.nrender && !doc.noutputs && !doc.checkpoint && !doc.trace &&
+	    objects_key_hash(doc.bundle, hex)) {
 		/* found (renamed there whole: complete) and marked used under its
 		 * lock, not waited for: a busy lock leaves it to the wrapper */
 		struct stat sb;

@@ -32,7 +32,11 @@
  *   7. publishes on the outputs rank, if the command exited 0: each
  *                declared output (a value's text, a file's or a
  *                directory's content key) to the object store and then to
- *                POST /v1/workflows/runs/RUN/outputs;
+ *                POST /v1/workflows/runs/RUN/outputs, with, when the
+ *                document says "trace", the files of the bundle (or of
+ *                code_dir) the command and its children looked up, read
+ *                or listed while 5 ran, as readset.h recorded them on
+ *                that rank;
  *
  * and exits with the command's status (128+N for signal N); a failure of
  * its own is one line on stderr, "anvil _task: ...", and a non-zero exit
@@ -91,6 +95,8 @@ struct task_doc {
 	struct task_output *outputs;
 	size_t noutputs;
 	char *checkpoint; /* the named key of the checkpoint, or NULL */
+	int trace;        /* record the files of the bundle the command reads (readset.h) */
+	char *code_dir;   /* the code's tree when there is no bundle (wf run --local), or NULL */
 };
 
 /* Parses the document: 0, or ERR_INVALID with the field and the reason in

@@ -4,12 +4,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -17,6 +21,7 @@
 
 #include "agent/bundles.h"
 #include "agent/fence.h"
+#include "agent/readset.h"
 #include "agent/task.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -55,6 +60,7 @@ struct wrapper {
 	struct blob_store *local;
 	char ckpt_hash[HASH_HEX_LEN + 1]; /* the stored checkpoint's at start; "": none */
 	int cmd_status;                   /* the command's exit status (128+N: signal N) */
+	struct readset *reads;            /* what the command reads of the code, or NULL */
 };
 
 __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
@@ -463,12 +469,41 @@ static int status_of(int ws)
 	return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
 
+/* With a read set to record (readset.h): its socket pair, the child's
+ * end in sv[1]; else both -1. The wrapper becomes the subreaper of the
+ * command's processes, so that one whose parent ended stays its
+ * descendant, whose calls it may read. */
+static void trace_prepare(struct wrapper *w, int sv[2])
+{
+	sv[0] = sv[1] = -1;
+	if (!w->reads)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		fprintf(stderr, "anvil _task: cannot record what the command reads: %s\n",
+		        strerror(errno));
+		readset_free(w->reads);
+		w->reads = NULL;
+		sv[0] = sv[1] = -1;
+		return;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}
+
 static pid_t start_command(struct wrapper *w, const sigset_t *orig)
 {
+	int sv[2];
+	trace_prepare(w, sv);
 	fflush(stderr);
 	pid_t pid = fork();
-	if (pid != 0)
+	if (pid != 0) {
+		if (sv[1] >= 0)
+			close(sv[1]);
+		if (pid > 0 && sv[0] >= 0)
+			readset_attach(w->reads, sv[0]); /* the child sends it before its exec */
+		else if (sv[0] >= 0)
+			close(sv[0]);
 		return pid;
+	}
 	signal(SIGPIPE, SIG_DFL);
 	sigprocmask(SIG_SETMASK, orig, NULL);
 	if (w->bundle_dir && chdir(w->bundle_dir) < 0) {
@@ -476,16 +511,40 @@ static pid_t start_command(struct wrapper *w, const sigset_t *orig)
 		        strerror(errno));
 		_exit(127);
 	}
+	int rc = 0;
+	if (sv[1] >= 0) {
+		close(sv[0]);
+		rc = readset_install(sv[1]);
+	}
+	if (rc)
+		dprintf(2, "anvil _task: cannot record what the command reads: %s\n",
+		        strerror(-rc));
 	execvp(w->command[0], w->command);
 	dprintf(2, "anvil _task: cannot run '%s': %s\n", w->command[0], strerror(errno));
 	_exit(127);
+}
+
+/* The next stop signal, within wait ms; 0 when none came. Meanwhile the
+ * command's calls that the read set records are served. */
+static int next_signal(struct wrapper *w, int sigfd, int64_t wait)
+{
+	struct pollfd p[2] = {{.fd = sigfd, .events = POLLIN},
+	                      {.fd = readset_fd(w->reads), .events = POLLIN}};
+	if (poll(p, p[1].fd >= 0 ? 2 : 1, (int)wait) <= 0)
+		return 0;
+	if (p[1].revents)
+		readset_serve(w->reads);
+	struct signalfd_siginfo si;
+	if (!(p[0].revents & POLLIN) || read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return 0;
+	return (int)si.ssi_signo;
 }
 
 /* Waits for the command. A stop signal reached the whole process group
  * when the wrapper leads it (under the agent); else it is passed on. The
  * command is killed once 3/4 of the grace have passed since, so that the
  * checkpoint has the rest. */
-static int wait_command(struct wrapper *w, pid_t pid, const sigset_t *mask)
+static int wait_command(struct wrapper *w, pid_t pid, int sigfd)
 {
 	int leader = getpgrp() == getpid();
 	int64_t kill_at = 0;
@@ -505,8 +564,7 @@ static int wait_command(struct wrapper *w, pid_t pid, const sigset_t *mask)
 		} else if (kill_at) {
 			wait = kill_at - now < wait ? kill_at - now : wait;
 		}
-		struct timespec ts = {.tv_sec = wait / 1000, .tv_nsec = (wait % 1000) * 1000000};
-		int sig = sigtimedwait(mask, NULL, &ts);
+		int sig = next_signal(w, sigfd, wait);
 		if (sig > 0 && sig != SIGCHLD) {
 			if (!leader)
 				kill(pid, sig);
@@ -527,11 +585,51 @@ static int run_command(struct wrapper *w)
 	/* From here a stop signal waits for us: the command ends first, then
 	 * the checkpoint is saved. */
 	sigprocmask(SIG_BLOCK, &mask, &orig);
+	int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (sigfd < 0)
+		return fail("cannot wait for signals: %s", strerror(errno));
 	pid_t pid = start_command(w, &orig);
-	if (pid < 0)
+	if (pid < 0) {
+		close(sigfd);
 		return fail("cannot start the command: %s", strerror(errno));
-	w->cmd_status = wait_command(w, pid, &mask);
+	}
+	w->cmd_status = wait_command(w, pid, sigfd);
+	readset_stop(w->reads);
+	close(sigfd);
 	return 0;
+}
+
+/* On the rank that reports the outputs of a task whose document says
+ * "trace": a recorder of what the command reads of the bundle (or, run
+ * here by `anvil wf run --local`, of the code's tree). */
+static void trace_open(struct wrapper *w)
+{
+	const char *root = w->bundle_dir ? w->bundle_dir : w->doc.code_dir;
+	if (!w->doc.trace || !root || w->node_rank != w->doc.rank_outputs)
+		return;
+	w->reads = readset_new(root);
+	if (!w->reads)
+		fprintf(stderr, "anvil _task: cannot record what the command reads of %s: %s\n",
+		        root, strerror(errno));
+}
+
+/* The read set for the report: NULL, saying why, when it is incomplete
+ * (the cache then keys the task by its whole bundle). */
+static json_t *trace_keys(struct wrapper *w)
+{
+	if (!w->reads)
+		return NULL;
+	char why[400];
+	json_t *keys = readset_keys(w->reads, why, sizeof(why));
+	if (keys)
+		fprintf(stderr, "anvil _task: the command looked up %zu paths of its code\n",
+		        json_array_size(keys));
+	else
+		fprintf(stderr,
+		        "anvil _task: the files the command read of its code are not all "
+		        "known (%s): its cached result depends on the whole bundle\n",
+		        why);
+	return keys;
 }
 
 /* ---- 7. outputs ---- */
@@ -591,14 +689,17 @@ static json_t *publish_one(struct wrapper *w, const struct task_output *o)
 	return rec;
 }
 
-/* POST /v1/workflows/runs/RUN/outputs, tried again while the server is away. */
-static int post_outputs(struct wrapper *w, json_t *outputs)
+/* POST /v1/workflows/runs/RUN/outputs, tried again while the server is
+ * away; with the read set when it was recorded whole (reads, or NULL). */
+static int post_outputs(struct wrapper *w, json_t *outputs, json_t *reads)
 {
 	if (connect_server(w))
 		return -1;
 	if (w->local) { /* no server: the runner reads them from a file */
 		const char *path = getenv("ANVIL_TASK_REPORT");
-		char *text = jv_dump(outputs);
+		json_t *report = json_pack("{s:O,s:O?}", "outputs", outputs, "reads", reads);
+		char *text = jv_dump(report);
+		json_decref(report);
 		int rc = path ? write_file_atomic(path, text, strlen(text), 0644) : ERR_INVALID;
 		free(text);
 		return rc ? fail("the outputs: cannot write ANVIL_TASK_REPORT (%s): %s",
@@ -607,6 +708,8 @@ static int post_outputs(struct wrapper *w, json_t *outputs)
 	}
 	json_t *body =
 	        json_pack("{s:I,s:O}", "attempt_id", (json_int_t)w->attempt_id, "outputs", outputs);
+	if (reads)
+		json_object_set(body, "reads", reads);
 	char *text = jv_dump(body);
 	char *url =
 	        xasprintf("%s/v1/workflows/runs/%lld/outputs", w->server, (long long)w->doc.run);
@@ -640,7 +743,7 @@ static int post_outputs(struct wrapper *w, json_t *outputs)
 
 static int publish_outputs(struct wrapper *w)
 {
-	if (w->doc.noutputs == 0 || w->node_rank != w->doc.rank_outputs)
+	if ((w->doc.noutputs == 0 && !w->reads) || w->node_rank != w->doc.rank_outputs)
 		return 0;
 	json_t *outputs = json_object();
 	int bad = 0;
@@ -650,7 +753,9 @@ static int publish_outputs(struct wrapper *w)
 			json_object_set_new(outputs, w->doc.outputs[i].name, rec);
 		bad |= rec == NULL;
 	}
-	int rc = bad ? -1 : w->doc.run > 0 ? post_outputs(w, outputs) : 0;
+	json_t *reads = bad ? NULL : trace_keys(w);
+	int rc = bad ? -1 : w->doc.run > 0 ? post_outputs(w, outputs, reads) : 0;
+	json_decref(reads);
 	json_decref(outputs);
 	return rc;
 }
@@ -700,6 +805,7 @@ static void wrapper_free(struct wrapper *w)
 		free(w->command[i]);
 	free(w->command);
 	task_doc_cleanup(&w->doc);
+	readset_free(w->reads);
 	httpc_free(w->http);
 	blob_close(w->local);
 	free(w->attempt_dir);
@@ -727,8 +833,10 @@ int task_main(int argc, char **argv)
 		render(&w);
 		rc = restore_checkpoint(&w);
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		trace_open(&w);
 		rc = run_command(&w);
+	}
 	if (rc) { /* the command never ran */
 		wrapper_free(&w);
 		return 1;

@@ -51,6 +51,36 @@ int hash_fd_sha256(int fd, char hex[HASH_HEX_LEN + 1], int64_t *size)
 	return rc;
 }
 
+int hash_range_sha256(int fd, int64_t off, int64_t len, char hex[HASH_HEX_LEN + 1])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md)
+		return -ENOMEM;
+	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	char buf[1 << 16];
+	int rc = 0;
+	while (len > 0 && rc == 0) {
+		size_t want = len < (int64_t)sizeof(buf) ? (size_t)len : sizeof(buf);
+		ssize_t n = pread(fd, buf, want, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		EVP_DigestUpdate(md, buf, (size_t)n);
+		off += n;
+		len -= n;
+	}
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int dn = 0;
+	EVP_DigestFinal_ex(md, digest, &dn);
+	EVP_MD_CTX_free(md);
+	if (rc == 0)
+		to_hex(digest, dn, hex);
+	return rc;
+}
+
 int hash_file_sha256(const char *path, char hex[HASH_HEX_LEN + 1], int64_t *size)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -15,6 +15,9 @@
 /* The SHA-256 of what fd reads from its current offset to its end, and how
  * many bytes that was (size may be NULL). 0 or a negative errno. */
 int hash_fd_sha256(int fd, char hex[HASH_HEX_LEN + 1], int64_t *size);
+/* The SHA-256 of the len bytes at offset off of fd (pread: the offset of
+ * fd is left alone); -EIO when the file ends before them. */
+int hash_range_sha256(int fd, int64_t off, int64_t len, char hex[HASH_HEX_LEN + 1]);
 /* The same for the file at path. */
 int hash_file_sha256(const char *path, char hex[HASH_HEX_LEN + 1], int64_t *size);
 /* The SHA-256 of len bytes. */

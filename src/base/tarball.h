@@ -36,6 +36,7 @@
 #ifndef ANVIL_TARBALL_H
 #define ANVIL_TARBALL_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* Packs everything under dir (itself as "./") into the file out. */
@@ -51,5 +52,14 @@ int tarball_unpack(const char *path, const char *dir, char *err, size_t errlen);
  * ERR_INVALID with the first member at fault and why in err, or -errno
  * when it cannot be read. */
 int tarball_check(const char *path, char *err, size_t errlen);
+/* The index of the archive open on fd (read with pread: its offset is
+ * left alone), once tarball_check's rules accept it: {NAME: VALUE} for
+ * every member, NAME as the archive holds it without "./" or a trailing
+ * "/" ("" is the root), VALUE "f:<sha256 of its bytes>" for a regular file
+ * (a hard link: its target's), "l:<target>" for a symbolic link, "d" for
+ * a directory; every directory that a name implies is there too, packed
+ * or not. What the workflow cache compares bundles by (flow/codeset.h).
+ * 0, or tarball_check's errors; *out: json_decref it. */
+int tarball_index(int fd, json_t **out, char *err, size_t errlen);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/mem.h"
 #include "base/tarball.h"
 
@@ -37,6 +38,8 @@ struct member {
 	char *target; /* a link's, as written; NULL for others */
 	enum kind kind;
 	size_t index; /* its place in the archive */
+	int64_t data; /* a file's: where its bytes start, and how many */
+	int64_t size;
 };
 
 struct check {
@@ -315,7 +318,8 @@ static int add_member(struct check *c, const unsigned char *h, enum kind kind, i
 	}
 	XGROW(c->v, c->n, c->cap);
 	struct member *m = &c->v[c->n];
-	*m = (struct member){.name = name, .kind = kind, .index = c->n};
+	*m = (struct member){
+	        .name = name, .kind = kind, .index = c->n, .data = c->off + BLOCK, .size = size};
 	if (kind == KIND_SYMLINK || kind == KIND_HARDLINK)
 		m->target = c->next_target ? xstrdup(c->next_target)
 		                           : xstrndup((const char *)h + 157, 100);
@@ -546,6 +550,27 @@ static int judge(struct check *c)
 	return rc;
 }
 
+/* Reads every header of the archive on c->fd and judges its members. */
+static int scan(struct check *c)
+{
+	int rc;
+	while ((rc = read_header(c)) == 0)
+		;
+	return rc == 1 ? judge(c) : rc;
+}
+
+static void check_cleanup(struct check *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->v[i].name);
+		free(c->v[i].target);
+	}
+	free(c->v);
+	free(c->sorted);
+	free(c->next_name);
+	free(c->next_target);
+}
+
 int tarball_check(const char *path, char *err, size_t errlen)
 {
 	struct check c = {.next_size = -1, .err = err, .errlen = errlen};
@@ -554,19 +579,80 @@ int tarball_check(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open it: %s", strerror(errno));
 		return -errno;
 	}
-	int rc;
-	while ((rc = read_header(&c)) == 0)
-		;
-	if (rc == 1)
-		rc = judge(&c);
+	int rc = scan(&c);
 	close(c.fd);
-	for (size_t i = 0; i < c.n; i++) {
-		free(c.v[i].name);
-		free(c.v[i].target);
-	}
-	free(c.v);
-	free(c.sorted);
-	free(c.next_name);
-	free(c.next_target);
+	check_cleanup(&c);
 	return rc;
+}
+
+/* ---- the index ---- */
+
+/* Every directory above name, as "d" (the root, "", included). */
+static void add_parents(json_t *index, const char *name)
+{
+	char *dir = xstrdup(name);
+	for (char *slash = strrchr(dir, '/');; slash = strrchr(dir, '/')) {
+		if (slash)
+			*slash = '\0';
+		else
+			dir[0] = '\0';
+		if (json_object_get(index, dir))
+			break; /* and so are its parents */
+		json_object_set_new(index, dir, json_string("d"));
+		if (!dir[0])
+			break;
+	}
+	free(dir);
+}
+
+/* "f:<sha256>" of a file member's bytes (a hard link's: its target's). */
+static int file_value(struct check *c, const struct member *m, json_t **out)
+{
+	if (m->kind == KIND_HARDLINK) {
+		char *target = NULL;
+		normalize(m->target, &target);
+		m = lookup(c, target ? target : "");
+		free(target);
+		if (!m)
+			return refuse(c, "a hard link's target is not in the archive");
+	}
+	char hex[HASH_HEX_LEN + 1];
+	int rc = hash_range_sha256(c->fd, m->data, m->size, hex);
+	if (rc) {
+		char name[204];
+		shown(m->name, name);
+		refuse(c, "cannot read '%s': %s", name, strerror(-rc));
+		return rc;
+	}
+	*out = json_sprintf("f:%s", hex);
+	return 0;
+}
+
+int tarball_index(int fd, json_t **out, char *err, size_t errlen)
+{
+	struct check c = {.fd = fd, .next_size = -1, .err = err, .errlen = errlen};
+	int rc = scan(&c);
+	json_t *index = json_object();
+	json_object_set_new(index, "", json_string("d"));
+	for (size_t i = 0; i < c.n && rc == 0; i++) {
+		const struct member *m = &c.v[i];
+		json_t *v = NULL;
+		if (m->kind == KIND_DIR)
+			v = json_string("d");
+		else if (m->kind == KIND_SYMLINK)
+			v = json_sprintf("l:%s", m->target);
+		else
+			rc = file_value(&c, m, &v);
+		if (v) {
+			json_object_set_new(index, m->name, v);
+			add_parents(index, m->name);
+		}
+	}
+	check_cleanup(&c);
+	if (rc) {
+		json_decref(index);
+		return rc;
+	}
+	*out = index;
+	return 0;
 }

@@ -2,6 +2,8 @@
 #include "cli/wflocal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +14,13 @@
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/tarball.h"
 #include "base/util.h"
 #include "cli/bundle.h"
 #include "cli/cli.h"
 #include "cli/local.h"
 #include "cli/wfshow.h"
+#include "flow/codeset.h"
 #include "flow/engine.h"
 #include "store/blob.h"
 #include "store/flowcache.h"
@@ -28,6 +32,7 @@ struct runner {
 	char *objects; /* file://DIR/objects */
 	char self[4096];
 	char cwd[4096];
+	char code_dir[4096]; /* --code DIR, absolute; "" without code */
 	struct store *db;
 	struct blob_store *store;
 	struct flow_exec *x;
@@ -84,8 +89,10 @@ static void close_runner(struct runner *w)
 	free(w->dir);
 }
 
-/* "sha256/<hex>" of the tree's bundle, as `anvil wf run` would store it. */
-static int code_hash(const char *dir, char out[80])
+/* "sha256/<hex>" of the tree's bundle, as `anvil wf run` would store it,
+ * and its index (flow/codeset.h; NULL when it cannot be made: the cache
+ * then compares whole bundles). */
+static int code_hash(const char *dir, char out[80], json_t **index)
 {
 	struct bundle_tmp t;
 	char err[512], hex[HASH_HEX_LEN + 1];
@@ -97,6 +104,13 @@ static int code_hash(const char *dir, char out[80])
 	int64_t size;
 	if (rc == 0 && (rc = hash_file_sha256(t.path, hex, &size)) == 0)
 		snprintf(out, 80, "sha256/%s", hex);
+	int fd = rc == 0 ? open(t.path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd >= 0 && tarball_index(fd, index, err, sizeof(err)) != 0)
+		*index = NULL;
+	else if (fd >= 0)
+		codeset_add_listings(*index);
+	if (fd >= 0)
+		close(fd);
 	bundle_tmp_close(&t);
 	return rc;
 }
@@ -107,7 +121,11 @@ static json_t *local_body(struct runner *w, const struct flow_run *r, const json
 {
 	json_t *body = flow_job_body(w->x, r, t);
 	json_t *doc = flow_task_doc(w->x, r, t, fetch);
-	json_object_del(doc, "bundle"); /* the code is here */
+	json_object_del(doc, "bundle");                 /* the code is here */
+	if (jv_bool(doc, "trace", 0) && w->code_dir[0]) /* what it reads of it, recorded */
+		json_object_set_new(doc, "code_dir", json_string(w->code_dir));
+	else
+		json_object_del(doc, "trace");
 	json_t *cmd = json_pack("[s,s,s,s,s,s,s]", w->self, "_task", "--work-dir", w->dir,
 	                        "--grace-ms", "10000", "--");
 	json_array_extend(cmd, json_object_get(body, "command"));
@@ -143,12 +161,17 @@ static void run_job(struct runner *w, struct flow_run *r, const json_t *t, json_
 	fflush(stdout);
 	flow_started(w->x, r, r->id, wall_ms());
 	int status = local_run_as(w->v, body, r->id);
-	json_t *outputs = json_load_file(report, 0, NULL);
+	json_t *rep = json_load_file(report, 0, NULL);
+	json_t *outputs = json_incref(json_object_get(rep, "outputs"));
+	const json_t *reads = json_object_get(rep, "reads");
+	if (json_is_array(reads))
+		r->reads = json_deep_copy(reads);
+	json_decref(rep);
 	char why[96];
 	snprintf(why, sizeof(why), "its command exited with status %d", status);
 	flow_ended(w->x, r, status == 0, stop_signal() != 0, outputs, why, wall_ms());
 	if (r->state == FLOW_SUCCEEDED && r->cache_key[0])
-		flowcache_record(w->db, w->x, r, wall_ms());
+		flowcache_record(w->db, w->store, w->x, r, wall_ms());
 	printf("== %s: %s%s%s\n", label, flow_state_name(r->state), r->why[0] ? ": " : "", r->why);
 	fflush(stdout);
 	json_decref(outputs);
@@ -208,9 +231,16 @@ int wflocal_run(struct verb_ctx *v, json_t *wf, int no_cache, const char *code_d
 	struct runner w = {0};
 	int rc = open_runner(&w, v);
 	char code[80] = "";
+	json_t *index = NULL;
 	if (rc == 0 && code_dir)
-		rc = code_hash(code_dir, code);
+		rc = code_hash(code_dir, code, &index);
+	if (rc == 0 && code_dir && !realpath(code_dir, w.code_dir))
+		w.code_dir[0] = '\0';
 	w.x = rc == 0 ? flow_exec_new(wf) : NULL;
+	if (w.x)
+		w.x->code_index = index;
+	else
+		json_decref(index);
 	json_decref(wf);
 	if (!w.x) {
 		close_runner(&w);

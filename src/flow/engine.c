@@ -60,6 +60,7 @@ static void run_free(struct flow_run *r)
 	json_decref(r->jobs);
 	json_decref(r->outputs);
 	json_decref(r->cache_parts);
+	json_decref(r->reads);
 	free(r);
 }
 
@@ -109,6 +110,7 @@ void flow_exec_free(struct flow_exec *x)
 	free(x->needs);
 	free(x->needs_at);
 	json_decref(x->spec);
+	json_decref(x->code_index);
 	free(x);
 }
 
@@ -464,6 +466,8 @@ void flow_started(struct flow_exec *x, struct flow_run *r, int64_t job_id, int64
 	r->due_ms = 0;
 	json_decref(r->outputs);
 	r->outputs = NULL;
+	json_decref(r->reads);
+	r->reads = NULL;
 	mark(x, r);
 }
 

@@ -63,8 +63,10 @@ struct flow_run {
 	int64_t cached_from;  /* cached: the run whose outputs it reused */
 	int64_t cached_exec;  /* ... and that run's execution */
 	int64_t dup_of;       /* waiting for an identical run (same key) to end */
+	json_t *reads;        /* the bundle's files its running attempt read, as its wrapper
+	                       * reported them (codeset.h KEYs), or NULL: not kept */
 	char why[256];        /* a failure's or a skip's cause */
-	char cache_note[200]; /* "hit" or why the cache missed; "" when not cached */
+	char cache_note[400]; /* "hit" or why the cache missed; "" when not cached */
 	int dirty;            /* changed since the server stored it */
 };
 
@@ -73,6 +75,8 @@ struct flow_exec {
 	char name[64];
 	json_t *spec;          /* the compiled workflow, inputs resolved */
 	char bundle[80];       /* the code bundle's key, "" none */
+	json_t *code_index;    /* its index (codeset.h), once the cache needed it; not kept */
+	int code_index_failed; /* it could not be made: not tried again */
 	int no_cache;          /* read no cached results (still record them) */
 	int cancel;            /* cancel asked */
 	enum flow_state state; /* running, succeeded, failed or cancelled */

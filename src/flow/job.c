@@ -7,6 +7,7 @@
 #include "base/jv.h"
 #include "base/util.h"
 #include "flow/engine.h"
+#include "flow/run.h"
 
 static void set_json_env(json_t *env, const char *k, const json_t *v)
 {
@@ -83,6 +84,11 @@ json_t *flow_task_doc(const struct flow_exec *x, const struct flow_run *r, const
 		            flow_task_name(x, r->task), r->index);
 		json_object_set_new(doc, "checkpoint", json_string(key));
 	}
+	/* A cached task whose key depends on the files of the bundle it reads
+	 * (run.h, FLOW_CODE_READS): its wrapper records them */
+	int trace = x->bundle[0] && flow_cache_on(t) && flow_cache_code(t) == FLOW_CODE_READS;
+	if (trace)
+		json_object_set_new(doc, "trace", json_true());
 	/* The wrapper moves data: with none to move (no bundle, nothing to fetch
 	 * or render, no outputs, no checkpoint) the command runs as any rank
 	 * does, without the cost of a second process start */

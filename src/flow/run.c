@@ -1,12 +1,16 @@
 #include "flow/run.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/crypto_lazy.h"
+#include "base/hash.h"
+#include "base/jv.h"
 #include "base/mem.h"
+#include "base/util.h"
+#include "flow/codeset.h"
 #include "flow/spec.h"
 
 /* ---- sweeps ---- */
@@ -127,42 +131,101 @@ char *flow_render_known(const char *s, const json_t *ctx, char *err, size_t errl
 
 /* ---- cache keys ---- */
 
-static void sha256_hex(const char *data, size_t len, char out[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (unsigned int i = 0; i < n && i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-	out[64] = '\0';
-}
+#define VALUE_KEPT  256 /* bytes of a value kept as it is in the key's parts */
+#define VALUE_SHOWN 60  /* bytes of a value a miss's reason shows */
 
 /* SHA-256 of v as canonical JSON (null for NULL). */
 static json_t *hash_of(const json_t *v)
 {
 	char *text = v ? json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY)
 	               : xstrdup("null");
-	char hex[65];
-	sha256_hex(text, strlen(text), hex);
+	char hex[HASH_HEX_LEN + 1];
+	hash_sha256(text, strlen(text), hex);
 	free(text);
 	return json_string(hex);
 }
 
-static const char *const part_names[] = {"command", "env", "inputs", "outputs", "code", "version"};
-
-json_t *flow_cache_parts(const json_t *task, const json_t *input_hashes, const char *bundle_hash)
+int flow_cache_on(const json_t *task)
 {
-	json_t *parts = json_object();
+	const json_t *cache = json_object_get(task, "cache");
+	const json_t *on = json_object_get(cache, "enabled");
+	return json_is_boolean(on) ? json_is_true(on) : json_is_object(cache);
+}
+
+enum flow_code flow_cache_code(const json_t *task)
+{
+	const json_t *code = json_object_get(json_object_get(task, "cache"), "code");
+	if (json_is_array(code))
+		return FLOW_CODE_PATHS;
+	if (json_is_string(code) && strcmp(json_string_value(code), "bundle") == 0)
+		return FLOW_CODE_BUNDLE;
+	return FLOW_CODE_READS;
+}
+
+const char *flow_code_name(enum flow_code c)
+{
+	static const char *const names[] = {"reads", "bundle", "paths"};
+	return names[c];
+}
+
+/* A value as the key's parts keep it: itself, or {"sha256": H} when long. */
+static json_t *kept_value(const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_t *kept = text && strlen(text) > VALUE_KEPT ? json_pack("{s:o}", "sha256", hash_of(v))
+	                                                 : json_deep_copy(v);
+	free(text);
+	return kept;
+}
+
+/* Each template in v (a text, or the texts in a list or a mapping) whose
+ * value ctx has, into values: what the run's command, env and inputs were
+ * rendered with. */
+static void add_values(const json_t *v, const json_t *ctx, json_t *values)
+{
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v), *start, *end;
+		char ref[200];
+		while (flow_template_next(s, ref, sizeof(ref), &start, &end) == 1) {
+			const json_t *x = lookup(ctx, ref);
+			if (x && !json_is_null(x))
+				json_object_set_new(values, ref, kept_value(x));
+			s = end;
+		}
+	} else if (json_is_array(v)) {
+		size_t i;
+		json_t *x;
+		json_array_foreach (v, i, x)
+			add_values(x, ctx, values);
+	} else if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach ((json_t *)v, k, x)
+			add_values(x, ctx, values);
+	}
+}
+
+json_t *flow_cache_parts(const json_t *task, const json_t *ctx, const json_t *input_hashes,
+                         const json_t *code)
+{
+	json_t *parts = json_pack("{s:i}", "form", 2);
 	json_object_set_new(parts, "command", hash_of(json_object_get(task, "command")));
 	json_object_set_new(parts, "env", hash_of(json_object_get(task, "env")));
-	json_t *inputs = json_pack("{s:O?,s:O?}", "values", json_object_get(task, "inputs"),
-	                           "objects", input_hashes);
-	json_object_set_new(parts, "inputs", hash_of(inputs));
-	json_decref(inputs);
+	json_object_set_new(parts, "inputs", hash_of(json_object_get(task, "inputs")));
+	json_t *values = json_object();
+	static const char *const templated[] = {"command", "env", "inputs"};
+	for (size_t i = 0; i < sizeof(templated) / sizeof(templated[0]); i++)
+		add_values(json_object_get(task, templated[i]), ctx, values);
+	json_object_set_new(parts, "values", values);
+	json_t *objects = json_object();
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)input_hashes, k, v)
+		json_object_set_new(objects, k, hash_of(v));
+	json_object_set_new(parts, "objects", objects);
 	json_object_set_new(parts, "outputs", hash_of(json_object_get(task, "outputs")));
-	json_t *code = json_string(bundle_hash ? bundle_hash : "");
+	json_object_set_new(parts, "code_by", json_string(flow_code_name(flow_cache_code(task))));
 	json_object_set_new(parts, "code", hash_of(code));
-	json_decref(code);
 	const char *version =
 	        json_string_value(json_object_get(json_object_get(task, "cache"), "version"));
 	json_object_set_new(parts, "version", json_string(version ? version : ""));
@@ -170,19 +233,126 @@ json_t *flow_cache_parts(const json_t *task, const json_t *input_hashes, const c
 	return parts;
 }
 
-void flow_cache_why(const json_t *was, const json_t *now, char *out, size_t len)
+/* ---- why a miss ---- */
+
+/* A value of the parts as a reason shows it: its text, cut short. */
+static void show_value(struct buf *out, const json_t *v)
 {
-	static const char *const what[] = {"the command changed",     "the environment changed",
-	                                   "an input changed",        "the outputs changed",
-	                                   "the code bundle changed", "the cache version changed"};
-	size_t used = 0;
-	out[0] = '\0';
-	for (size_t i = 0; i < sizeof(part_names) / sizeof(part_names[0]); i++)
-		if (!json_equal(json_object_get(was, part_names[i]),
-		                json_object_get(now, part_names[i])) &&
-		    used < len)
-			used += (size_t)snprintf(out + used, len - used, "%s%s", used ? "; " : "",
-			                         what[i]);
-	if (!out[0])
-		snprintf(out, len, "nothing changed");
+	if (!v || json_is_null(v)) {
+		buf_adds(out, "(none)");
+		return;
+	}
+	if (json_is_object(v)) {
+		buf_adds(out, "(a long value)");
+		return;
+	}
+	struct buf text;
+	buf_init(&text);
+	add_value(&text, v);
+	const char *s = text.data ? text.data : "";
+	if (text.len > VALUE_SHOWN)
+		buf_printf(out, "%.*s...", VALUE_SHOWN, s);
+	else
+		buf_printf(out, "%s", json_is_string(v) && !text.len ? "''" : s);
+	buf_cleanup(&text);
+}
+
+static void reason(struct buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reason(struct buf *out, const char *fmt, ...)
+{
+	if (out->len)
+		buf_adds(out, "; ");
+	va_list ap;
+	va_start(ap, fmt);
+	char line[600];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	buf_adds(out, line);
+}
+
+/* "input mult changed: 3 -> 5" for each value that differs (one that only
+ * one side has came or went with a template: the command changed). */
+static void why_values(struct buf *out, const json_t *was, const json_t *now)
+{
+	const char *ref;
+	json_t *a;
+	json_object_foreach ((json_t *)was, ref, a) {
+		const json_t *z = json_object_get(now, ref);
+		if (!z || json_equal(a, z))
+			continue;
+		char what[160], t[64], o[64];
+		if (strncmp(ref, "inputs.", 7) == 0)
+			text_printf(what, sizeof(what), "input %s", ref + 7);
+		else if (strncmp(ref, "params.", 7) == 0)
+			text_printf(what, sizeof(what), "parameter %s", ref + 7);
+		else if (sscanf(ref, "tasks.%63[^.].outputs.%63s", t, o) == 2)
+			text_printf(what, sizeof(what), "output %s of task %s", o, t);
+		else
+			text_printf(what, sizeof(what), "%s", ref);
+		struct buf b;
+		buf_init(&b);
+		show_value(&b, a);
+		buf_adds(&b, " -> ");
+		show_value(&b, z);
+		reason(out, "%s changed: %s", what, b.data);
+		buf_cleanup(&b);
+	}
+}
+
+static int differs(const json_t *was, const json_t *now, const char *part)
+{
+	return !json_equal(json_object_get(was, part), json_object_get(now, part));
+}
+
+static void why_code(struct buf *out, const json_t *was, const json_t *now, const json_t *was_view,
+                     const json_t *now_view)
+{
+	const char *by_was = jv_str(was, "code_by", ""), *by_now = jv_str(now, "code_by", "");
+	if (strcmp(by_was, by_now) != 0) {
+		reason(out, "cache.code changed: %s -> %s", by_was, by_now);
+		return;
+	}
+	if (was_view && now_view) {
+		char files[400];
+		if (codeset_diff(was_view, now_view, files, sizeof(files)))
+			reason(out, "the code changed: %s", files);
+		return;
+	}
+	if (differs(was, now, "code"))
+		reason(out, "the code bundle changed");
+}
+
+void flow_cache_why(const json_t *was, const json_t *now, const json_t *was_view,
+                    const json_t *now_view, char *out, size_t len)
+{
+	struct buf b;
+	buf_init(&b);
+	if (jv_int(was, "form", 1) != jv_int(now, "form", 1)) {
+		reason(&b, "the earlier result was keyed by an older version of anvil");
+	} else {
+		static const char *const parts[] = {"command", "env", "inputs"};
+		static const char *const what[] = {"the command changed", "the environment changed",
+		                                   "the task's inputs changed"};
+		for (size_t i = 0; i < 3; i++)
+			if (differs(was, now, parts[i]))
+				reason(&b, "%s", what[i]);
+		why_values(&b, json_object_get(was, "values"), json_object_get(now, "values"));
+		const json_t *ow = json_object_get(was, "objects"),
+		             *on = json_object_get(now, "objects");
+		json_t *all = json_copy((json_t *)ow);
+		json_object_update(all, (json_t *)on);
+		const char *ref;
+		json_t *ignored;
+		json_object_foreach (all, ref, ignored)
+			if (differs(ow, on, ref))
+				reason(&b, "the objects of %s changed", ref);
+		json_decref(all);
+		if (differs(was, now, "outputs"))
+			reason(&b, "the declared outputs changed");
+		why_code(&b, was, now, was_view, now_view);
+		if (differs(was, now, "version"))
+			reason(&b, "the cache version changed");
+	}
+	snprintf(out, len, "%s", b.len ? b.data : "nothing changed");
+	buf_cleanup(&b);
 }

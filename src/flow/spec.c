@@ -6,6 +6,7 @@
 
 #include "base/mem.h"
 #include "base/util.h"
+#include "flow/codeset.h"
 
 #define MAP_MAX 10000 /* children of one sweep */
 
@@ -54,6 +55,7 @@ static const struct schema_field retry_fields[] = {
 static const struct schema_field cache_fields[] = {
         {"enabled", SCHEMA_BOOL, 0, 0, 0},
         {"version", SCHEMA_STR, 0, 0, 63},
+        {"code", SCHEMA_ANY, 0, 0, 0},
         {NULL, 0, 0, 0, 0},
 };
 
@@ -65,6 +67,53 @@ static const struct schema_field map_fields[] = {
 };
 
 /* ---- the parts of a task ---- */
+
+/* cache.code: "reads", "bundle", or the bundle's paths the task uses
+ * (flow/codeset.h). */
+static void check_code(const json_t *code, const char *path, struct schema_errors *e)
+{
+	char sub[256];
+	if (json_is_string(code)) {
+		const char *s = json_string_value(code);
+		if (strcmp(s, "reads") != 0 && strcmp(s, "bundle") != 0)
+			schema_add(e, path,
+			           "'%.100s' is not a way to key the code: 'reads' (the files the "
+			           "task read, the default), 'bundle' (all of it) or a list of "
+			           "paths",
+			           s);
+		return;
+	}
+	if (!json_is_array(code)) {
+		schema_add(e, path, "should be 'reads', 'bundle' or a list of paths, not %s",
+		           schema_type_name(code));
+		return;
+	}
+	if (json_array_size(code) == 0 || json_array_size(code) > CODESET_PATHS_MAX)
+		schema_add(e, path, "should list 1 to %d paths of the bundle", CODESET_PATHS_MAX);
+	size_t i;
+	json_t *p;
+	json_array_foreach (code, i, p) {
+		schema_joini(sub, sizeof(sub), path, i);
+		const char *why = json_is_string(p) ? codeset_path_why(json_string_value(p)) : NULL;
+		if (!json_is_string(p))
+			schema_add(e, sub, "should be a path (text), not %s", schema_type_name(p));
+		else if (why)
+			schema_add(e, sub, "'%.200s' is not a path of the bundle: %s",
+			           json_string_value(p), why);
+	}
+}
+
+static void check_cache(const json_t *cache, const char *path, struct schema_errors *e)
+{
+	char sub[256];
+	if (!schema_fields(cache, cache_fields, path, e))
+		return;
+	const json_t *code = json_object_get(cache, "code");
+	if (code) {
+		schema_join(sub, sizeof(sub), path, "code");
+		check_code(code, sub, e);
+	}
+}
 
 static void check_command(const json_t *cmd, const char *path, struct schema_errors *e)
 {
@@ -394,7 +443,7 @@ static void check_task(const json_t *wf, const json_t *t, const json_t *by_name,
 	PART("outputs", if (json_is_object(v)) check_outputs(v, sub, e));
 	PART("env", if (json_is_object(v)) check_env(v, sub, e));
 	PART("retries", if (json_is_object(v)) schema_fields(v, retry_fields, sub, e));
-	PART("cache", if (json_is_object(v)) schema_fields(v, cache_fields, sub, e));
+	PART("cache", if (json_is_object(v)) check_cache(v, sub, e));
 	json_t *params = NULL;
 	PART("map", if (json_is_object(v) && schema_fields(v, map_fields, sub, e)) params =
 	                    map_params(v, sub, e));

@@ -10,7 +10,7 @@
  *          "needs": [task names], "inputs": {K: scalar}, "outputs":
  *          {K: "file"|"dir"|"value"}, "env": {K: string}, "retries":
  *          {"count", "backoff_ms"}, "timeout_ms", "checkpoint", "cache":
- *          {"enabled", "version"}, "map": {"grid": {P: [values]} | "list":
+ *          {"enabled", "version", "code"}, "map": {"grid": {P: [values]} | "list":
  *          [{P: value}], "concurrency"}}
  *
  * Strings may hold templates: {{ inputs.NAME }}, {{ params.P }} (in a task

@@ -16,9 +16,11 @@
 
 #include "base/err.h"
 #include "base/jv.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "server/flows.h"
 #include "server/server.h"
+#include "store/flowcache.h"
 
 /* The execution as the API shows it: each run with the node its latest
  * job ran on (rank 0's) and that job's exit code. */
@@ -86,6 +88,12 @@ static void submit(struct server *s, struct httpd_req *req)
 		return;
 	}
 	struct state *st = &s->state;
+	/* a new bundle's files are hashed here, outside the lock, for the task
+	 * cache (store/flowcache.h); one that cannot be is compared whole */
+	const char *bundle = jv_str(body, "bundle", NULL);
+	char why[700];
+	if (bundle && st->objects && flowcache_index_prepare(st->objects, bundle, why, sizeof(why)))
+		log_debug("no index of the code bundle bundle=%s why=\"%s\"", bundle, why);
 	state_lock(st);
 	struct flow_exec *x = NULL;
 	if (api_idem_seen(st, req, &ik, remake))
@@ -186,7 +194,8 @@ static void outputs(struct server *s, struct httpd_req *req, int64_t run_id, int
 		            "this call needs the exec token of the run's running attempt");
 	} else {
 		rc = flows_outputs(st, run_id, jv_int(body, "attempt_id", 0),
-		                   json_object_get(body, "outputs"), err, sizeof(err));
+		                   json_object_get(body, "outputs"), json_object_get(body, "reads"),
+		                   err, sizeof(err));
 		if (rc)
 			httpd_error(req, rc, err);
 		else if (api_flush_or_fail(st, req) == 0)

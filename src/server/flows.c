@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "flow/codeset.h"
 #include "flow/run.h"
 #include "flow/spec.h"
 #include "server/glue.h"
@@ -28,7 +29,7 @@ struct flows {
 	struct flow_exec **touched; /* executions with records to write */
 	int ntouched, captouched;
 	char *listed;     /* listed[id - 1]: in touched */
-	json_t *inflight; /* cache key -> the id of the running run that computes it */
+	json_t *inflight; /* inflight_key -> the id of the running run that computes it */
 	int64_t next_due; /* the earliest retry due; 0 none */
 	int kick;         /* something may start: step even without ended jobs */
 };
@@ -171,6 +172,36 @@ json_t *flows_list(struct state *st, int limit)
 
 enum lookup { MISS, HIT, DUPLICATE };
 
+/* Runs compute the same when their keys and their code bundles are the
+ * same (a task keyed by what it reads leaves the bundle out of its key). */
+static void inflight_key(const struct flow_exec *x, const struct flow_run *r, char out[160])
+{
+	text_printf(out, 160, "%s@%s", r->cache_key, x->bundle);
+}
+
+static int64_t inflight_get(struct state *st, const struct flow_exec *x, const struct flow_run *r)
+{
+	char k[160];
+	inflight_key(x, r, k);
+	return jv_int(flows_of(st)->inflight, k, 0);
+}
+
+static void inflight_set(struct state *st, const struct flow_exec *x, const struct flow_run *r)
+{
+	char k[160];
+	inflight_key(x, r, k);
+	json_object_set_new(flows_of(st)->inflight, k, json_integer(r->id));
+}
+
+/* Forgets r as the run that computes its key, if it is. */
+static void inflight_drop(struct state *st, const struct flow_exec *x, const struct flow_run *r)
+{
+	char k[160];
+	inflight_key(x, r, k);
+	if (r->cache_key[0] && jv_int(flows_of(st)->inflight, k, 0) == r->id)
+		json_object_del(flows_of(st)->inflight, k);
+}
+
 /* The cache's answer; a miss whose key a running run computes waits for
  * that run instead. */
 static enum lookup cache_lookup(struct state *st, struct flow_exec *x, struct flow_run *r,
@@ -178,7 +209,7 @@ static enum lookup cache_lookup(struct state *st, struct flow_exec *x, struct fl
 {
 	if (flowcache_lookup(st->core->store, st->objects, x, r, rendered, fetch, wall_ms()))
 		return HIT;
-	int64_t other = jv_int(flows_of(st)->inflight, r->cache_key, 0);
+	int64_t other = inflight_get(st, x, r);
 	if (x->no_cache || !other || other == r->id)
 		return MISS;
 	r->dup_of = other;
@@ -270,7 +301,7 @@ static void prepare_run(struct state *st, struct flow_exec *x, struct flow_run *
 	free(js);
 	/* the round's later runs computing the same wait for this one */
 	if (r->cache_key[0] && !x->no_cache)
-		json_object_set_new(flows_of(st)->inflight, r->cache_key, json_integer(r->id));
+		inflight_set(st, x, r);
 }
 
 /* Admits the round's jobs, all or none, and starts their runs (or fails
@@ -279,15 +310,13 @@ static int admit_starts(struct state *st, struct flow_exec *x, struct starts *b)
 {
 	char err[512] = "";
 	int rc = b->njobs ? glue_admit(st, b->jobs, b->njobs, err, sizeof(err)) : 0;
-	json_t *inflight = flows_of(st)->inflight;
 	for (int i = 0; i < b->nruns; i++) {
 		struct flow_run *r = b->runs[i].r;
 		if (rc == 0) {
 			flow_started(x, r, b->jobs[b->runs[i].first]->id, wall_ms());
 			continue;
 		}
-		if (r->cache_key[0] && jv_int(inflight, r->cache_key, 0) == r->id)
-			json_object_del(inflight, r->cache_key);
+		inflight_drop(st, x, r);
 		refused(x, r, err);
 	}
 	int started = rc ? 0 : b->nruns;
@@ -306,16 +335,14 @@ static void job_ended(struct state *st, int64_t job_id)
 	struct flow_run *r = j && j->task ? flows_run(st, jv_int(j->task, "run", 0), &x) : NULL;
 	if (!r || !x || r->job_id != j->id || r->state != FLOW_RUNNING)
 		return;
-	json_t *inflight = flows_of(st)->inflight;
-	if (r->cache_key[0] && jv_int(inflight, r->cache_key, 0) == r->id)
-		json_object_del(inflight, r->cache_key);
+	inflight_drop(st, x, r);
 	char why[400];
 	text_printf(why, sizeof(why), "job %lld %s: %s", (long long)j->id, job_state_name(j->state),
 	            j->reason);
 	flow_ended(x, r, j->state == JOB_SUCCEEDED, j->state == JOB_CANCELLED, r->outputs, why,
 	           wall_ms());
 	if (r->state == FLOW_SUCCEEDED && r->cache_key[0])
-		flowcache_record(st->core->store, x, r, wall_ms());
+		flowcache_record(st->core->store, st->objects, x, r, wall_ms());
 	if (r->cache_key[0])
 		release_duplicates(st, x, r);
 	touch(st, x);
@@ -518,8 +545,30 @@ static int check_output(struct state *st, const char *k, const char *kind, const
 	return 0;
 }
 
+/* The wrapper's list of the files of the bundle its command read. */
+static int check_reads(const json_t *reads, char *err, size_t errlen)
+{
+	if (!json_is_array(reads) || json_array_size(reads) > CODESET_KEYS_MAX)
+		return snprintf(err, errlen,
+		                "reads: must be a list of at most %d paths of the code bundle",
+		                CODESET_KEYS_MAX),
+		       ERR_INVALID;
+	size_t i;
+	json_t *k;
+	json_array_foreach (reads, i, k) {
+		const char *why = codeset_key_why(json_string_value(k));
+		if (why)
+			return snprintf(err, errlen,
+			                "reads[%zu]: '%.200s' is not a path of the bundle: %s", i,
+			                json_is_string(k) ? json_string_value(k) : "(not text)",
+			                why),
+			       ERR_INVALID;
+	}
+	return 0;
+}
+
 int flows_outputs(struct state *st, int64_t run_id, int64_t attempt_id, const json_t *outputs,
-                  char *err, size_t errlen)
+                  const json_t *reads, char *err, size_t errlen)
 {
 	struct flow_exec *x = NULL;
 	struct flow_run *r = flows_run(st, run_id, &x);
@@ -535,16 +584,22 @@ int flows_outputs(struct state *st, int64_t run_id, int64_t attempt_id, const js
 		       ERR_CONFLICT;
 	if (!json_is_object(outputs))
 		return snprintf(err, errlen, "outputs: must be an object"), ERR_INVALID;
+	int has_reads = reads && !json_is_null(reads);
+	int rc = has_reads ? check_reads(reads, err, errlen) : 0;
+	if (rc)
+		return rc;
 	const json_t *decl = json_object_get(flow_task(x, r->task), "outputs");
 	const char *k;
 	json_t *o;
 	json_object_foreach ((json_t *)outputs, k, o) {
-		int rc = check_output(st, k, jv_str(decl, k, NULL), o, err, errlen);
+		rc = check_output(st, k, jv_str(decl, k, NULL), o, err, errlen);
 		if (rc)
 			return rc;
 	}
 	json_decref(r->outputs);
 	r->outputs = json_deep_copy(outputs);
+	json_decref(r->reads);
+	r->reads = has_reads ? json_deep_copy(reads) : NULL;
 	r->dirty = 1;
 	touch(st, x);
 	return 0;
@@ -623,7 +678,7 @@ int flows_open(struct state *st)
 			st->core->flow_done[st->core->nflow_done++] = j->id;
 		}
 		if (r->state == FLOW_RUNNING && r->cache_key[0])
-			json_object_set_new(f->inflight, r->cache_key, json_integer(r->id));
+			inflight_set(st, flows_get(st, f->run_exec[k]), r);
 	}
 	f->kick = f->nactive > 0;
 	flows_step(st);

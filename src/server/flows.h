@@ -11,17 +11,20 @@
  *
  * A run's job carries the wrapper's instructions (job->task, ANVIL_TASK on
  * the node, agent/task.h): {"exec", "run", "task", "index", "bundle",
- * "fetch", "render_env", "outputs", "checkpoint"}. The wrapper reports the
- * run's outputs (flows_outputs) before its job ends; the job's success
- * then makes the run succeed with them.
+ * "fetch", "render_env", "outputs", "checkpoint", "trace"}. The wrapper
+ * reports the run's outputs, and with "trace" the files of the bundle
+ * the command read (flows_outputs), before its job ends; the job's
+ * success then makes the run succeed with them.
  *
- * The task cache: a run of a task with cache enabled has a key
- * (flow_cache_parts: its rendered definition, the hashes of the objects it
- * fetches, the code bundle, the cache version). A success records its
- * outputs under the key; a later run with the same key reuses them
- * without running, unless one of them is gone from the object store (then
- * it runs). A run whose key equals a running run's waits for it. Each
- * task instance's last key is kept too, so a miss says what changed.
+ * The task cache (store/flowcache.h): a run of a task with cache enabled
+ * has a key (flow_cache_parts: its definition as written and the values
+ * it was rendered with, the hashes of the objects it fetches, the code as
+ * its cache.code says, the cache version). A success records its outputs
+ * under the key, with the files of the bundle it read; a later run with
+ * the same key whose bundle has those files unchanged reuses them without
+ * running, unless one of them is gone from the object store (then it
+ * runs). A run whose key and bundle equal a running run's waits for it.
+ * Each task instance's last key is kept too, so a miss says what changed.
  */
 #ifndef ANVIL_SERVER_FLOWS_H
 #define ANVIL_SERVER_FLOWS_H
@@ -57,9 +60,11 @@ int flows_cancel(struct state *st, struct flow_exec *x);
  * as after flows_create). */
 int flows_recover(struct state *st, struct flow_exec *x, char *err, size_t errlen);
 /* The wrapper's report of run `run_id`'s outputs from attempt `attempt_id`
- * (the run's current job's current attempt, else ERR_CONFLICT). */
+ * (the run's current job's current attempt, else ERR_CONFLICT), and of
+ * the files of the bundle its command read (reads: an array of codeset.h
+ * KEYs; NULL or null: not recorded). */
 int flows_outputs(struct state *st, int64_t run_id, int64_t attempt_id, const json_t *outputs,
-                  char *err, size_t errlen);
+                  const json_t *reads, char *err, size_t errlen);
 /* The run and its execution by run id; NULL when none. */
 struct flow_run *flows_run(struct state *st, int64_t run_id, struct flow_exec **x);
 

@@ -47,6 +47,33 @@ def test_sdk_and_yaml_compile_to_the_same_json():
     assert yaml_compiled("-", stdin=json.dumps(yaml_form)) == yaml_form
 
 
+def test_sdk_declares_the_code_a_cached_task_uses_as_the_yaml_does():
+    @anvil.task(outputs={"n": "value"}, cache={"code": ["gen.py", "lib/"]})
+    def gen():
+        return "python3 gen.py > $ANVIL_OUTPUT_DIR/n"
+
+    @anvil.task(cache={"code": "bundle", "version": "2"})
+    def whole():
+        return "true"
+
+    @anvil.workflow(name="code")
+    def wf():
+        gen()
+        whole()
+
+    yaml_form = yaml_compiled("-", stdin="""
+name: code
+tasks:
+  gen:
+    command: python3 gen.py > $ANVIL_OUTPUT_DIR/n
+    outputs: {n: value}
+    cache: {code: [gen.py, lib/]}
+  whole: {command: "true", cache: {code: bundle, version: "2"}}
+""")
+    assert wf.compile() == yaml_form, (wf.compile(), yaml_form)
+    assert yaml_form["tasks"][0]["cache"] == {"code": ["gen.py", "lib/"]}, yaml_form
+
+
 def test_sdk_names_needs_and_errors():
     @anvil.task(outputs={"o": "file"})
     def make():
@@ -382,7 +409,9 @@ def test_the_documented_install_works_offline():
     assert q.stdout.strip() == os.path.join(ROOT, "python", "anvil", "__init__.py"), q
 
 
-run_tests([test_sdk_and_yaml_compile_to_the_same_json, test_sdk_names_needs_and_errors,
+run_tests([test_sdk_and_yaml_compile_to_the_same_json,
+           test_sdk_declares_the_code_a_cached_task_uses_as_the_yaml_does,
+           test_sdk_names_needs_and_errors,
            test_the_client_runs_jobs_and_workflows, test_calling_a_workflow_runs_it_here,
            test_submitting_from_python_sends_the_working_tree,
            test_the_documented_install_works_offline])

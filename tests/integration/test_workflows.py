@@ -118,12 +118,13 @@ def test_a_diamond_with_a_sweep_runs_in_order_then_reruns_from_the_cache():
         assert all(r["state"] == "cached" for r in r2.values()), r2
         assert r2["c[1]"]["cached_exec"] == 1, r2
         assert time.time() - t0 < 10
-        # a changed input: a's command changes; b, c and d do not use it
+        # a changed input: a's command renders it; b, c and d do not use it. The
+        # miss names the input with its old and new values, not "the command"
         p = c.cli("wf", "run", "--code", code, "--wait", "-i", "msg=bye", wf, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         r3 = runs(c, 3)
         assert r3["a"]["state"] == "succeeded", r3["a"]
-        assert r3["a"]["cache"] == "miss: the command changed", r3["a"]
+        assert r3["a"]["cache"] == "miss: input msg changed: hi -> bye", r3["a"]
         assert all(r3[k]["state"] == "cached" for k in r3 if k != "a"), r3
         assert lines(log) == ["a bye"], lines(log)
         # --no-cache: everything runs
@@ -368,16 +369,19 @@ def test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches():
         assert p.returncode == 0, p.stdout + p.stderr
         r = runs(c, 2)
         assert {k for k, v in r.items() if v["state"] == "succeeded"} == {"gen", "use"}, r
-        assert r["gen"]["cache"] == "miss: the command changed", r["gen"]
+        assert r["gen"]["cache"] == "miss: input x changed: 1 -> 2", r["gen"]
+        assert r["use"]["cache"] == "miss: output v of task gen changed: 1 -> 2", r["use"]
         assert {k for k, v in r.items() if v["state"] == "cached"} == {"fixed", "files", "count"}
         assert outputs(c, 2)["use"]["v"] == "got 2 and tool v1"
-        # changed code: every cached task misses, saying why
+        # changed code: only the task that read the file misses, naming it
         write(os.path.join(code, "tool.txt"), "tool v2\n")
         p = c.cli("wf", "run", "--code", code, "--wait", "-i", "x=2", wf, timeout=90)
         assert p.returncode == 0, p.stdout + p.stderr
         r = runs(c, 3)
-        assert all(v["state"] == "succeeded" for v in r.values()), r
-        assert all(v["cache"] == "miss: the code bundle changed" for v in r.values()), r
+        assert r["use"]["state"] == "succeeded", r["use"]
+        assert r["use"]["cache"] == "miss: the code changed: tool.txt", r["use"]
+        assert {k for k, v in r.items() if v["state"] == "cached"} == \
+            {"gen", "fixed", "files", "count"}, r
         assert outputs(c, 3)["use"]["v"] == "got 2 and tool v2"
         # a cached result whose object vanished is a miss that runs, not a failure
         key = out["files"]["d"]
@@ -389,6 +393,113 @@ def test_outputs_flow_on_and_a_changed_input_or_code_reruns_what_it_touches():
         r = runs(c, 4)
         assert r["files"]["state"] == "succeeded", r["files"]
         assert "are gone from the object store" in r["files"]["cache"], r["files"]
+
+
+READS = """
+name: reads
+tasks:
+  gen:
+    command: python3 gen.py > $ANVIL_OUTPUT_DIR/n
+    outputs: {n: value}
+    cache: true
+  train:
+    command: python3 train.py {{ tasks.gen.outputs.n }} > $ANVIL_OUTPUT_DIR/m
+    outputs: {m: value}
+    cache: true
+"""
+
+
+def test_a_task_is_cached_by_the_files_it_read_and_a_miss_names_the_one_that_changed():
+    """The default cache key: what the task read of the bundle, not the whole bundle."""
+    with cluster(agents=1, gpus=2, name="wfreads") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        os.makedirs(os.path.join(code, "lib"))
+        write(os.path.join(code, "lib", "__init__.py"), "")
+        write(os.path.join(code, "lib", "util.py"), "def n():\n    return 7\n")
+        write(os.path.join(code, "gen.py"), "from lib import util\nprint(util.n())\n")
+        write(os.path.join(code, "train.py"), "import sys\nprint(int(sys.argv[1]) * 2)\n")
+        wf = write(os.path.join(d, "reads.yaml"), READS)
+
+        def run(xid):
+            p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert submitted(p) == xid, p.stdout
+            return runs(c, xid)
+
+        r = run(1)
+        assert outputs(c, 1) == {"gen": {"n": "7"}, "train": {"m": "14"}}, outputs(c, 1)
+        assert r["gen"]["cache"] == "miss: no earlier result", r["gen"]
+        # a comment added to a script that gen did not read: gen stays cached
+        write(os.path.join(code, "train.py"),
+              "import sys\n# doubles it\nprint(int(sys.argv[1]) * 2)\n")
+        r = run(2)
+        assert r["gen"]["state"] == "cached" and r["gen"]["cache"] == "hit", r["gen"]
+        assert r["gen"]["cached_exec"] == 1, r["gen"]
+        assert r["train"]["state"] == "succeeded", r["train"]
+        assert r["train"]["cache"] == "miss: the code changed: train.py", r["train"]
+        # an edit to a module gen imported: gen runs again, the miss names it;
+        # train (same input value, script unchanged since) is a hit
+        write(os.path.join(code, "lib", "util.py"), "def n():\n    return 7  # seven\n")
+        r = run(3)
+        assert r["gen"]["state"] == "succeeded", r["gen"]
+        assert r["gen"]["cache"] == "miss: the code changed: lib/util.py", r["gen"]
+        assert r["train"]["state"] == "cached", r["train"]
+        # the same code again: everything cached, from the runs that read it
+        r = run(4)
+        assert r["gen"]["state"] == "cached" and r["gen"]["cached_exec"] == 3, r["gen"]
+        assert r["train"]["state"] == "cached" and r["train"]["cached_exec"] == 2, r["train"]
+        # the read set is on record on the node's side too
+        log = c.cli("wf", "logs", "3", "gen", check=True)
+        assert "paths of its code" in log.stdout + log.stderr, log.stdout + log.stderr
+
+
+DECLARED = """
+name: declared
+tasks:
+  gen:
+    command: cat lib/a.txt conf.txt > $ANVIL_OUTPUT_DIR/v
+    outputs: {v: value}
+    cache: {code: [lib/]}
+  whole:
+    command: cat conf.txt > $ANVIL_OUTPUT_DIR/v
+    outputs: {v: value}
+    cache: {code: bundle}
+"""
+
+
+def test_declared_code_paths_key_a_task_by_those_files_and_the_whole_bundle_setting():
+    with cluster(agents=1, gpus=2, name="wfdeclared") as c:
+        d = tempfile.mkdtemp(dir=c.dir)
+        code = code_dir(c)
+        os.makedirs(os.path.join(code, "lib"))
+        write(os.path.join(code, "lib", "a.txt"), "a1\n")
+        write(os.path.join(code, "conf.txt"), "c1\n")
+        wf = write(os.path.join(d, "declared.yaml"), DECLARED)
+
+        def run(xid):
+            p = c.cli("wf", "run", "--code", code, "--wait", wf, timeout=90)
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert submitted(p) == xid, p.stdout
+            return runs(c, xid)
+
+        run(1)
+        assert outputs(c, 1)["gen"]["v"] == "a1\nc1", outputs(c, 1)
+        # a file outside the declared paths: gen is cached (it said what it
+        # uses, and this is not), the whole bundle's task is not
+        write(os.path.join(code, "README"), "changed\n")
+        r = run(2)
+        assert r["gen"]["state"] == "cached", r["gen"]
+        assert r["whole"]["state"] == "succeeded", r["whole"]
+        assert r["whole"]["cache"] == "miss: the code bundle changed", r["whole"]
+        # a file under a declared directory, edited, and one added there
+        write(os.path.join(code, "lib", "a.txt"), "a2\n")
+        write(os.path.join(code, "lib", "b.txt"), "b\n")
+        r = run(3)
+        assert r["gen"]["state"] == "succeeded", r["gen"]
+        assert r["gen"]["cache"] == "miss: the code changed: lib/a.txt, lib/b.txt (new)", \
+            r["gen"]
+        assert outputs(c, 3)["gen"]["v"] == "a2\nc1", outputs(c, 3)
 
 
 CKPT = """
@@ -484,7 +595,15 @@ def test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints():
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count("cached (from local execution 1)") == 5, p.stdout
     p = local("-i", "x=5", wf)
-    assert "got 5 and tool v1" in p.stdout and "miss: the command changed" in p.stdout, p.stdout
+    assert "got 5 and tool v1" in p.stdout and "miss: input x changed: 1 -> 5" in p.stdout, \
+        p.stdout
+    # an edit to the file one task reads reruns that task alone, here too
+    write(os.path.join(code, "tool.txt"), "tool v2\n")
+    p = local("-i", "x=5", wf)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "got 5 and tool v2" in p.stdout, p.stdout
+    assert "miss: the code changed: tool.txt" in p.stdout, p.stdout
+    assert p.stdout.count("cached (from local execution") == 4, p.stdout
     # a retried task resumes from its checkpoint here too
     p = local("--json", ck)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -545,6 +664,8 @@ if __name__ == "__main__":
                test_a_task_that_fails_twice_resumes_from_its_checkpoint,
                test_a_preempted_checkpointing_task_resumes,
                test_run_local_runs_here_with_the_same_outputs_cache_and_checkpoints,
+               test_a_task_is_cached_by_the_files_it_read_and_a_miss_names_the_one_that_changed,
+               test_declared_code_paths_key_a_task_by_those_files_and_the_whole_bundle_setting,
                test_a_task_that_fails_twice_is_retried_after_its_backoff,
                test_a_failure_skips_what_needs_it_and_recover_runs_on_from_there,
                test_cancel_stops_the_running_task_and_cancels_the_rest,

@@ -143,6 +143,31 @@ TEST(a_bad_field_is_named_with_its_value)
 	refused("{\"outputs\": {\"m\": \"blob\"}}", "outputs.m: must be");
 	refused("{\"render_env\": [\"A=B\"]}", "render_env[0]");
 	refused("{\"checkpoint\": \"sha256/" HEX_A "\"}", "field 'checkpoint'");
+	refused("{\"trace\": 1}", "field 'trace': must be true or false");
+	refused("{\"code_dir\": \"here\"}", "field 'code_dir': 'here' is not an absolute path");
+}
+
+TEST(a_task_whose_reads_are_recorded_runs_under_the_wrapper)
+{
+	struct task_doc d;
+	char err[256] = "";
+	CHECK_INT(task_doc_parse("{\"trace\": true, \"code_dir\": \"/src\"}", &d, err, sizeof(err)),
+	          0);
+	CHECK_INT(d.trace, 1);
+	CHECK_STR(d.code_dir, "/src");
+	task_doc_cleanup(&d);
+	char dir[] = "/tmp/anvil-test-trace-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	const char *hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char cmd[512], doc[400];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/bundles/%s", dir, hex);
+	CHECK_INT(system(cmd), 0);
+	snprintf(doc, sizeof(doc), "{\"run\": 2, \"bundle\": \"sha256/%s\", \"trace\": true}", hex);
+	json_t *e = entry_of(doc);
+	CHECK(task_direct_cwd(e, dir) == NULL); /* unpacked, but the wrapper records */
+	json_decref(e);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0);
 }
 
 TEST(inputs_go_under_the_attempt_by_task_and_output)

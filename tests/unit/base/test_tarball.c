@@ -7,6 +7,7 @@
  * outside, devices and FIFOs, with nothing unpacked. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,6 +371,48 @@ TEST(unpacking_keeps_links_inside_and_hard_links_to_earlier_files)
 	CHECK_INT(stat(path, &sb), 0);
 	CHECK_INT(sb.st_nlink, 2);
 	unlink(tar);
+}
+
+TEST(an_index_holds_each_file_hash_each_link_and_every_directory)
+{
+	char *a = tmpdir(), out[128], err[600] = "";
+	put(a, "gen.py", "print(1)\n", 0644);
+	put(a, "lib/deep/util.py", "x = 1\n", 0755);
+	link_at(a, "entry.py", "gen.py");
+	snprintf(out, sizeof(out), "%s.tar", a);
+	/* a list names files only: their directories are implied */
+	char *files[] = {"gen.py", "lib/deep/util.py", "entry.py"};
+	if (tarball_pack_list(a, files, 3, out, err, sizeof(err)))
+		FAIL_AT("pack: %s", err);
+	int fd = open(out, O_RDONLY);
+	CHECK(fd >= 0);
+	json_t *index = NULL;
+	if (tarball_index(fd, &index, err, sizeof(err)))
+		FAIL_AT("index: %s", err);
+	close(fd);
+	char hex[65], want[80];
+	hash_sha256("print(1)\n", 9, hex);
+	snprintf(want, sizeof(want), "f:%s", hex);
+	CHECK_STR(json_string_value(json_object_get(index, "gen.py")), want);
+	hash_sha256("x = 1\n", 6, hex);
+	snprintf(want, sizeof(want), "f:%s", hex);
+	CHECK_STR(json_string_value(json_object_get(index, "lib/deep/util.py")), want);
+	CHECK_STR(json_string_value(json_object_get(index, "entry.py")), "l:gen.py");
+	CHECK_STR(json_string_value(json_object_get(index, "lib")), "d");
+	CHECK_STR(json_string_value(json_object_get(index, "lib/deep")), "d");
+	CHECK_STR(json_string_value(json_object_get(index, "")), "d");
+	CHECK_INT(json_object_size(index), 6);
+	json_decref(index);
+	/* what the check refuses is not indexed either */
+	FILE *f = fopen(out, "w");
+	CHECK(f != NULL);
+	fputs("not a tar archive, and not 512 bytes long", f);
+	fclose(f);
+	fd = open(out, O_RDONLY);
+	CHECK(tarball_index(fd, &index, err, sizeof(err)) != 0);
+	CHECK_CONTAINS(err, "not a tar archive");
+	close(fd);
+	unlink(out);
 }
 
 TEST_MAIN()

@@ -211,6 +211,37 @@ TEST(structure_errors)
 	json_decref(wf);
 }
 
+TEST(the_code_a_cached_task_uses_is_declared_as_paths_of_the_bundle)
+{
+	json_t *wf = compile("tasks:\n  a: {command: [x], cache: {code: [gen.py, lib/]}}\n"
+	                     "  b: {command: [x], cache: {code: bundle, version: '2'}}\n");
+	if (!wf)
+		FAIL_AT("errors: %s", out);
+	const json_t *tasks = json_object_get(wf, "tasks");
+	char *s = json_dumps(json_object_get(json_array_get(tasks, 0), "cache"), JSON_COMPACT);
+	CHECK_STR(s, "{\"code\":[\"gen.py\",\"lib/\"]}");
+	free(s);
+	json_decref(wf);
+	static const char *const n[] = {
+	        "wf.yaml:2:35: tasks.a.cache.code[1]: '/etc/passwd' is not a path of the bundle: "
+	        "it is absolute: give it relative to the bundle's top",
+	        "wf.yaml:2:48: tasks.a.cache.code[2]: '../x' is not a path of the bundle: it has "
+	        "a '.' or '..' part",
+	        "wf.yaml:3:30: tasks.b.cache.code: 'everything' is not a way to key the code: "
+	        "'reads' (the files the task read, the default), 'bundle' (all of it) or a list "
+	        "of paths",
+	        "wf.yaml:4:30: tasks.c.cache.code: should list 1 to 100 paths of the bundle",
+	        "wf.yaml:5:31: tasks.d.cache.code[0]: should be a path (text), not an integer",
+	        NULL,
+	};
+	expect_errors("tasks:\n"
+	              "  a: {command: [x], cache: {code: [ok.py, /etc/passwd, ../x]}}\n"
+	              "  b: {command: [x], cache: {code: everything}}\n"
+	              "  c: {command: [x], cache: {code: []}}\n"
+	              "  d: {command: [x], cache: {code: [1]}}\n",
+	              n);
+}
+
 TEST(a_sweep_too_large_and_a_template_left_open)
 {
 	static const char *const n[] = {

@@ -3,13 +3,18 @@
  * succeed and flow downstream, the cache answers a rerun, and a restart
  * (with a run's job submitted but its record not yet written) loses and
  * repeats nothing. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../test.h"
 #include "base/err.h"
+#include "base/tarball.h"
 #include "server/core.h"
 #include "server/flows.h"
 #include "state_fixture.h"
+#include "store/blob.h"
+#include "store/flowcache.h"
 
 static const char *const two =
         "{\"workflow\": {\"name\": \"w\", \"tasks\": ["
@@ -43,7 +48,7 @@ static void finish(struct sfx *f, struct flow_run *r, const char *outputs, int c
 	if (outputs) {
 		json_t *o = sfx_json(outputs);
 		char err[256] = "";
-		CHECK_INT(flows_outputs(&f->st, r->id, a->id, o, err, sizeof(err)), 0);
+		CHECK_INT(flows_outputs(&f->st, r->id, a->id, o, NULL, err, sizeof(err)), 0);
 		json_decref(o);
 	}
 	int node = (int)a->ranks[0].node_id - 1;
@@ -73,12 +78,12 @@ TEST(runs_become_jobs_with_the_wrappers_instructions_and_outputs_flow_on)
 	sfx_start_all(f);
 	char err[256] = "";
 	json_t *bad = sfx_json("{\"zz\": {\"kind\": \"value\", \"value\": \"1\"}}");
-	CHECK_INT(flows_outputs(&f->st, a->id, sfx_attempt(j)->id, bad, err, sizeof(err)),
+	CHECK_INT(flows_outputs(&f->st, a->id, sfx_attempt(j)->id, bad, NULL, err, sizeof(err)),
 	          ERR_INVALID);
 	CHECK_STR(err, "outputs.zz: the task declares no such output");
 	json_decref(bad);
 	bad = sfx_json("{\"n\": {\"kind\": \"value\", \"value\": \"1\"}}");
-	CHECK_INT(flows_outputs(&f->st, a->id, 999, bad, err, sizeof(err)), ERR_CONFLICT);
+	CHECK_INT(flows_outputs(&f->st, a->id, 999, bad, NULL, err, sizeof(err)), ERR_CONFLICT);
 	json_decref(bad);
 	finish(f, a, "{\"n\": {\"kind\": \"value\", \"value\": \"42\"}}", 0);
 	CHECK_INT(a->state, FLOW_SUCCEEDED);
@@ -200,6 +205,116 @@ TEST(a_workflow_that_is_wrong_is_refused_with_every_error)
 	CHECK_INT(x->runs[0]->state, FLOW_FAILED);
 	CHECK_CONTAINS(x->runs[0]->why, "its job was refused: ");
 	CHECK_INT(x->state, FLOW_FAILED);
+	sfx_close(f);
+}
+
+/* A code bundle of gen.py and train.py with these contents, stored in
+ * the state's object store; its key into key. */
+static void store_bundle(struct sfx *f, const char *gen, const char *train, char key[80])
+{
+	char dir[160], path[200], tar[200], err[600] = "";
+	static int n;
+	snprintf(dir, sizeof(dir), "%s/code-%d", f->dir, n++);
+	CHECK_INT(mkdir(dir, 0755), 0);
+	const char *files[][2] = {{"gen.py", gen}, {"train.py", train}};
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i][0]);
+		FILE *fp = fopen(path, "w");
+		CHECK(fp != NULL);
+		fputs(files[i][1], fp);
+		fclose(fp);
+	}
+	snprintf(tar, sizeof(tar), "%s.tar", dir);
+	if (tarball_pack_dir(dir, tar, err, sizeof(err)))
+		FAIL_AT("pack: %s", err);
+	struct blob_info info;
+	CHECK_INT(blob_put_file(f->st.objects, tar, key, &info), 0);
+	CHECK_INT(flowcache_index_prepare(f->st.objects, key, err, sizeof(err)), 0);
+}
+
+static struct flow_exec *submit_with(struct sfx *f, const char *bundle)
+{
+	char body[400];
+	snprintf(body, sizeof(body),
+	         "{\"bundle\": \"%s\", \"workflow\": {\"name\": \"r\", \"tasks\": ["
+	         " {\"name\": \"gen\", \"command\": [\"python3\", \"gen.py\"],"
+	         "  \"cache\": {}}]}}",
+	         bundle);
+	return submit(f, body);
+}
+
+/* Runs r's job to a success whose wrapper reported reads (JSON text). */
+static void finish_reading(struct sfx *f, struct flow_run *r, const char *reads)
+{
+	struct job *j = state_job(&f->st, r->job_id);
+	CHECK(j != NULL);
+	CHECK(json_is_true(json_object_get(j->task, "trace")));
+	sfx_start_all(f);
+	struct attempt *a = sfx_attempt(j);
+	json_t *o = json_object(), *rd = sfx_json(reads);
+	char err[256] = "";
+	CHECK_INT(flows_outputs(&f->st, r->id, a->id, o, json_object_get(rd, "reads"), err,
+	                        sizeof(err)),
+	          0);
+	json_decref(o);
+	json_decref(rd);
+	int node = (int)a->ranks[0].node_id - 1;
+	sfx_exit(f, node, a->id, 0, 0);
+	sfx_report(f, node);
+	CHECK_INT(r->state, FLOW_SUCCEEDED);
+}
+
+TEST(a_run_is_a_hit_while_the_files_it_read_are_the_same_in_its_bundle)
+{
+	struct sfx *f = sfx_open(1, 2);
+	char path[160], err[600] = "";
+	snprintf(path, sizeof(path), "file://%s/objects", f->dir);
+	CHECK_INT(blob_open(path, &f->st.objects, err, sizeof(err)), 0);
+	char b1[80], b2[80], b3[80];
+	store_bundle(f, "print(1)\n", "t1\n", b1);
+	store_bundle(f, "print(1)\n", "t2\n", b2); /* train.py edited */
+	store_bundle(f, "print(2)\n", "t2\n", b3); /* gen.py edited */
+	struct flow_exec *x = submit_with(f, b1);
+	/* a read set that is not the bundle's paths is refused, naming it */
+	struct job *j = state_job(&f->st, x->runs[0]->job_id);
+	sfx_start_all(f);
+	json_t *o = json_object(), *bad = sfx_json("{\"r\": [\"gen.py\", \"../etc/passwd\"]}");
+	CHECK_INT(flows_outputs(&f->st, x->runs[0]->id, sfx_attempt(j)->id, o,
+	                        json_object_get(bad, "r"), err, sizeof(err)),
+	          ERR_INVALID);
+	CHECK_STR(err, "reads[1]: '../etc/passwd' is not a path of the bundle: it has a '.' or "
+	               "'..' part: write the path as the bundle holds it");
+	json_decref(o);
+	json_decref(bad);
+	finish_reading(f, x->runs[0], "{\"reads\": [\"gen.py\", \"json.py\", \"/\"]}");
+	/* train.py changed: not read, so a hit */
+	struct flow_exec *y = submit_with(f, b2);
+	CHECK_INT(y->runs[0]->state, FLOW_CACHED);
+	CHECK_STR(y->runs[0]->cache_note, "hit");
+	/* gen.py changed: a miss that names it */
+	struct flow_exec *z = submit_with(f, b3);
+	CHECK_INT(z->runs[0]->state, FLOW_RUNNING);
+	CHECK_STR(z->runs[0]->cache_note, "miss: the code changed: gen.py");
+	/* a success reported without a read set depends on its whole bundle */
+	struct job *jz = state_job(&f->st, z->runs[0]->job_id);
+	sfx_start_all(f);
+	o = json_object();
+	CHECK_INT(flows_outputs(&f->st, z->runs[0]->id, sfx_attempt(jz)->id, o, NULL, err,
+	                        sizeof(err)),
+	          0);
+	json_decref(o);
+	sfx_exit(f, (int)sfx_attempt(jz)->ranks[0].node_id - 1, sfx_attempt(jz)->id, 0, 0);
+	sfx_report(f, 0);
+	CHECK_INT(z->runs[0]->state, FLOW_SUCCEEDED);
+	struct flow_exec *again = submit_with(f, b3);
+	CHECK_INT(again->runs[0]->state, FLOW_CACHED);
+	CHECK_INT(again->runs[0]->cached_exec, z->id);
+	/* b1 is still known by what the first run read: going back is a hit */
+	struct flow_exec *back = submit_with(f, b1);
+	CHECK_INT(back->runs[0]->state, FLOW_CACHED);
+	CHECK_INT(back->runs[0]->cached_exec, x->id);
+	blob_close(f->st.objects);
+	f->st.objects = NULL;
 	sfx_close(f);
 }
 

@@ -47,7 +47,7 @@ static void finish(struct sfx *f, struct flow_run *r, const char *outputs)
 	if (outputs) {
 		json_t *o = sfx_json(outputs);
 		char err[256] = "";
-		if (flows_outputs(&f->st, r->id, a->id, o, err, sizeof(err)) != 0)
+		if (flows_outputs(&f->st, r->id, a->id, o, NULL, err, sizeof(err)) != 0)
 			FAIL_AT("outputs refused: %s", err);
 		json_decref(o);
 	}
