@@ -223,15 +223,15 @@ TEST(the_code_a_cached_task_uses_is_declared_as_paths_of_the_bundle)
 	free(s);
 	json_decref(wf);
 	static const char *const n[] = {
-	        "wf.yaml:2:35: tasks.a.cache.code[1]: '/etc/passwd' is not a path of the bundle: "
+	        "wf.yaml:2:43: tasks.a.cache.code[1]: '/etc/passwd' is not a path of the bundle: "
 	        "it is absolute: give it relative to the bundle's top",
-	        "wf.yaml:2:48: tasks.a.cache.code[2]: '../x' is not a path of the bundle: it has "
+	        "wf.yaml:2:56: tasks.a.cache.code[2]: '../x' is not a path of the bundle: it has "
 	        "a '.' or '..' part",
-	        "wf.yaml:3:30: tasks.b.cache.code: 'everything' is not a way to key the code: "
+	        "wf.yaml:3:35: tasks.b.cache.code: 'everything' is not a way to key the code: "
 	        "'reads' (the files the task read, the default), 'bundle' (all of it) or a list "
 	        "of paths",
-	        "wf.yaml:4:30: tasks.c.cache.code: should list 1 to 100 paths of the bundle",
-	        "wf.yaml:5:31: tasks.d.cache.code[0]: should be a path (text), not an integer",
+	        "wf.yaml:4:35: tasks.c.cache.code: should list 1 to 100 paths of the bundle",
+	        "wf.yaml:5:36: tasks.d.cache.code[0]: should be a path (text), not an integer",
 	        NULL,
 	};
 	expect_errors("tasks:\n"
