@@ -76,12 +76,14 @@ int exec_fence_cwd(const struct exec *e, const struct exec_spec *spec, const cha
 	char *bundles = xasprintf("%s/bundles", e->work_dir);
 	int in_bundles = under(cwd, bundles);
 	free(bundles);
+	if (in_bundles) /* a task run directly in its code: bound into the view */
+		return 0;
 	if (under(cwd, "/tmp"))
 		snprintf(err, errlen,
 		         "working directory %s is under /tmp, which each rank has of its own: "
 		         "submit from a directory the nodes share",
 		         cwd);
-	else if (under(cwd, fence_cover(e->fence)) && !in_bundles)
+	else if (under(cwd, fence_cover(e->fence)))
 		snprintf(err, errlen,
 		         "working directory %s is inside the agent's work directory, which "
 		         "ranks do not see",

@@ -161,10 +161,10 @@ static void held_text(const struct job *j, json_int_t n, const struct job *next,
 		snprintf(why, len, "array %lld: %lld of its jobs run, its limit (%%%d)", id,
 		         (long long)n, max);
 	else if (next && next->reason[0] && strncmp(next->reason, "array ", 6) != 0)
-		snprintf(
-		        why, len,
-		        "array %lld: %lld of its jobs run (limit %%%d); the next in line waits: %s",
-		        id, (long long)n, max, next->reason);
+		snprintf(why, len,
+		         "array %lld: %lld of its jobs run (limit %%%d); the next in line waits: "
+		         "%.140s",
+		         id, (long long)n, max, next->reason);
 	else
 		snprintf(why, len,
 		         "array %lld: %lld of its jobs run (limit %%%d); the members ahead of it "

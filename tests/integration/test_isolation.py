@@ -5,9 +5,13 @@ directory covered, so that none of the cluster's credentials, the state
 database or another job's files and processes are within its reach. anvil
 exec enters the same fence; a queue an admin marks run_as_root runs its
 ranks as root."""
+import hashlib
+import io
 import json
 import os
 import pwd
+import tarfile
+import tempfile
 
 from harness import cluster, run_tests, wait_for
 
@@ -142,8 +146,41 @@ def test_a_working_directory_the_account_cannot_reach_fails_saying_why():
         assert p.returncode != 0
 
 
+def test_a_node_whose_work_directory_is_under_tmp_runs_tasks_in_their_code():
+    """The work directory under /tmp (which each rank has of its own): a task whose code
+    is unpacked already runs directly in it, bound into its view."""
+    class under_tmp(cluster):  # this cluster's directories, agents' work dirs included
+        def __enter__(self):
+            tempfile.tempdir = "/tmp"
+            try:
+                return super().__enter__()
+            finally:
+                tempfile.tempdir = "/var/tmp/anvil-tests"
+
+    with under_tmp(agents=1, gpus=1, name="fence-tmp") as c:
+        assert c.dir.startswith("/tmp/"), c.dir
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+            data = b"the code\n"
+            info = tarfile.TarInfo("code.txt")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        body = buf.getvalue()
+        key = "sha256/" + hashlib.sha256(body).hexdigest()
+        c.api("PUT", "/v1/objects/" + key, raw=body)
+        wf = {"workflow": {"name": "w", "tasks": [{"name": "t", "command": ["cat", "code.txt"]}]},
+              "bundle": key, "no_cache": True}
+        for n in (1, 2):  # the second runs directly in the unpacked code
+            c.api("POST", "/v1/workflows", wf)
+            x = wait_for(lambda: (lambda w: w if w["state"] not in ("running", "pending")
+                                  else None)(c.api("GET", "/v1/workflows/%d" % n)["workflow"]),
+                         timeout=60, what="workflow %d" % n)
+            assert x["state"] == "succeeded", x
+
+
 run_tests([test_a_rank_reaches_no_secret_and_no_other_job,
            test_the_join_token_on_the_agents_command_line_is_not_seen,
            test_exec_enters_the_ranks_fence,
            test_a_queue_an_admin_marks_run_as_root_runs_ranks_as_root,
-           test_a_working_directory_the_account_cannot_reach_fails_saying_why])
+           test_a_working_directory_the_account_cannot_reach_fails_saying_why,
+           test_a_node_whose_work_directory_is_under_tmp_runs_tasks_in_their_code])

@@ -256,7 +256,10 @@ struct member {
 
 static void octal(char *field, size_t n, unsigned long long v)
 {
-	snprintf(field, n, "%0*llo", (int)n - 1, v);
+	char text[32];
+	snprintf(text, sizeof(text), "%0*llo", (int)n - 1, v);
+	memcpy(field, text, n - 1);
+	field[n - 1] = '\0';
 }
 
 /* A GNU tar archive of the members, written to path. */
