@@ -399,21 +399,21 @@ static void record_path(struct readset *rs, const char *abs, int listing)
 	buf_init(&w.rel);
 	buf_adds(&w.out, "");
 	buf_adds(&w.rel, "");
-	char *todo = xstrdup(abs);
+	char *rest = xstrdup(abs);
 	size_t at = 0;
-	while (todo[at] && !w.missing) {
-		size_t len = strcspn(todo + at, "/");
-		const char *part = todo + at;
-		size_t next = at + len + (todo[at + len] == '/');
+	while (rest[at] && !w.missing) {
+		size_t len = strcspn(rest + at, "/");
+		const char *part = rest + at;
+		size_t next = at + len + (rest[at + len] == '/');
 		char *target = len && !(len == 1 && part[0] == '.') ? step(&w, part, len) : NULL;
 		if (!target) {
 			at = next;
 			continue;
 		}
-		char *joined = xasprintf("%s/%s", target, todo + next);
+		char *joined = xasprintf("%s/%s", target, rest + next);
 		free(target);
-		free(todo);
-		todo = joined;
+		free(rest);
+		rest = joined;
 		at = 0;
 	}
 	if (w.inside && (w.rel.len || listing)) {
@@ -421,7 +421,7 @@ static void record_path(struct readset *rs, const char *abs, int listing)
 			buf_adds(&w.rel, "/");
 		keep(rs, w.rel.len ? w.rel.data : "/");
 	}
-	free(todo);
+	free(rest);
 	buf_cleanup(&w.out);
 	buf_cleanup(&w.rel);
 }
