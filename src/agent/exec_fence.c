@@ -36,12 +36,6 @@ char *exec_rank_dir(const char *work_dir, int64_t attempt_id, int rank)
 	return xasprintf("%s/rank/%lld-%d", work_dir, (long long)attempt_id, rank);
 }
 
-static int under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
 /* ---- the environment ---- */
 
 void exec_fence_env(const struct exec *e, const struct exec_spec *spec, struct strv *env)
@@ -74,16 +68,16 @@ int exec_fence_cwd(const struct exec *e, const struct exec_spec *spec, const cha
 		return 0;
 	const struct fence_account *a = fence_account(e->fence);
 	char *bundles = xasprintf("%s/bundles", e->work_dir);
-	int in_bundles = under(cwd, bundles);
+	int in_bundles = path_within(cwd, bundles);
 	free(bundles);
 	if (in_bundles) /* a task run directly in its code: bound into the view */
 		return 0;
-	if (under(cwd, "/tmp"))
+	if (path_within(cwd, "/tmp"))
 		snprintf(err, errlen,
 		         "working directory %s is under /tmp, which each rank has of its own: "
 		         "submit from a directory the nodes share",
 		         cwd);
-	else if (under(cwd, fence_cover(e->fence)))
+	else if (path_within(cwd, fence_cover(e->fence)))
 		snprintf(err, errlen,
 		         "working directory %s is inside the agent's work directory, which "
 		         "ranks do not see",
@@ -165,7 +159,7 @@ static void fence_binds(struct exec *e, struct launch *la, const struct exec_spe
 	if (spec->task) {
 		b[n++] = (struct fence_bind){la->task_dir, 0, 0};
 		b[n++] = (struct fence_bind){bundles, 0, 0};
-	} else if (spec->cwd && under(spec->cwd, bundles)) { /* a task run directly */
+	} else if (spec->cwd && path_within(spec->cwd, bundles)) { /* a task run directly */
 		b[n++] = (struct fence_bind){spec->cwd, 1, 0};
 	}
 	enum fence_run_as as = spec->as_root ? FENCE_AS_ROOT

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/mem.h"
 #include "base/sigsafe.h"
+#include "base/util.h"
 
 #define COVERS_MAX 2 /* the work directory's, this binary's */
 
@@ -80,38 +81,51 @@ static int in_groups(const struct fence_account *a, gid_t g)
 	return 0;
 }
 
+/* Whether the account has the execute (search) bit of sb: its owner's,
+ * its group's or others', as the kernel picks. */
+static int has_x(const struct fence_account *a, const struct stat *sb)
+{
+	if (sb->st_uid == a->uid)
+		return (sb->st_mode & S_IXUSR) != 0;
+	if (in_groups(a, sb->st_gid))
+		return (sb->st_mode & S_IXGRP) != 0;
+	return (sb->st_mode & S_IXOTH) != 0;
+}
+
 static int searchable(const struct fence_account *a, const char *dir)
 {
 	struct stat sb;
 	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
 		return 0;
-	if (a->uid == 0)
-		return 1;
-	if (sb.st_uid == a->uid)
-		return (sb.st_mode & S_IXUSR) != 0;
-	if (in_groups(a, sb.st_gid))
-		return (sb.st_mode & S_IXGRP) != 0;
-	return (sb.st_mode & S_IXOTH) != 0;
+	return a->uid == 0 || has_x(a, &sb);
 }
 
-int fence_can_enter(const struct fence *f, const char *path)
+/* The length of the first directory on the way to path ("/a", "/a/b", ...,
+ * and path itself with whole) that the account cannot search; 0 when it
+ * can search every one. */
+static size_t closed_prefix(const struct fence_account *a, const char *path, int whole)
 {
-	if (path[0] != '/')
-		return 0;
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s", path);
 	for (char *s = p + 1;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;
+		if (!*s && !whole)
+			return 0;
 		char c = *s;
 		*s = '\0';
-		int ok = searchable(&f->acct, p);
+		int ok = searchable(a, p);
 		*s = c;
 		if (!ok)
+			return (size_t)(s - p);
+		if (!c)
 			return 0;
-		if (!c || !s[1])
-			return 1;
 	}
+}
+
+int fence_can_enter(const struct fence *f, const char *path)
+{
+	return path[0] == '/' && closed_prefix(&f->acct, path, 1) == 0;
 }
 
 int fence_can_exec(const struct fence *f, const char *path)
@@ -128,11 +142,7 @@ int fence_can_exec(const struct fence *f, const char *path)
 		return 0;
 	if (a->uid == 0)
 		return (sb.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
-	if (sb.st_uid == a->uid)
-		return (sb.st_mode & S_IXUSR) != 0;
-	if (in_groups(a, sb.st_gid))
-		return (sb.st_mode & S_IXGRP) != 0;
-	return (sb.st_mode & S_IXOTH) != 0;
+	return has_x(a, &sb);
 }
 
 /* The directory to cover: the first one on the way to work (resolved)
@@ -144,25 +154,8 @@ static char *cover_of(const struct fence_account *a, const char *work)
 		size_t len = 5 + strcspn(work + 5, "/");
 		return xstrndup(work, len);
 	}
-	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s", work);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		int ok = searchable(a, p);
-		*s = '/';
-		if (!ok)
-			return xstrndup(p, (size_t)(s - p));
-	}
-	return xstrdup(work);
-}
-
-/* Whether path is dir or below it. */
-static int within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+	size_t n = closed_prefix(a, work, 0);
+	return n ? xstrndup(work, n) : xstrdup(work);
 }
 
 /* Ranks run this binary (session holder, task wrapper, launcher, MPI's
@@ -183,10 +176,10 @@ static void cover_self(struct fence *f)
 		return;
 	}
 	f->self = xstrdup(self);
-	if (within(f->covers[0], cover)) { /* the shallower one covers both */
+	if (path_within(f->covers[0], cover)) { /* the shallower one covers both */
 		free(f->covers[0]);
 		f->covers[0] = cover;
-	} else if (within(cover, f->covers[0])) {
+	} else if (path_within(cover, f->covers[0])) {
 		free(cover);
 	} else {
 		f->covers[f->ncovers++] = cover;
@@ -259,10 +252,10 @@ static void push_dir(struct plan *p, const char *path, size_t len)
 	push(p, xasprintf("d%.*s", (int)len, path));
 }
 
+/* Strictly below dir: a bind's place under a cover. */
 static int under(const char *path, const char *dir)
 {
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && path[n] == '/' && path[n + 1];
+	return path_within(path, dir) && strcmp(path, dir) != 0;
 }
 
 static char *ids(const struct fence_account *a, char kind)
@@ -522,7 +515,7 @@ static int step(const char *st, int *src, int *nsrc)
 static int covered(char *const *plan, const char *path)
 {
 	for (size_t i = 0; plan && plan[i]; i++)
-		if (plan[i][0] == 'c' && within(path, plan[i] + 1))
+		if (plan[i][0] == 'c' && path_within(path, plan[i] + 1))
 			return 1;
 	return 0;
 }

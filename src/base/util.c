@@ -249,6 +249,14 @@ int secret_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
+int path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n && dir[n - 1] == '/') /* "/", or a directory written with its slash */
+		n--;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
 	if (!s || !*s)

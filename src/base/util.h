@@ -21,6 +21,9 @@ void random_hex(char *out, size_t bytes);
  * depend on where they differ (a token, a node secret); NULL is no secret
  * and equals nothing. */
 int secret_equal(const char *a, const char *b);
+/* 1 when path is dir or lies below it (both absolute and normalized, or
+ * both relative alike): "/a/b" is within "/a" and "/", "/ab" is not. */
+int path_within(const char *path, const char *dir);
 
 int mkdir_p(const char *path, unsigned mode);
 /* Writes data to path through a temporary file and rename, with fsync.

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "fleet/spec_int.h"
 
 static const struct schema_field profile_fields[] = {
@@ -105,14 +106,6 @@ static int check_path(const json_t *v, const char *path, struct schema_errors *e
 	return s && is_path(s);
 }
 
-/* path is dir, or below it. */
-static int is_under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strcmp(dir, "/") == 0 ||
-	       (strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/'));
-}
-
 static json_t *mount_options(const json_t *opts, const char *path, struct schema_errors *e)
 {
 	json_t *out = json_array();
@@ -203,7 +196,7 @@ static void cache_dir(const json_t *dir, const json_t *mounted, const char *path
 	json_t *m;
 	json_array_foreach (mounted, i, m) {
 		const char *mp = json_string_value(json_object_get(m, "path"));
-		if (mp && is_under(json_string_value(dir), mp))
+		if (mp && path_within(json_string_value(dir), mp))
 			return;
 	}
 	schema_add(e, path, "'%.64s' is on none of this profile's mounts (the first is %.64s)",

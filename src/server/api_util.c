@@ -165,16 +165,25 @@ int api_idem_seen(struct state *st, struct httpd_req *req, const struct api_idem
 	return 1;
 }
 
-void api_idem_ref(struct state *st, const struct api_idem *ik, int status, const char *ref)
+/* ik's key for the next flush, with status and either the answer (body)
+ * or what the create made (ref). */
+static void add_key(struct state *st, const struct api_idem *ik, int status, char *body,
+                    const char *ref)
 {
 	if (!ik->has)
 		return;
 	struct store_idem r = ik->rec;
 	r.status = status;
-	r.body = NULL;
+	r.body = body;
 	r.created_ms = 0; /* now */
-	snprintf(r.ref, sizeof(r.ref), "%s", ref);
+	if (ref)
+		snprintf(r.ref, sizeof(r.ref), "%s", ref);
 	state_idem_add(st, &r);
+}
+
+void api_idem_ref(struct state *st, const struct api_idem *ik, int status, const char *ref)
+{
+	add_key(st, ik, status, NULL, ref);
 }
 
 int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_idem *ik, int status,
@@ -182,13 +191,7 @@ int api_idem_answer(struct state *st, struct httpd_req *req, const struct api_id
 {
 	char *text = jv_dump(o);
 	json_decref(o);
-	if (ik->has) {
-		struct store_idem r = ik->rec;
-		r.status = status;
-		r.body = text;
-		r.created_ms = 0; /* now */
-		state_idem_add(st, &r);
-	}
+	add_key(st, ik, status, text, NULL);
 	int rc = state_flush(st);
 	if (rc && strict) {
 		httpd_error(req, rc, "cannot persist the change");

@@ -372,3 +372,23 @@ TEST(failpoint_malformed_arms_nothing)
 }
 
 TEST_MAIN()
+
+TEST(path_within_is_the_directory_or_below_it)
+{
+	CHECK(path_within("/a/b", "/a"));
+	CHECK(path_within("/a", "/a"));
+	CHECK(path_within("/a/b", "/a/"));
+	CHECK(path_within("/a/b", "/"));
+	CHECK(!path_within("/ab", "/a"));
+	CHECK(!path_within("/a", "/a/b"));
+}
+
+TEST(secret_equal_needs_the_same_bytes_and_length)
+{
+	CHECK(secret_equal("abc", "abc"));
+	CHECK(!secret_equal("abc", "abd"));
+	CHECK(!secret_equal("abc", "abcd"));
+	CHECK(!secret_equal("abcd", "abc"));
+	CHECK(!secret_equal(NULL, "abc"));
+	CHECK(!secret_equal("abc", NULL));
+}
