@@ -492,6 +492,7 @@ void exec_free(struct exec *e)
 	free(e->free_dirs);
 	fence_free(e->fence);
 	free(e->free_ranks);
+	free(e->bundles);
 	for (size_t i = 0; i < e->n; i++) {
 		struct rank *r = e->ranks[i];
 		if (r->sock >= 0)

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,18 @@
 #include "base/mem.h"
 #include "base/util.h"
 
+static int make_dir(const char *path, unsigned mode, char *err, size_t errlen);
+
 void exec_set_fence(struct exec *e, struct fence *f)
 {
 	fence_free(e->fence);
 	e->fence = f;
 	exec_fence_load(e); /* the pool's directories get the fenced mode */
+	free(e->bundles);
+	e->bundles = xasprintf("%s/bundles", e->work_dir);
+	char err[PATH_MAX + 64];
+	if (f && make_dir(e->bundles, 0711, err, sizeof(err)) != 0) /* names: content hashes */
+		log_warn("workflow tasks will not start: %s", err);
 }
 
 const struct fence *exec_fence(const struct exec *e)
@@ -67,10 +75,7 @@ int exec_fence_cwd(const struct exec *e, const struct exec_spec *spec, const cha
 	if (!e->fence)
 		return 0;
 	const struct fence_account *a = fence_account(e->fence);
-	char *bundles = xasprintf("%s/bundles", e->work_dir);
-	int in_bundles = path_within(cwd, bundles);
-	free(bundles);
-	if (in_bundles) /* a task run directly in its code: bound into the view */
+	if (path_within(cwd, e->bundles)) /* a task run directly in its code: bound in */
 		return 0;
 	if (path_within(cwd, "/tmp"))
 		snprintf(err, errlen,
@@ -132,14 +137,10 @@ static int fence_dirs(struct exec *e, struct launch *la, const struct exec_spec 
 	if (rc == 0 && ckpt && !spec->as_root)
 		rc = hand_over(a, ckpt, err, errlen);
 	if (rc == 0 && spec->task) {
-		char *bundles = xasprintf("%s/bundles", e->work_dir);
 		la->task_dir = task_dir(e, spec->attempt_id);
-		rc = make_dir(bundles, 0711, err, errlen); /* names are content hashes */
-		if (rc == 0)
-			rc = make_dir(la->task_dir, 0700, err, errlen);
+		rc = make_dir(la->task_dir, 0700, err, errlen);
 		if (rc == 0 && !spec->as_root)
 			rc = hand_over(a, la->task_dir, err, errlen);
-		free(bundles);
 	}
 	return rc;
 }
@@ -155,11 +156,10 @@ static void fence_binds(struct exec *e, struct launch *la, const struct exec_spe
 		b[n++] = (struct fence_bind){ckpt, 0, 0};
 	b[n++] = (struct fence_bind){la->log_path, 1, 1};
 	b[n++] = (struct fence_bind){la->err_path, 1, 1};
-	char *bundles = xasprintf("%s/bundles", e->work_dir);
 	if (spec->task) {
 		b[n++] = (struct fence_bind){la->task_dir, 0, 0};
-		b[n++] = (struct fence_bind){bundles, 0, 0};
-	} else if (spec->cwd && path_within(spec->cwd, bundles)) { /* a task run directly */
+		b[n++] = (struct fence_bind){e->bundles, 0, 0};
+	} else if (spec->cwd && path_within(spec->cwd, e->bundles)) { /* a task run directly */
 		b[n++] = (struct fence_bind){spec->cwd, 1, 0};
 	}
 	enum fence_run_as as = spec->as_root ? FENCE_AS_ROOT
@@ -167,7 +167,6 @@ static void fence_binds(struct exec *e, struct launch *la, const struct exec_spe
 	                                     : FENCE_AS_ACCOUNT;
 	la->fence = fence_plan(e->fence, la->rank_dir, b, n, as);
 	la->l.fence = la->fence;
-	free(bundles);
 }
 
 /* ---- rank directories, reused ----

@@ -111,6 +111,7 @@ struct exec {
 	int isolate;                   /* GPU device isolation */
 	char *self;                    /* this binary: the session holder's */
 	struct fence *fence;           /* the ranks' fence (agent/fence.h); NULL: none */
+	char *bundles;                 /* WORK_DIR/bundles, made 0711 when fenced */
 	uint64_t *free_ranks;          /* WORK_DIR/rank/.spare/<n>: rank dirs to reuse */
 	size_t nfree_ranks;
 	uint64_t rank_seq;
