@@ -14,6 +14,7 @@
 
 #include "agent/bundles.h"
 #include "agent/converge.h"
+#include "agent/desired.h"
 #include "agent/exec.h"
 #include "agent/fence.h"
 #include "agent/gpuwatch.h"
@@ -521,19 +522,11 @@ static int open_gpus(struct agent *a)
 }
 
 /* NCCL's interface variables for a rank, from the RDMA ports near its GPUs. */
-static void rank_env(void *ctx, const json_t *gpus, json_t *env)
+static void rank_env(void *ctx, uint64_t mask, json_t *env)
 {
 	struct agent *a = ctx;
 	if (a->nrdma == 0)
 		return;
-	uint64_t mask = 0;
-	size_t i;
-	json_t *g;
-	json_array_foreach (gpus, i, g) {
-		json_int_t v = json_integer_value(g);
-		if (v >= 0 && v < 64)
-			mask |= 1ull << v;
-	}
 	char hca[1024], ifname[1024];
 	if (rdma_nccl_env(a->rdma, a->nrdma, mask, hca, sizeof(hca), ifname, sizeof(ifname)) <= 0)
 		return;
@@ -545,32 +538,20 @@ static void rank_env(void *ctx, const json_t *gpus, json_t *env)
 
 /* Tells the watcher which GPUs the desired ranks use (resets wait for
  * idle GPUs; the metrics name the job on each). */
-static void on_desired(void *ctx, const json_t *ranks)
+static void on_desired(void *ctx, const struct desired_rank *ranks, size_t nranks)
 {
 	struct agent *a = ctx;
 	if (!a->watch)
 		return;
 	struct gpuwatch_use use[GPU_MAX];
 	int n = 0;
-	size_t i;
-	json_t *d;
-	json_array_foreach (ranks, i, d) {
-		if (n == GPU_MAX)
-			break;
-		uint64_t mask = 0;
-		size_t k;
-		json_t *g;
-		json_array_foreach (json_object_get(d, "gpus"), k, g) {
-			json_int_t v = json_integer_value(g);
-			if (v >= 0 && v < 64)
-				mask |= 1ull << v;
-		}
-		if (!mask)
+	for (size_t i = 0; i < nranks && n < GPU_MAX; i++) {
+		if (!ranks[i].gpus.mask)
 			continue;
 		use[n++] = (struct gpuwatch_use){
-		        .gpus = mask,
-		        .job_id = jv_int(d, "job_id", 0),
-		        .job_name = jv_str(json_object_get(d, "env"), "ANVIL_JOB_NAME", ""),
+		        .gpus = ranks[i].gpus.mask,
+		        .job_id = ranks[i].job_id,
+		        .job_name = desired_var(&ranks[i], "ANVIL_JOB_NAME", ""),
 		};
 	}
 	gpuwatch_set_usage(a->watch, use, n);

@@ -25,11 +25,12 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "store/machine.h"
 
 #define ADOPT_POLL_MS   250 /* adopted shims are not our children: no word from them */
 #define CGROUP_RETRY_MS 20
 
-struct rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos)
+struct exec_rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos)
 {
 	for (size_t i = 0; i < e->n; i++)
 		if (e->ranks[i]->attempt_id == attempt_id && e->ranks[i]->rank == rank) {
@@ -40,15 +41,29 @@ struct rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, 
 	return NULL;
 }
 
-struct rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank)
+int exec_rank_move(struct exec_rank *r, enum exec_state to)
+{
+	if (!machine_find(MACHINE_AGENT_RANK, (int)r->state, (int)to)) {
+		log_error("illegal state change refused: %s attempt=%lld rank=%d %s -> %s",
+		          machine_kind_name(MACHINE_AGENT_RANK), (long long)r->attempt_id, r->rank,
+		          machine_state_name(MACHINE_AGENT_RANK, (int)r->state),
+		          machine_state_name(MACHINE_AGENT_RANK, (int)to));
+		return ERR_CONFLICT;
+	}
+	r->state = to;
+	return 0;
+}
+
+struct exec_rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank)
 {
 	if (e->n == e->cap) {
 		e->cap = e->cap ? e->cap * 2 : 16;
 		e->ranks = xrealloc(e->ranks, e->cap * sizeof(*e->ranks));
 	}
-	struct rank *r = xcalloc(1, sizeof(*r));
+	struct exec_rank *r = xcalloc(1, sizeof(*r));
 	r->attempt_id = attempt_id;
 	r->rank = rank;
+	r->state = (enum exec_state)machine_initial(MACHINE_AGENT_RANK); /* running */
 	r->sock = -1;
 	if (e->cgroup_root)
 		r->cgroup = xasprintf("%s/%lld-%d", e->cgroup_root, (long long)attempt_id, rank);
@@ -63,7 +78,7 @@ static void env_free(char **env)
 	free(env);
 }
 
-static void rank_free(struct rank *r)
+static void rank_free(struct exec_rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS; i++)
 		free(r->limits[i]);
@@ -74,7 +89,7 @@ static void rank_free(struct rank *r)
 	free(r);
 }
 
-static void kill_rank(struct rank *r, int sig)
+static void kill_rank(struct exec_rank *r, int sig)
 {
 	if (r->pgid > 0)
 		killpg(r->pgid, sig);
@@ -85,7 +100,7 @@ static void kill_rank(struct rank *r, int sig)
 			cgroup_signal(r->limits[i], sig, 0);
 }
 
-void exec_cgroup_tidy(struct rank *r)
+void exec_cgroup_tidy(struct exec_rank *r)
 {
 	if (r->cgroup_left) {
 		cgroup_signal(r->cgroup, SIGKILL, r->shim > 0 ? r->shim : 0);
@@ -96,14 +111,15 @@ void exec_cgroup_tidy(struct rank *r)
 }
 
 /* The command ended with wait status st, or was lost (st unused). */
-void exec_set_final(struct rank *r, int st, const char *lost)
+void exec_set_final(struct exec_rank *r, int st, const char *lost)
 {
+	if (exec_rank_move(r, EXEC_EXITED) != 0)
+		return; /* final already: its end stays the one recorded first */
 	/* what an exec needed goes with the rank (exec_context) */
 	env_free(r->env);
 	r->env = NULL;
 	free(r->cwd);
 	r->cwd = NULL;
-	r->state = EXEC_EXITED;
 	if (lost) {
 		r->exit_code = 255;
 		r->signal = 0;
@@ -124,7 +140,7 @@ void exec_set_final(struct rank *r, int st, const char *lost)
 	}
 }
 
-static void log_final(const struct rank *r)
+static void log_final(const struct exec_rank *r)
 {
 	if (r->lost)
 		log_warn("rank lost attempt=%lld rank=%d job=%lld reason=\"%s\"",
@@ -139,7 +155,7 @@ static void log_final(const struct rank *r)
  * Whatever the rank left behind goes with it: everything in its cgroup,
  * else its process group, but only while we watched it end (an adopted
  * rank's group may be long gone and its id reused). */
-static void finish(struct exec *e, struct rank *r, int st, const char *lost, int live)
+static void finish(struct exec *e, struct exec_rank *r, int st, const char *lost, int live)
 {
 	exec_set_final(r, st, lost);
 	e->ctx_version++;
@@ -165,7 +181,7 @@ int exec_open_high(const char *path, int flags, unsigned mode)
 }
 
 /* The rank's shim runs it: its socket tells exec_poll when it ends. */
-void exec_rank_watch(struct exec *e, struct rank *r, struct shim sh)
+void exec_rank_watch(struct exec *e, struct exec_rank *r, struct shim sh)
 {
 	r->shim = sh.pid;
 	r->sock = sh.sock;
@@ -174,7 +190,7 @@ void exec_rank_watch(struct exec *e, struct rank *r, struct shim sh)
 		log_warn("cannot watch a shim error=\"%s\"", strerror(errno));
 }
 
-static void rank_unwatch(struct exec *e, struct rank *r)
+static void rank_unwatch(struct exec *e, struct exec_rank *r)
 {
 	if (r->sock < 0)
 		return;
@@ -216,7 +232,7 @@ const char *exec_work_dir(const struct exec *e)
 	return e->work_dir;
 }
 
-static void stop_rank(struct rank *r, int64_t cap_ms)
+static void stop_rank(struct exec_rank *r, int64_t cap_ms)
 {
 	if (r->state != EXEC_RUNNING || r->stopping)
 		return;
@@ -238,7 +254,7 @@ static void stop_rank(struct rank *r, int64_t cap_ms)
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms)
 {
 	exec_settle(e);
-	struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
+	struct exec_rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	if (!r)
 		return ERR_NOTFOUND;
 	stop_rank(r, cap_ms);
@@ -253,7 +269,7 @@ void exec_stop_all(struct exec *e, int64_t cap_ms)
 }
 
 /* 1 when the shim is gone: reaped now, or (not our child) no longer exists. */
-static int shim_gone(struct rank *r)
+static int shim_gone(struct exec_rank *r)
 {
 	if (r->shim <= 0)
 		return 0;
@@ -268,7 +284,7 @@ static int shim_gone(struct rank *r)
 }
 
 /* Our shim said the command ended with wait status st. */
-static void ended(struct exec *e, struct rank *r, int st)
+static void ended(struct exec *e, struct exec_rank *r, int st)
 {
 	r->wait_status = st;
 	r->have_status = 1;
@@ -283,7 +299,7 @@ static void ended(struct exec *e, struct rank *r, int st)
 }
 
 /* Reaps the shim of a final rank (it exits after its rank). */
-static void reap(struct rank *r)
+static void reap(struct exec_rank *r)
 {
 	if (r->own && r->shim > 0 && r->sock < 0 && waitpid(r->shim, NULL, WNOHANG) == r->shim) {
 		r->own = 0;
@@ -291,7 +307,7 @@ static void reap(struct rank *r)
 	}
 }
 
-int exec_poll_running(struct exec *e, struct rank *r, int64_t now, int live)
+int exec_poll_running(struct exec *e, struct exec_rank *r, int64_t now, int live)
 {
 	if (r->sock >= 0) {
 		struct shim sh = {.pid = r->shim, .sock = r->sock};
@@ -335,7 +351,7 @@ int exec_poll(struct exec *e)
 	int64_t now = now_ms();
 	exec_journal_refresh(e);
 	for (size_t i = 0; i < e->n; i++) {
-		struct rank *r = e->ranks[i];
+		struct exec_rank *r = e->ranks[i];
 		if (r->state == EXEC_RUNNING)
 			changed += exec_poll_running(e, r, now, 1);
 		else
@@ -363,7 +379,7 @@ int64_t exec_next_poll_ms(const struct exec *e)
 	if (e->ndoomed && (next < 0 || next > CGROUP_RETRY_MS))
 		next = CGROUP_RETRY_MS;
 	for (size_t i = 0; i < e->n; i++) {
-		const struct rank *r = e->ranks[i];
+		const struct exec_rank *r = e->ranks[i];
 		int64_t in = -1;
 		if (r->cgroup_left || exec_limits_left(r))
 			in = CGROUP_RETRY_MS;
@@ -494,7 +510,7 @@ void exec_free(struct exec *e)
 	free(e->free_ranks);
 	free(e->bundles);
 	for (size_t i = 0; i < e->n; i++) {
-		struct rank *r = e->ranks[i];
+		struct exec_rank *r = e->ranks[i];
 		if (r->sock >= 0)
 			close(r->sock); /* a shim still running a rank exits after it */
 		/* A killed process leaves its cgroup a moment after the signal. */
@@ -545,7 +561,7 @@ uint64_t exec_started_total(const struct exec *e)
 
 void exec_get(const struct exec *e, size_t i, struct exec_status *out)
 {
-	const struct rank *r = e->ranks[i];
+	const struct exec_rank *r = e->ranks[i];
 	*out = (struct exec_status){
 	        .attempt_id = r->attempt_id,
 	        .rank = r->rank,
@@ -571,7 +587,7 @@ int exec_find(const struct exec *e, int64_t attempt_id, int rank, struct exec_st
 
 int exec_context(const struct exec *e, size_t i, struct exec_context *out)
 {
-	const struct rank *r = e->ranks[i];
+	const struct exec_rank *r = e->ranks[i];
 	if (r->state != EXEC_RUNNING || !r->env || r->pgid <= 0)
 		return ERR_NOTFOUND;
 	*out = (struct exec_context){
@@ -591,13 +607,13 @@ uint64_t exec_context_version(const struct exec *e)
 
 int exec_described(const struct exec *e, int64_t attempt_id, int rank)
 {
-	const struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
+	const struct exec_rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	return !r || r->state != EXEC_RUNNING || r->env != NULL;
 }
 
 void exec_ack(struct exec *e, int64_t attempt_id, int rank)
 {
-	struct rank *r = exec_rank_find(e, attempt_id, rank, NULL);
+	struct exec_rank *r = exec_rank_find(e, attempt_id, rank, NULL);
 	if (r && r->state != EXEC_RUNNING)
 		r->acked = 1;
 }
@@ -611,7 +627,7 @@ void exec_rank_drop(struct exec *e, size_t i)
 void exec_forget(struct exec *e, int64_t attempt_id, int rank)
 {
 	size_t i;
-	struct rank *r = exec_rank_find(e, attempt_id, rank, &i);
+	struct exec_rank *r = exec_rank_find(e, attempt_id, rank, &i);
 	if (!r || r->state == EXEC_RUNNING)
 		return;
 	exec_journal_put(e, json_pack("{s:I,s:i,s:b}", "attempt_id", (json_int_t)r->attempt_id,

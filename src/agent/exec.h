@@ -60,7 +60,10 @@
 
 struct exec;
 
-enum exec_state { EXEC_RUNNING, EXEC_EXITED, EXEC_FAILED };
+/* A rank's state on its node: created running, then exited or failed
+ * (its start failed) once. The moves are a table (store/machine.h,
+ * MACHINE_AGENT_RANK), drawn in docs/states.md, "A rank on its node". */
+enum exec_state { EXEC_RUNNING, EXEC_EXITED, EXEC_FAILED, EXEC_NSTATES };
 
 struct exec_spec {
 	int64_t attempt_id;

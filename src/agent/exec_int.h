@@ -30,9 +30,11 @@
 
 #define EXEC_SPARE_IDLE_MS 5000 /* a reused shim above the wanted number ends after this */
 
-/* One rank of an attempt on this node, in e->ranks from its start (or its
- * record, read back) until exec_forget. */
-struct rank {
+/* The executor's running rank: one rank of an attempt on this node, in
+ * e->ranks from its start (or its record, read back) until exec_forget.
+ * (The server's view of a rank is store/model.h's struct rank; this is the
+ * node's.) Its state changes only through exec_rank_move. */
+struct exec_rank {
 	int64_t attempt_id;
 	int rank;
 	int64_t job_id;
@@ -84,7 +86,7 @@ struct exec {
 	int epoll_fd;         /* the sockets of the shims running our ranks */
 	struct journal *journal;
 	int loading; /* exec_new is reading the journal */
-	struct rank **ranks;
+	struct exec_rank **ranks;
 	size_t n, cap;
 	uint64_t started, started_spare, reused;
 	int batch;         /* exec_batch: spare launches do not wait for the pid */
@@ -138,20 +140,24 @@ struct launch {
 };
 
 /* exec.c */
-struct rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos);
-struct rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank);
+/* The one way r's state changes: the move must be in the agent rank table
+ * (store/machine.h, MACHINE_AGENT_RANK; docs/states.md, "A rank on its
+ * node"). 0, or ERR_CONFLICT, logged, with r's state kept. */
+int exec_rank_move(struct exec_rank *r, enum exec_state to);
+struct exec_rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos);
+struct exec_rank *exec_rank_add(struct exec *e, int64_t attempt_id, int rank);
 void exec_rank_drop(struct exec *e, size_t i);
-void exec_rank_watch(struct exec *e, struct rank *r, struct shim sh);
-void exec_cgroup_tidy(struct rank *r);
-void exec_set_final(struct rank *r, int st, const char *lost);
-int exec_poll_running(struct exec *e, struct rank *r, int64_t now, int live);
+void exec_rank_watch(struct exec *e, struct exec_rank *r, struct shim sh);
+void exec_cgroup_tidy(struct exec_rank *r);
+void exec_set_final(struct exec_rank *r, int st, const char *lost);
+int exec_poll_running(struct exec *e, struct exec_rank *r, int64_t now, int live);
 int exec_open_high(const char *path, int flags, unsigned mode);
 void exec_doom_cgroup(struct exec *e, char *path);
 void exec_tidy_doomed(struct exec *e);
 
 /* exec_journal.c */
 int exec_journal_put(struct exec *e, json_t *o);
-int exec_journal_write(struct exec *e, struct rank *r, int with_end);
+int exec_journal_write(struct exec *e, struct exec_rank *r, int with_end);
 void exec_journal_refresh(struct exec *e);
 void exec_journal_compact(struct exec *e);
 void exec_journal_load(struct exec *e);
@@ -183,18 +189,18 @@ void exec_fence_forget(struct exec *e, int64_t attempt_id, int rank, int task);
 void exec_fence_load(struct exec *e);
 
 /* exec_limits.c */
-int exec_limits_left(const struct rank *r);
-void exec_limits_tidy(struct rank *r);
+int exec_limits_left(const struct exec_rank *r);
+void exec_limits_tidy(struct exec_rank *r);
 void exec_limits_setup(struct exec *e, const char *group, int i);
-void exec_limits_inline(struct exec *e, struct rank *r, const struct exec_spec *spec);
-void exec_limits_prepare(struct exec *e, struct rank *r, const struct exec_spec *spec,
+void exec_limits_inline(struct exec *e, struct exec_rank *r, const struct exec_spec *spec);
+void exec_limits_prepare(struct exec *e, struct exec_rank *r, const struct exec_spec *spec,
                          struct launch *la);
 
 /* exec_spares.c */
 void exec_spares_discard(struct exec *e, struct spare *s);
 int exec_spares_out(const struct exec *e);
 void exec_spares_refill(struct exec *e, int64_t now);
-int exec_spares_reuse(struct exec *e, struct rank *r);
-int exec_spares_launch(struct exec *e, struct rank *r, struct launch *la);
+int exec_spares_reuse(struct exec *e, struct exec_rank *r);
+int exec_spares_launch(struct exec *e, struct exec_rank *r, struct launch *la);
 
 #endif

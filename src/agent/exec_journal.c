@@ -26,7 +26,7 @@
 
 /* The rank's whole record as the agent knows it: its start line, and what
  * a snapshot carries of its end. */
-static json_t *record_line(const struct rank *r, int with_end)
+static json_t *record_line(const struct exec_rank *r, int with_end)
 {
 	json_t *o =
 	        json_pack("{s:I,s:i,s:I,s:I,s:I}", "attempt_id", (json_int_t)r->attempt_id, "rank",
@@ -53,7 +53,7 @@ int exec_journal_put(struct exec *e, json_t *o)
 }
 
 /* Appends the rank's line; its shim then appends to the same segment. */
-int exec_journal_write(struct exec *e, struct rank *r, int with_end)
+int exec_journal_write(struct exec *e, struct exec_rank *r, int with_end)
 {
 	int rc = exec_journal_put(e, record_line(r, with_end));
 	r->seg = journal_seq(e->journal);
@@ -62,7 +62,7 @@ int exec_journal_write(struct exec *e, struct rank *r, int with_end)
 
 /* What the shim recorded: its pid and the command's group (once), and
  * the wait status. */
-static void learn(struct rank *r, const json_t *o)
+static void learn(struct exec_rank *r, const json_t *o)
 {
 	int64_t shim = jv_int(o, "shim", 0), pgid = jv_int(o, "pgid", 0);
 	if (r->shim == 0 && shim > 0 && pgid > 0 && shim <= INT32_MAX && pgid <= INT32_MAX) {
@@ -77,7 +77,7 @@ static void learn(struct rank *r, const json_t *o)
 }
 
 /* Everything a line says about a rank being loaded (exec_new). */
-static void load_fields(struct rank *r, const json_t *o, uint64_t seq)
+static void load_fields(struct exec_rank *r, const json_t *o, uint64_t seq)
 {
 	if (json_object_get(o, "start_time_ms")) {
 		r->job_id = jv_int(o, "job_id", 0);
@@ -105,7 +105,7 @@ static void on_line(void *ctx, uint64_t seq, json_t *o)
 	if (attempt_id <= 0 || rank < 0 || rank > (1 << 20))
 		return;
 	size_t i;
-	struct rank *r = exec_rank_find(e, attempt_id, (int)rank, &i);
+	struct exec_rank *r = exec_rank_find(e, attempt_id, (int)rank, &i);
 	if (json_object_get(o, "forgotten")) {
 		if (r && e->loading)
 			exec_rank_drop(e, i);
@@ -158,7 +158,7 @@ void exec_set_journal_roll(struct exec *e, int64_t bytes)
 
 /* A rank loaded from the journal: final, or
  * running under a shim that is not our child, polled from now on. */
-static void adopt(struct exec *e, struct rank *r)
+static void adopt(struct exec *e, struct exec_rank *r)
 {
 	if (r->cgroup && access(r->cgroup, F_OK) != 0) {
 		free(r->cgroup);
@@ -177,11 +177,10 @@ static void adopt(struct exec *e, struct rank *r)
 			free(path);
 	}
 	if (r->error && !r->lost) {
-		r->state = EXEC_FAILED;
+		exec_rank_move(r, EXEC_FAILED);
 	} else if (r->lost) {
 		exec_set_final(r, 0, r->error);
-	} else {
-		r->state = EXEC_RUNNING;
+	} else { /* running, as exec_rank_add made it */
 		if (r->shim == 0)
 			r->lost_at = now_ms() + STARTING_LOST_MS; /* the shim may still write it */
 		exec_poll_running(e, r, now_ms(), 0);
@@ -220,7 +219,7 @@ static void stale_cgroups_remove(struct exec *e)
 		    parse_i64(dash + 1, 0, 1 << 20, &rank) != 0 ||
 		    exec_rank_find(e, attempt, (int)rank, NULL))
 			continue;
-		struct rank *r = exec_rank_add(e, attempt, (int)rank);
+		struct exec_rank *r = exec_rank_add(e, attempt, (int)rank);
 		log_warn("a rank that no journal record tells of: stopping it attempt=%lld rank=%d "
 		         "cgroup=%s",
 		         (long long)attempt, (int)rank, r->cgroup);

@@ -356,7 +356,7 @@ static int open_err_log(struct exec *e, const char *path)
 
 /* Everything the shim needs, prepared before the fork; the stdout log is
  * open already and the cgroup comes later (a spare brings its own). */
-static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
+static int launch_prepare(struct exec *e, struct launch *la, struct exec_rank *r,
                           const struct exec_spec *spec, char *err, size_t errlen)
 {
 	la->err_path = exec_log_path(e->work_dir, r->attempt_id, r->rank, EXEC_STDERR);
@@ -400,7 +400,7 @@ static int launch_prepare(struct exec *e, struct launch *la, struct rank *r,
 }
 
 /* The direct path's cgroup: the command joins it itself before exec. */
-static void launch_cgroup(struct launch *la, struct rank *r)
+static void launch_cgroup(struct launch *la, struct exec_rank *r)
 {
 	if (!r->cgroup)
 		return;
@@ -416,7 +416,7 @@ static void launch_cgroup(struct launch *la, struct rank *r)
 }
 
 /* Starts the rank's shim: from a spare when one is ready, else forked now. */
-static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, size_t errlen)
+static int launch(struct exec *e, struct exec_rank *r, struct launch *la, char *err, size_t errlen)
 {
 	int rc = exec_spares_launch(e, r, la);
 	if (rc == 0)
@@ -436,9 +436,9 @@ static int launch(struct exec *e, struct rank *r, struct launch *la, char *err, 
 	return rc;
 }
 
-static void start_failed(struct exec *e, struct rank *r, const char *why)
+static void start_failed(struct exec *e, struct exec_rank *r, const char *why)
 {
-	r->state = EXEC_FAILED;
+	exec_rank_move(r, EXEC_FAILED);
 	r->error = xstrdup(why);
 	exec_journal_write(e, r, 0); /* a restarted agent reports the same */
 	if (r->cgroup)
@@ -448,7 +448,7 @@ static void start_failed(struct exec *e, struct rank *r, const char *why)
 	         (long long)r->attempt_id, r->rank, (long long)r->job_id, why);
 }
 
-static void log_started(const struct rank *r)
+static void log_started(const struct exec_rank *r)
 {
 	log_debug("rank started attempt=%lld rank=%d job=%lld pid=%d cgroup=%s spare=%d "
 	          "limits=%d",
@@ -463,7 +463,7 @@ void exec_batch(struct exec *e)
 
 /* A batched start's spare took the launch and ended without a word: what
  * exec_start does when that happens unbatched. */
-static void launch_lost(struct exec *e, struct rank *r)
+static void launch_lost(struct exec *e, struct exec_rank *r)
 {
 	log_warn("spare shim failed attempt=%lld rank=%d pid=%d error=\"%s\"",
 	         (long long)r->attempt_id, r->rank, (int)r->shim, strerror(ECHILD));
@@ -481,7 +481,7 @@ void exec_settle(struct exec *e)
 {
 	e->batch = 0;
 	for (size_t i = 0; e->nlaunching > 0 && i < e->n; i++) {
-		struct rank *r = e->ranks[i];
+		struct exec_rank *r = e->ranks[i];
 		if (!r->launching)
 			continue;
 		r->launching = 0;
@@ -509,7 +509,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 		free(log);
 		return -EALREADY;
 	}
-	struct rank *r = exec_rank_add(e, spec->attempt_id, spec->rank);
+	struct exec_rank *r = exec_rank_add(e, spec->attempt_id, spec->rank);
 	r->job_id = spec->job_id;
 	r->grace_ms = spec->grace_ms;
 	r->start_wall_ms = wall_ms();
@@ -545,8 +545,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 		start_failed(e, r, err);
 		return 0;
 	}
-	r->own = 1;
-	r->state = EXEC_RUNNING;
+	r->own = 1; /* running since exec_rank_add */
 	/* kept for exec into the rank (exec_context): taken, not copied */
 	r->session = spec->session;
 	r->task = spec->task;
@@ -560,7 +559,7 @@ int exec_start(struct exec *e, const struct exec_spec *spec)
 
 void exec_describe(struct exec *e, const struct exec_spec *spec)
 {
-	struct rank *r = exec_rank_find(e, spec->attempt_id, spec->rank, NULL);
+	struct exec_rank *r = exec_rank_find(e, spec->attempt_id, spec->rank, NULL);
 	if (!r || r->state != EXEC_RUNNING || r->env)
 		return;
 	char *out = output_dir(e, r->attempt_id);

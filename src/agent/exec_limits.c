@@ -20,7 +20,7 @@
 static const char *const limit_controllers[EXEC_LIMITS] = {"cpu", "memory", "devices"};
 
 /* 1 while a final rank's limits' cgroups are still to be removed. */
-int exec_limits_left(const struct rank *r)
+int exec_limits_left(const struct exec_rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++)
 		if (r->limits[i])
@@ -29,7 +29,7 @@ int exec_limits_left(const struct rank *r)
 }
 
 /* A final rank's limits' cgroups go, and whatever it left in them. */
-void exec_limits_tidy(struct rank *r)
+void exec_limits_tidy(struct exec_rank *r)
 {
 	for (int i = 0; i < EXEC_LIMITS && r->state != EXEC_RUNNING; i++) {
 		if (!r->limits[i])
@@ -104,7 +104,7 @@ static int limit_write(int i, const char *path, const struct exec_spec *spec)
 /* v2: the limits written into the rank's own cgroup, once it exists and
  * before the command runs (exec_spares_launch, launch). Such a cgroup is never
  * a spare's again: its limits would stay with it. */
-void exec_limits_inline(struct exec *e, struct rank *r, const struct exec_spec *spec)
+void exec_limits_inline(struct exec *e, struct exec_rank *r, const struct exec_spec *spec)
 {
 	unsigned want = spec ? limits_wanted(e, spec) : 0;
 	for (int i = 0; r->cgroup && i < EXEC_LIMITS; i++) {
@@ -122,7 +122,7 @@ void exec_limits_inline(struct exec *e, struct rank *r, const struct exec_spec *
 /* ROOT_i/<attempt>-<rank>, made and written; the command joins it through
  * la's join_fds. Hierarchies mounted together share one directory: made
  * and joined once, written for each. */
-static int limit_one(struct exec *e, struct rank *r, int i, const struct exec_spec *spec,
+static int limit_one(struct exec *e, struct exec_rank *r, int i, const struct exec_spec *spec,
                      struct launch *la)
 {
 	char *path = xasprintf("%s/%lld-%d", e->limit_root[i], (long long)r->attempt_id, r->rank);
@@ -148,7 +148,7 @@ static int limit_one(struct exec *e, struct rank *r, int i, const struct exec_sp
 
 /* The rank's limits' cgroups, before the launch (after launch_prepare,
  * which sets la->l anew). */
-void exec_limits_prepare(struct exec *e, struct rank *r, const struct exec_spec *spec,
+void exec_limits_prepare(struct exec *e, struct exec_rank *r, const struct exec_spec *spec,
                          struct launch *la)
 {
 	unsigned want = limits_wanted(e, spec);

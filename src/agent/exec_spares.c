@@ -31,7 +31,7 @@
  * then the launch is sent. 0; -ECHILD when the spare took the launch and
  * died (the rank cannot be known to run); another code when no spare was
  * used and nothing started. */
-int exec_spares_launch(struct exec *e, struct rank *r, struct launch *la)
+int exec_spares_launch(struct exec *e, struct exec_rank *r, struct launch *la)
 {
 	if (e->nspares == 0 || !shim_spare_fits(&la->l))
 		return -EAGAIN;
@@ -185,7 +185,7 @@ uint64_t exec_started_spare_total(const struct exec *e)
 /* A finished rank's shim, waiting for a launch in the rank's cgroup with
  * nothing else left in it, becomes a spare again: the cgroup is renamed
  * back to a spare's. 1 when it did. */
-int exec_spares_reuse(struct exec *e, struct rank *r)
+int exec_spares_reuse(struct exec *e, struct exec_rank *r)
 {
 	/* Up to the maximum: a burst ends ranks as fast as it starts them; the
 	 * extras end once idle for EXEC_SPARE_IDLE_MS. */

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/desired.h"
 #include "agent/exec.h"
 #include "base/jv.h"
 #include "base/mem.h"
@@ -250,17 +251,15 @@ static char *fmt_ll(long long v)
 	return xasprintf("%lld", v);
 }
 
-char **launch_argv(const json_t *d, const char *self, const char *work_dir)
+char **launch_argv(const struct desired_rank *d, const char *self, const char *work_dir)
 {
-	const char *addr = jv_str(d, "head_addr", NULL);
+	const char *addr = d->head_addr;
 	if (!addr)
 		return NULL;
-	int rank = (int)jv_int(d, "rank", 0);
-	const char *head = jv_str(d, "head", NULL), *worker = jv_str(d, "worker", NULL);
-	const json_t *cmd = json_object_get(d, "command");
-	char **v = xcalloc(20 + json_array_size(cmd), sizeof(*v));
-	size_t n = 0, i;
-	json_t *arg;
+	int rank = d->rank;
+	const char *head = d->head, *worker = d->worker;
+	char **v = xcalloc(20 + d->command.n, sizeof(*v));
+	size_t n = 0;
 	v[n++] = xstrdup(self ? self : "/proc/self/exe");
 	v[n++] = xstrdup("_launch");
 	v[n++] = xstrdup("--rank");
@@ -268,11 +267,11 @@ char **launch_argv(const json_t *d, const char *self, const char *work_dir)
 	v[n++] = xstrdup("--head-addr");
 	v[n++] = xstrdup(addr);
 	v[n++] = xstrdup("--timeout-ms");
-	v[n++] = fmt_ll(jv_int(d, "head_timeout_ms", 300000));
+	v[n++] = fmt_ll(d->head_timeout_ms);
 	v[n++] = xstrdup("--grace-ms");
-	v[n++] = fmt_ll(jv_int(d, "grace_ms", 10000));
+	v[n++] = fmt_ll(d->grace_ms);
 	v[n++] = xstrdup("--reason-file");
-	v[n++] = launch_reason_path(work_dir, jv_int(d, "attempt_id", 0), rank);
+	v[n++] = launch_reason_path(work_dir, d->attempt_id, rank);
 	if (rank == 0 && head) {
 		v[n++] = xstrdup("--head");
 		v[n++] = xstrdup(head);
@@ -283,8 +282,8 @@ char **launch_argv(const json_t *d, const char *self, const char *work_dir)
 	}
 	if (rank == 0) { /* the other ranks run no command */
 		v[n++] = xstrdup("--");
-		json_array_foreach (cmd, i, arg)
-			v[n++] = xstrdup(json_string_value(arg));
+		for (size_t i = 0; i < d->command.n; i++)
+			v[n++] = xstrdup(d->command.v[i]);
 	}
 	v[n] = NULL;
 	return v;

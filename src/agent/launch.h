@@ -64,6 +64,8 @@
 enum launch_child { LAUNCH_HEAD, LAUNCH_WORKER, LAUNCH_COMMAND, LAUNCH_NCHILDREN };
 enum launch_phase { LAUNCH_WAITING, LAUNCH_RUNNING, LAUNCH_ORPHANED, LAUNCH_ENDING };
 
+struct desired_rank;
+
 /* What `anvil _launch` was told (launch_parse). Strings borrowed from argv. */
 struct launch_opts {
 	int rank;
@@ -115,10 +117,10 @@ void launch_sup_signal(struct launch_sup *s, int sig);
 void launch_sup_tick(struct launch_sup *s, int64_t now);
 
 /* The argv (NULL-terminated, free with launch_argv_free) that runs the
- * rank of desired entry d (validated against wire_desired) under the
+ * rank of desired record d (agent/desired.h, deepened) under the
  * launcher at self (the anvil binary), or NULL when d has no head_addr
  * (not a job with a head). The reason file is under work_dir. */
-char **launch_argv(const json_t *d, const char *self, const char *work_dir);
+char **launch_argv(const struct desired_rank *d, const char *self, const char *work_dir);
 void launch_argv_free(char **argv);
 /* The anvil binary this process runs, for launch_argv ("/proc/self/exe"
  * resolved once); NULL when it cannot be told. */

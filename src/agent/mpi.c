@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/desired.h"
 #include "agent/launch.h"
 #include "base/buf.h"
 #include "base/jv.h"
@@ -172,16 +173,15 @@ char *mpi_remote_line(char *const *words, int n, int loopback)
 
 /* ---- the agent's side ---- */
 
-char **mpi_argv(const json_t *d, const char *self)
+char **mpi_argv(const struct desired_rank *d, const char *self)
 {
-	if (!jv_bool(d, "mpi", 0))
+	if (!d->mpi)
 		return NULL;
-	const json_t *hosts = json_object_get(d, "mpi_hosts"), *cmd = json_object_get(d, "command");
-	char **v = xcalloc(8 + 2 * json_array_size(hosts) + json_array_size(cmd), sizeof(*v));
-	size_t n = 0, i;
-	json_t *x;
+	const struct desired_strv *hosts = &d->mpi_hosts, *cmd = &d->command;
+	char **v = xcalloc(8 + 2 * hosts->n + cmd->n, sizeof(*v));
+	size_t n = 0;
 	add(v, &n, self ? self : "/proc/self/exe");
-	if (jv_int(d, "rank", 0) != 0 || !json_array_size(hosts)) {
+	if (d->rank != 0 || !hosts->n) {
 		add(v, &n, "_mpiwait");
 		v[n] = NULL;
 		return v;
@@ -189,16 +189,16 @@ char **mpi_argv(const json_t *d, const char *self)
 	add(v, &n, "_mpirun");
 	/* A slot per process that mpirun starts on each node: NPROC_PER_NODE,
 	 * the rank's GPUs (one when it has none). */
-	const char *nproc = jv_str(json_object_get(d, "env"), "NPROC_PER_NODE", "1");
+	const char *nproc = desired_var(d, "NPROC_PER_NODE", "1");
 	add(v, &n, "--slots");
 	add(v, &n, nproc);
-	json_array_foreach (hosts, i, x) {
+	for (size_t i = 0; i < hosts->n; i++) {
 		add(v, &n, "--host");
-		add(v, &n, json_string_value(x));
+		add(v, &n, hosts->v[i]);
 	}
 	add(v, &n, "--");
-	json_array_foreach (cmd, i, x)
-		add(v, &n, json_string_value(x));
+	for (size_t i = 0; i < cmd->n; i++)
+		add(v, &n, cmd->v[i]);
 	v[n] = NULL;
 	return v;
 }

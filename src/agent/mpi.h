@@ -55,6 +55,8 @@ char *mpi_hostfile(const char *const *nodes, int n, int slots);
  * ranks. */
 int mpi_host_rank(const char *hostfile, const char *host);
 
+struct desired_rank;
+
 /* What mpirun is run with. */
 struct mpi_run {
 	const char *hostfile; /* its path */
@@ -105,9 +107,9 @@ int mpi_loopback(const char *master_addr);
 char *mpi_remote_line(char *const *words, int n, int loopback);
 
 /* The argv (NULL-terminated; mpi_argv_free) that runs the rank of desired
- * entry d (validated against wire_desired) with the anvil binary self, or
+ * entry d (agent/desired.h, deepened) with the anvil binary self, or
  * NULL when d is not an MPI job's. */
-char **mpi_argv(const json_t *d, const char *self);
+char **mpi_argv(const struct desired_rank *d, const char *self);
 void mpi_argv_free(char **argv);
 
 /* `anvil _mpirun --slots S --host NODE... -- CMD...` (rank 0); returns an

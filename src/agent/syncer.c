@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/desired.h"
 #include "agent/exec.h"
 #include "agent/launch.h"
 #include "agent/mpi.h"
@@ -80,8 +81,11 @@ struct syncer {
 	int auth_failed, auth_tries;
 	int64_t register_backoff; /* after a refused registration; 0: none refused */
 	uint64_t identity;        /* bumped by each syncer_set_identity */
-	json_t *desired;          /* the ranks of the last answer applied */
-	struct buf applied;       /* that answer's text, byte for byte; empty: none */
+	/* the ranks of the last answer applied, held (agent/desired.h) */
+	struct desired_rank *desired;
+	size_t ndesired;
+	int has_desired;    /* an answer has been applied */
+	struct buf applied; /* that answer's text, byte for byte; empty: none */
 	struct delivered *notices;
 	size_t nnotices, capnotices;
 };
@@ -125,6 +129,15 @@ static void call_reset(struct syncer *s, struct call *c)
 	buf_reset(&c->answer);
 }
 
+static void forget_desired(struct syncer *s)
+{
+	for (size_t i = 0; i < s->ndesired; i++)
+		desired_cleanup(&s->desired[i]);
+	free(s->desired);
+	s->desired = NULL;
+	s->ndesired = 0;
+}
+
 void syncer_free(struct syncer *s)
 {
 	if (!s)
@@ -135,7 +148,7 @@ void syncer_free(struct syncer *s)
 		curl_easy_cleanup(s->calls[i].easy);
 	}
 	curl_multi_cleanup(s->multi);
-	json_decref(s->desired);
+	forget_desired(s);
 	buf_cleanup(&s->applied);
 	free(s->notices);
 	json_decref(s->facts);
@@ -195,37 +208,23 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* The desired entry of rank (attempt_id, rank) in the last answer applied. */
-static const json_t *desired_of(const struct syncer *s, int64_t attempt_id, int rank)
+/* The desired record of rank (attempt_id, rank) in ranks (n of them). */
+static const struct desired_rank *desired_of(const struct desired_rank *ranks, size_t n,
+                                             int64_t attempt_id, int rank)
 {
-	size_t i;
-	json_t *d;
-	json_array_foreach (s->desired, i, d) {
-		if (jv_int(d, "attempt_id", -1) == attempt_id && jv_int(d, "rank", -1) == rank)
-			return d;
-	}
+	for (size_t i = 0; i < n; i++)
+		if (ranks[i].attempt_id == attempt_id && ranks[i].rank == rank)
+			return &ranks[i];
 	return NULL;
-}
-
-static uint64_t gpu_mask(const json_t *gpus)
-{
-	uint64_t mask = 0;
-	size_t i;
-	json_t *g;
-	json_array_foreach (gpus, i, g) {
-		json_int_t v = json_integer_value(g);
-		if (json_is_integer(g) && v >= 0 && v < 64)
-			mask |= 1ull << v;
-	}
-	return mask;
 }
 
 /* A running session rank's idle GPU time, -1 when not known. */
 static int64_t session_idle_ms(const struct syncer *s, const struct exec_status *st)
 {
-	const json_t *d = desired_of(s, st->attempt_id, st->rank);
-	uint64_t mask = d ? gpu_mask(json_object_get(d, "gpus")) : 0;
-	if (!s->cfg.gpu_idle_ms || !mask || !jv_bool(d, "session", 0))
+	const struct desired_rank *d =
+	        desired_of(s->desired, s->ndesired, st->attempt_id, st->rank);
+	uint64_t mask = d ? d->gpus.mask : 0;
+	if (!s->cfg.gpu_idle_ms || !mask || !d->session)
 		return -1;
 	return s->cfg.gpu_idle_ms(s->cfg.ctx, mask);
 }
@@ -402,64 +401,69 @@ static void recovered(struct syncer *s)
 
 /* The device minors of the rank's GPUs, from the agent's table by index:
  * how many, or -1 when one is not known (the rank is then not isolated). */
-static int rank_minors(const struct syncer *s, const json_t *gpus, int *out, int max)
+static int rank_minors(const struct syncer *s, const struct desired_gpus *gpus, int *out, int max)
 {
-	size_t i;
-	json_t *g;
 	int n = 0;
-	json_array_foreach (gpus, i, g) {
-		json_int_t x = json_integer_value(g);
-		if (!json_is_integer(g) || x < 0 || x >= s->cfg.ngpu_minors || n == max ||
-		    s->cfg.gpu_minors[x] < 0)
+	for (size_t i = 0; i < gpus->n; i++) {
+		int64_t x = gpus->index[i];
+		if (x < 0 || x >= s->cfg.ngpu_minors || n == max || s->cfg.gpu_minors[x] < 0)
 			return -1;
 		out[n++] = s->cfg.gpu_minors[x];
 	}
 	return n;
 }
 
-/* The rank's environment as exec takes it: the shared one its entry names
- * (env_base, a key of the answer's envs) under its own env, then the
- * agent's variables in extra that neither set. NULL, with why, when the
- * entry names an environment the answer lacks or that is not all strings. */
-static char **rank_envv(const json_t *o, const json_t *envs, const json_t *extra, char *why,
-                        size_t whylen)
+/* What runs the rank of d: a job with a head runs its launcher, which runs
+ * the rest; an MPI job mpirun on rank 0, a placeholder on the others; a
+ * workflow task its wrapper, which runs the command, unless its code is
+ * here to start it in directly (*direct); else the command itself. */
+struct rank_argv {
+	char **launch, **mpi, **task;
+	char *direct;
+};
+
+static const char *const *rank_argv(struct syncer *s, const struct desired_rank *d,
+                                    struct rank_argv *a)
 {
-	const json_t *env = json_object_get(o, "env"), *base = NULL, *v;
-	const char *key = jv_str(o, "env_base", NULL), *k;
-	if (key) {
-		base = json_object_get(envs, key);
-		if (!json_is_object(base)) {
-			snprintf(why, whylen,
-			         "field 'env_base': '%.23s' is not in the answer's envs", key);
-			return NULL;
-		}
-		json_object_foreach ((json_t *)base, k, v) {
-			if (!json_is_string(v)) {
-				snprintf(why, whylen,
-				         "envs['%.23s']: variable '%.64s' is not a string", key, k);
-				return NULL;
-			}
-		}
-	}
-	size_t i = 0;
-	char **envv = xcalloc(json_object_size(base) + json_object_size(env) +
-	                              json_object_size(extra) + 1,
-	                      sizeof(char *));
-	json_object_foreach ((json_t *)base, k, v) {
-		if (!json_object_get(env, k))
-			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
-	}
-	json_object_foreach ((json_t *)env, k, v)
-		envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
-	json_object_foreach ((json_t *)extra, k, v) {
-		if (!json_object_get(env, k) && !json_object_get(base, k))
-			envv[i++] = xasprintf("%s=%s", k, json_string_value(v));
-	}
-	envv[i] = NULL;
+	const char *work_dir = exec_work_dir(s->cfg.exec);
+	*a = (struct rank_argv){0};
+	if ((a->launch = launch_argv(d, launch_self(), work_dir)))
+		return (const char *const *)a->launch;
+	if ((a->mpi = mpi_argv(d, launch_self())))
+		return (const char *const *)a->mpi;
+	if ((a->direct = task_direct_cwd(d, work_dir)))
+		return d->command.v;
+	if ((a->task = task_argv(d, launch_self(), work_dir)))
+		return (const char *const *)a->task;
+	return d->command.v;
+}
+
+static void rank_argv_free(struct rank_argv *a)
+{
+	launch_argv_free(a->launch);
+	mpi_argv_free(a->mpi);
+	task_argv_free(a->task);
+	free(a->direct);
+}
+
+/* The rank's environment: its entry's (agent/desired.h, desired_envv) and
+ * the agent's own variables (NCCL's; the server's address for an MPI job,
+ * where `anvil _rsh` execs into the other ranks, and for a workflow task,
+ * whose wrapper moves objects), unless the job set them. */
+static char **rank_env(struct syncer *s, const struct desired_rank *d, const json_t *envs,
+                       char *why, size_t whylen)
+{
+	json_t *extra = json_object();
+	if (s->cfg.rank_env)
+		s->cfg.rank_env(s->cfg.ctx, d->gpus.mask, extra);
+	if ((d->mpi || d->task) && s->cfg.server)
+		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
+	char **envv = desired_envv(d, envs, extra, why, whylen);
+	json_decref(extra);
 	return envv;
 }
 
-static void start_desired(struct syncer *s, const json_t *d, const json_t *envs)
+static void start_desired(struct syncer *s, struct desired_rank *d, const json_t *envs)
 {
 	char why[256];
 	/* A rank started here already is all but every entry of an answer
@@ -467,123 +471,75 @@ static void start_desired(struct syncer *s, const json_t *d, const json_t *envs)
 	 * One running already (adopted after a restart) may still need its
 	 * environment rebuilt for exec into it (exec.h, exec_describe). */
 	struct exec_status st;
-	int64_t attempt_id = jv_int(d, "attempt_id", 0);
-	int rank = (int)jv_int(d, "rank", 0);
-	int known = exec_find(s->cfg.exec, attempt_id, rank, &st) == 0;
-	if (known && exec_described(s->cfg.exec, attempt_id, rank))
+	int known = exec_find(s->cfg.exec, d->attempt_id, d->rank, &st) == 0;
+	if (known && exec_described(s->cfg.exec, d->attempt_id, d->rank))
 		return;
-	json_t *o = wire_known(d, &wire_desired);
-	if (wire_check(o, &wire_desired, why, sizeof(why)) != 0) {
+	char **envv = NULL;
+	if (desired_deepen(d, why, sizeof(why)) != 0 ||
+	    !(envv = rank_env(s, d, envs, why, sizeof(why)))) {
 		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
-		goto out;
+		return;
 	}
-	/* the agent's own variables (NCCL's; the server's address for an MPI
-	 * job, where `anvil _rsh` execs into the other ranks, and for a
-	 * workflow task, whose wrapper moves objects), unless the job set them */
-	json_t *extra = json_object();
-	if (s->cfg.rank_env)
-		s->cfg.rank_env(s->cfg.ctx, json_object_get(o, "gpus"), extra);
-	if ((jv_bool(o, "mpi", 0) || jv_bool(o, "task", 0)) && s->cfg.server)
-		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
-	char **envv = rank_envv(o, envs, extra, why, sizeof(why));
-	json_decref(extra);
-	if (!envv) {
-		log_warn("sync answer: bad rank entry, skipped reason=\"%s\"", why);
-		goto out;
-	}
-	json_t *cmd = json_object_get(o, "command"), *v;
-	const char **argv = xcalloc(json_array_size(cmd) + 1, sizeof(char *));
-	size_t i = 0;
-	json_array_foreach (cmd, i, v)
-		argv[i] = json_string_value(v);
 	int minors[64];
-	int nminors = rank_minors(s, json_object_get(o, "gpus"), minors, 64);
-	/* A job with a head: the rank runs its launcher, which runs the rest;
-	 * an MPI job: mpirun on rank 0, a placeholder on the others; a
-	 * workflow task: its wrapper, which runs the command. */
-	char **launch = launch_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
-	char **mpi = launch ? NULL : mpi_argv(o, launch_self());
-	char *direct = launch || mpi ? NULL : task_direct_cwd(o, exec_work_dir(s->cfg.exec));
-	char **task = launch || mpi || direct
-	                      ? NULL
-	                      : task_argv(o, launch_self(), exec_work_dir(s->cfg.exec));
+	int nminors = rank_minors(s, &d->gpus, minors, 64);
+	struct rank_argv a;
 	struct exec_spec spec = {
-	        .attempt_id = attempt_id,
-	        .rank = rank,
-	        .job_id = jv_int(o, "job_id", 0),
-	        .argv = launch ? (const char *const *)launch
-	                : mpi  ? (const char *const *)mpi
-	                : task ? (const char *const *)task
-	                       : argv,
-	        .cwd = direct ? direct : jv_str(o, "cwd", NULL),
+	        .attempt_id = d->attempt_id,
+	        .rank = d->rank,
+	        .job_id = d->job_id,
+	        .argv = rank_argv(s, d, &a),
 	        .env = (const char *const *)envv,
-	        .grace_ms = jv_int(o, "grace_ms", 10000),
+	        .grace_ms = d->grace_ms,
 	        .gpu_minors = nminors > 0 ? minors : NULL,
 	        .ngpu_minors = nminors,
-	        .cpu_millis = jv_int(o, "cpu_millis", 0),
-	        .memory_bytes = jv_int(o, "memory_bytes", 0),
-	        .session = jv_bool(o, "session", 0),
-	        .task = task != NULL,
-	        .as_root = jv_bool(o, "as_root", 0),
+	        .cpu_millis = d->cpu_millis,
+	        .memory_bytes = d->memory_bytes,
+	        .session = d->session,
+	        .as_root = d->as_root,
 	};
+	spec.cwd = a.direct ? a.direct : d->cwd;
+	spec.task = a.task != NULL;
 	if (known) {
 		exec_describe(s->cfg.exec, &spec);
 	} else {
 		exec_start(s->cfg.exec, &spec);
 		s->dirty = 1;
 	}
-	for (i = 0; envv[i]; i++)
+	for (size_t i = 0; envv[i]; i++)
 		free(envv[i]);
 	free(envv);
-	free(argv);
-	launch_argv_free(launch);
-	mpi_argv_free(mpi);
-	task_argv_free(task);
-	free(direct);
-out:
-	json_decref(o);
-}
-
-static int listed(const json_t *ranks, int64_t attempt_id, int rank)
-{
-	size_t i;
-	json_t *d;
-	json_array_foreach (ranks, i, d) {
-		if (jv_int(d, "attempt_id", -1) == attempt_id && jv_int(d, "rank", -1) == rank)
-			return 1;
-	}
-	return 0;
+	rank_argv_free(&a);
 }
 
 /* Hands each running session rank its notice once (by id), and forgets
  * the ids of ranks no longer desired. */
-static void deliver_notices(struct syncer *s, const json_t *ranks)
+static void deliver_notices(struct syncer *s)
 {
 	size_t keep = 0;
 	for (size_t k = 0; k < s->nnotices; k++)
-		if (listed(ranks, s->notices[k].attempt_id, s->notices[k].rank))
+		if (desired_of(s->desired, s->ndesired, s->notices[k].attempt_id,
+		               s->notices[k].rank))
 			s->notices[keep++] = s->notices[k];
 	s->nnotices = keep;
-	size_t i;
-	json_t *d;
-	json_array_foreach (ranks, i, d) {
-		const json_t *n = json_object_get(d, "notice");
-		int64_t attempt_id = jv_int(d, "attempt_id", 0), id = jv_int(n, "id", 0);
-		int rank = (int)jv_int(d, "rank", 0);
+	for (size_t i = 0; i < s->ndesired; i++) {
+		const struct desired_rank *d = &s->desired[i];
 		struct exec_status st;
 		char why[256];
-		if (!s->cfg.notice || !n || !jv_bool(d, "session", 0) ||
-		    exec_find(s->cfg.exec, attempt_id, rank, &st) != 0 || st.state != EXEC_RUNNING)
+		int64_t id;
+		const char *text;
+		if (!s->cfg.notice || !d->notice || !d->session ||
+		    exec_find(s->cfg.exec, d->attempt_id, d->rank, &st) != 0 ||
+		    st.state != EXEC_RUNNING)
 			continue;
-		if (wire_check(n, &wire_notice, why, sizeof(why)) != 0) {
+		if (desired_notice(d, &id, &text, why, sizeof(why)) != 1) {
 			log_warn("sync answer: bad notice, skipped attempt=%lld rank=%d "
 			         "reason=\"%s\"",
-			         (long long)attempt_id, rank, why);
+			         (long long)d->attempt_id, d->rank, why);
 			continue;
 		}
 		size_t k = 0;
 		while (k < s->nnotices &&
-		       (s->notices[k].attempt_id != attempt_id || s->notices[k].rank != rank))
+		       (s->notices[k].attempt_id != d->attempt_id || s->notices[k].rank != d->rank))
 			k++;
 		if (k < s->nnotices && s->notices[k].id >= id)
 			continue; /* delivered already */
@@ -591,22 +547,22 @@ static void deliver_notices(struct syncer *s, const json_t *ranks)
 			XGROW(s->notices, s->nnotices, s->capnotices);
 			s->nnotices++;
 		}
-		s->notices[k] = (struct delivered){attempt_id, rank, id};
-		log_info("session notice attempt=%lld rank=%d id=%lld", (long long)attempt_id, rank,
-		         (long long)id);
-		s->cfg.notice(s->cfg.ctx, attempt_id, rank, jv_str(n, "text", ""));
+		s->notices[k] = (struct delivered){d->attempt_id, d->rank, id};
+		log_info("session notice attempt=%lld rank=%d id=%lld", (long long)d->attempt_id,
+		         d->rank, (long long)id);
+		s->cfg.notice(s->cfg.ctx, d->attempt_id, d->rank, text);
 	}
 }
 
 /* Stops the ranks no longer desired and forgets those over and acked. */
-static void retire(struct syncer *s, const json_t *ranks)
+static void retire(struct syncer *s)
 {
 	struct exec *ex = s->cfg.exec;
 	/* Backwards: exec_forget moves the last rank into the freed slot. */
 	for (size_t k = exec_count(ex); k-- > 0;) {
 		struct exec_status st;
 		exec_get(ex, k, &st);
-		if (listed(ranks, st.attempt_id, st.rank))
+		if (desired_of(s->desired, s->ndesired, st.attempt_id, st.rank))
 			continue;
 		if (st.state == EXEC_RUNNING && !st.stopping)
 			exec_stop(ex, st.attempt_id, st.rank, -1);
@@ -615,20 +571,25 @@ static void retire(struct syncer *s, const json_t *ranks)
 	}
 }
 
-/* Makes the node match the desired set. */
+/* Makes the node match the desired set: each entry is parsed here, once
+ * (agent/desired.h), and what is started reads the record. */
 static void reconcile(struct syncer *s, const json_t *ranks, const json_t *envs)
 {
 	struct exec *ex = s->cfg.exec;
-	size_t i;
-	json_t *d;
+	size_t n = json_array_size(ranks);
+	struct desired_rank *d = xcalloc(n + 1, sizeof(*d));
+	for (size_t i = 0; i < n; i++)
+		desired_parse(json_array_get(ranks, i), &d[i]);
 	exec_batch(ex); /* the spares fork while the next start is prepared */
-	json_array_foreach (ranks, i, d)
-		start_desired(s, d, envs);
+	for (size_t i = 0; i < n; i++)
+		start_desired(s, &d[i], envs);
 	exec_settle(ex);
-	json_decref(s->desired);
-	s->desired = json_incref((json_t *)ranks);
-	deliver_notices(s, ranks);
-	retire(s, ranks);
+	forget_desired(s);
+	s->desired = d;
+	s->ndesired = n;
+	s->has_desired = 1;
+	deliver_notices(s);
+	retire(s);
 }
 
 /* What a 200 answer settles whatever its desired set: the final reports
@@ -673,10 +634,10 @@ static void answered(struct syncer *s, struct call *c)
 {
 	char why[256];
 	json_t *o = NULL;
-	if (!s->closing && s->desired && repeated(s, c)) {
+	if (!s->closing && s->has_desired && repeated(s, c)) {
 		atomic_fetch_add(&s->cfg.stats->sync_repeated_total, 1);
 		took(s, c);
-		retire(s, s->desired); /* the ranks it acknowledged may go now */
+		retire(s); /* the ranks it acknowledged may go now */
 		return;
 	}
 	int rc = jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why));
@@ -699,7 +660,7 @@ static void answered(struct syncer *s, struct call *c)
 		s->generation = gen;
 		reconcile(s, json_object_get(o, "ranks"), json_object_get(o, "envs"));
 		if (s->cfg.on_desired)
-			s->cfg.on_desired(s->cfg.ctx, json_object_get(o, "ranks"));
+			s->cfg.on_desired(s->cfg.ctx, s->desired, s->ndesired);
 		if (s->cfg.on_profile)
 			s->cfg.on_profile(s->cfg.ctx, json_object_get(o, "profile"));
 		/* keep its text (the call's buffer is reset after this) */

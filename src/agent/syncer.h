@@ -32,6 +32,10 @@
  * interface does not offer; the agent is a daemon, so loading libcurl
  * (syncer_new does) costs it nothing that matters.
  *
+ * Each entry of an answer is parsed once, into a struct desired_rank
+ * (agent/desired.h): what every answer needs of every entry when it is
+ * applied, the rest only for a rank it starts; the launchers read that.
+ *
  * Owned by the agent's main thread; the executor and stats are borrowed.
  */
 #ifndef ANVIL_AGENT_SYNCER_H
@@ -40,6 +44,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+struct desired_rank;
 struct exec;
 struct serve_stats;
 struct syncer;
@@ -50,10 +55,11 @@ struct syncer_config {
 	struct exec *exec;
 	struct serve_stats *stats;
 	/* optional: variables the agent adds to a rank that uses gpus (the
-	 * desired entry's "gpus" array) unless the job set them itself */
-	void (*rank_env)(void *ctx, const json_t *gpus, json_t *env);
-	/* optional: the desired ranks just applied */
-	void (*on_desired)(void *ctx, const json_t *ranks);
+	 * mask of its desired entry's "gpus") unless the job set them itself */
+	void (*rank_env)(void *ctx, uint64_t gpus, json_t *env);
+	/* optional: the desired ranks just applied (agent/desired.h, their
+	 * held fields), n of them, borrowed for the call */
+	void (*on_desired)(void *ctx, const struct desired_rank *ranks, size_t n);
 	void *ctx;
 	/* optional: the device minor (N of /dev/nvidiaN) of each GPU by index,
 	 * -1 unknown; borrowed for the syncer's life. A rank whose GPUs' minors

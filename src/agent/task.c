@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/bundles.h"
+#include "agent/desired.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
@@ -318,32 +319,29 @@ char *task_render(const char *text, const struct task_fetch *fetch, size_t nfetc
 
 /* ---- the agent's side ---- */
 
-char **task_argv(const json_t *d, const char *self, const char *work_dir)
+char **task_argv(const struct desired_rank *d, const char *self, const char *work_dir)
 {
-	if (!jv_bool(d, "task", 0))
+	if (!d->task)
 		return NULL;
-	const json_t *cmd = json_object_get(d, "command");
-	char **v = xcalloc(8 + json_array_size(cmd), sizeof(*v));
-	size_t n = 0, i;
-	json_t *arg;
+	char **v = xcalloc(8 + d->command.n, sizeof(*v));
+	size_t n = 0;
 	v[n++] = xstrdup(self ? self : "/proc/self/exe");
 	v[n++] = xstrdup("_task");
 	v[n++] = xstrdup("--work-dir");
 	v[n++] = xstrdup(work_dir);
 	v[n++] = xstrdup("--grace-ms");
-	v[n++] = xasprintf("%lld", (long long)jv_int(d, "grace_ms", 10000));
+	v[n++] = xasprintf("%lld", (long long)d->grace_ms);
 	v[n++] = xstrdup("--");
-	json_array_foreach (cmd, i, arg)
-		v[n++] = xstrdup(json_string_value(arg));
+	for (size_t i = 0; i < d->command.n; i++)
+		v[n++] = xstrdup(d->command.v[i]);
 	v[n] = NULL;
 	return v;
 }
 
-char *task_direct_cwd(const json_t *d, const char *work_dir)
+char *task_direct_cwd(const struct desired_rank *d, const char *work_dir)
 {
-	const char *text =
-	        json_string_value(json_object_get(json_object_get(d, "env"), TASK_DOC_ENV));
-	if (!jv_bool(d, "task", 0) || !text)
+	const char *text = desired_var(d, TASK_DOC_ENV, NULL);
+	if (!d->task || !text)
 		return NULL;
 	struct task_doc doc = {0};
 	char err[256], hex[HASH_HEX_LEN + 1];

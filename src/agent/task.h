@@ -63,6 +63,8 @@
 
 enum task_kind { TASK_FILE, TASK_DIR, TASK_VALUE };
 
+struct desired_rank;
+
 /* An upstream output to download: "ref" is tasks.TASK.outputs.OUTPUT. */
 struct task_fetch {
 	char *ref;
@@ -115,16 +117,16 @@ void task_fetch_paths(struct task_doc *d, const char *in_dir);
 char *task_render(const char *text, const struct task_fetch *fetch, size_t nfetch);
 
 /* The argv (NULL-terminated; task_argv_free) that runs the rank of
- * desired entry d (validated against wire_desired) under the wrapper at
+ * desired record d (agent/desired.h, deepened) under the wrapper at
  * self, or NULL when d is not a task's. */
-char **task_argv(const json_t *d, const char *self, const char *work_dir);
+char **task_argv(const struct desired_rank *d, const char *self, const char *work_dir);
 void task_argv_free(char **argv);
-/* When the task of desired entry d needs nothing of its wrapper but its
+/* When the task of desired record d needs nothing of its wrapper but its
  * code bundle, and that bundle is already unpacked on this node: the
  * tree (malloc'd), for the agent to start the command in directly, as
  * the wrapper would, without a second process start per task. NULL: run
  * the wrapper (task_argv). */
-char *task_direct_cwd(const json_t *d, const char *work_dir);
+char *task_direct_cwd(const struct desired_rank *d, const char *work_dir);
 
 /* `anvil _task --work-dir DIR [--grace-ms G] -- COMMAND...`: the wrapper
  * process; returns its exit status. */

@@ -91,6 +91,27 @@ static const struct machine_move admin_moves[] = {
         END,
 };
 
+/* A rank on its node (MACHINE_AGENT_RANK): the agent's executor creates it
+ * running when it starts it (or reads its record back after a restart),
+ * and it ends once. Numbered as agent/exec.h's enum exec_state, which the
+ * store cannot include. Its moves record no event: the agent reports the
+ * state, and the server's rank moves (above) follow from the reports. */
+enum { AGENT_RANK_RUNNING, AGENT_RANK_EXITED, AGENT_RANK_FAILED, AGENT_RANK_NSTATES };
+
+static const struct machine_move agent_rank_moves[] = {
+        {AGENT_RANK_RUNNING, AGENT_RANK_EXITED, NULL,
+         "its command ended (the shim reports the status), or the agent lost it"},
+        {AGENT_RANK_RUNNING, AGENT_RANK_FAILED, NULL,
+         "it could not be started, or its record says so after a restart"},
+        END,
+};
+
+static const char *agent_rank_name(int s)
+{
+	static const char *const names[AGENT_RANK_NSTATES] = {"running", "exited", "failed"};
+	return s >= 0 && s < AGENT_RANK_NSTATES ? names[s] : "?";
+}
+
 static const char *job_name(int s)
 {
 	return job_state_name((enum job_state)s);
@@ -119,6 +140,8 @@ static const struct kind {
         {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, -1, rank_name},
         {"node", node_moves, NODE_NSTATES, NODE_READY, -1, node_name},
         {"node admin", admin_moves, NODE_NSTATES, NODE_READY, NODE_AWAITING, node_name},
+        {"agent rank", agent_rank_moves, AGENT_RANK_NSTATES, AGENT_RANK_RUNNING, -1,
+         agent_rank_name},
 };
 
 static const struct kind *kind_of(enum machine_kind k)

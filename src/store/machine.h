@@ -19,8 +19,20 @@
 
 #include <stddef.h>
 
-enum machine_kind { MACHINE_JOB, MACHINE_ATTEMPT, MACHINE_RANK, MACHINE_NODE, MACHINE_NODE_ADMIN };
-#define MACHINE_NKINDS 5
+enum machine_kind {
+	MACHINE_JOB,
+	MACHINE_ATTEMPT,
+	MACHINE_RANK,
+	MACHINE_NODE,
+	MACHINE_NODE_ADMIN,
+	/* A rank on its node, as the agent's executor runs it (agent/exec.h,
+	 * enum exec_state; the agent's exec_rank_move checks its moves). The
+	 * store cannot name the agent's enum, so the table numbers its states
+	 * as that enum does, and tests/unit/agent/test_exec.c checks that the
+	 * two agree. */
+	MACHINE_AGENT_RANK,
+};
+#define MACHINE_NKINDS 6
 
 struct machine_move {
 	int from, to;      /* enum job_state, rank_state or node_state */
@@ -32,7 +44,7 @@ struct machine_move {
 const struct machine_move *machine_moves(enum machine_kind k);
 /* The row for from -> to, or NULL if the move is not allowed. */
 const struct machine_move *machine_find(enum machine_kind k, int from, int to);
-/* "job", "attempt", "rank", "node", "node admin". */
+/* "job", "attempt", "rank", "node", "node admin", "agent rank". */
 const char *machine_kind_name(enum machine_kind k);
 /* The name of state s of kind k ("pending", "assigned", "draining"). */
 const char *machine_state_name(enum machine_kind k, int s);

@@ -11,6 +11,7 @@
 
 #include "../test.h"
 #include "agent/exec.h"
+#include "agent/exec_int.h"
 #include "agent/shim.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -18,6 +19,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "exec_fixture.h"
+#include "store/machine.h"
 
 static char work[64];
 static char node[32];
@@ -65,6 +67,27 @@ static int alive(pid_t pid)
 	int z = read_file(path, 4096, &b) == 0 && strstr(b.data, ") Z ") != NULL;
 	buf_cleanup(&b);
 	return !z;
+}
+
+/* The store numbers the agent rank table's states as enum exec_state does
+ * (store/machine.h, MACHINE_AGENT_RANK), and the executor's one
+ * transition function refuses what the table lacks, keeping the state. */
+TEST(rank_states_are_the_agent_rank_table)
+{
+	static const char *const names[EXEC_NSTATES] = {"running", "exited", "failed"};
+	CHECK_INT(machine_nstates(MACHINE_AGENT_RANK), EXEC_NSTATES);
+	for (int s = 0; s < EXEC_NSTATES; s++)
+		CHECK_STR(machine_state_name(MACHINE_AGENT_RANK, s), names[s]);
+	CHECK_INT(machine_initial(MACHINE_AGENT_RANK), EXEC_RUNNING);
+	struct exec_rank r = {.attempt_id = 1, .state = EXEC_RUNNING};
+	CHECK_INT(exec_rank_move(&r, EXEC_FAILED), 0);
+	CHECK_INT(r.state, EXEC_FAILED);
+	CHECK_INT(exec_rank_move(&r, EXEC_EXITED), ERR_CONFLICT);
+	CHECK_INT(r.state, EXEC_FAILED);
+	CHECK_INT(exec_rank_move(&r, EXEC_RUNNING), ERR_CONFLICT);
+	r.state = EXEC_EXITED;
+	CHECK_INT(exec_rank_move(&r, EXEC_FAILED), ERR_CONFLICT);
+	CHECK_INT(r.state, EXEC_EXITED);
 }
 
 TEST(exit_status_and_log)

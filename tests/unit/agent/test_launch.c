@@ -19,6 +19,7 @@
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "desired_fixture.h"
 
 #define EXITED(code) ((code) << 8)
 #define KILLED(sig)  (sig)
@@ -278,7 +279,7 @@ TEST(the_agent_runs_ranks_of_head_jobs_under_the_launcher)
 	json_t *d = json_of("{\"attempt_id\": 9, \"rank\": 0, \"command\": [\"python3\", \"a.py\"],"
 	                    " \"grace_ms\": 5000, \"head_addr\": \"10.0.0.1:10009\","
 	                    " \"head\": \"h\", \"worker\": \"w\", \"head_timeout_ms\": 60000}");
-	char **argv = launch_argv(d, "/usr/bin/anvil", "/work");
+	char **argv = launch_argv(desired_fx(d), "/usr/bin/anvil", "/work");
 	char *s = joined(argv);
 	CHECK_STR(s,
 	          "/usr/bin/anvil|_launch|--rank|0|--head-addr|10.0.0.1:10009|--timeout-ms|60000|"
@@ -298,7 +299,7 @@ TEST(the_agent_runs_ranks_of_head_jobs_under_the_launcher)
 	/* rank 1: no head, no command */
 	d = json_of("{\"attempt_id\": 9, \"rank\": 1, \"command\": [\"python3\", \"a.py\"],"
 	            " \"head_addr\": \"10.0.0.1:10009\", \"worker\": \"w\"}");
-	argv = launch_argv(d, "/usr/bin/anvil", "/work");
+	argv = launch_argv(desired_fx(d), "/usr/bin/anvil", "/work");
 	s = joined(argv);
 	CHECK_STR(s, "/usr/bin/anvil|_launch|--rank|1|--head-addr|10.0.0.1:10009|--timeout-ms|"
 	             "300000|--grace-ms|10000|--reason-file|/work/rank/9-1/.anvil-end|--worker|w");
@@ -307,7 +308,7 @@ TEST(the_agent_runs_ranks_of_head_jobs_under_the_launcher)
 	json_decref(d);
 	/* without a head: the command as it is */
 	d = json_of("{\"attempt_id\": 9, \"rank\": 0, \"command\": [\"true\"]}");
-	CHECK(launch_argv(d, "/usr/bin/anvil", "/work") == NULL);
+	CHECK(launch_argv(desired_fx(d), "/usr/bin/anvil", "/work") == NULL);
 	json_decref(d);
 	CHECK(launch_self() != NULL && launch_self()[0] == '/');
 }

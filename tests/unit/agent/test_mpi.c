@@ -15,6 +15,7 @@
 #include "agent/mpi.h"
 #include "base/jv.h"
 #include "base/mem.h"
+#include "desired_fixture.h"
 
 /* ---- the hostfile ---- */
 
@@ -171,7 +172,7 @@ TEST(rank_zero_runs_mpirun_and_the_others_wait)
 	json_t *d0 = parse("{\"attempt_id\": 4, \"rank\": 0, \"command\": [\"a.out\", \"-n\"],"
 	                   " \"mpi\": true, \"mpi_hosts\": [\"node-1\", \"node-2\"],"
 	                   " \"env\": {\"NPROC_PER_NODE\": \"8\"}}");
-	char **v = mpi_argv(d0, "/bin/anvil");
+	char **v = mpi_argv(desired_fx(d0), "/bin/anvil");
 	const char *want0[] = {"/bin/anvil", "_mpirun", "--slots", "8",     "--host", "node-1",
 	                       "--host",     "node-2",  "--",      "a.out", "-n",     NULL};
 	for (int i = 0; want0[i]; i++)
@@ -180,13 +181,13 @@ TEST(rank_zero_runs_mpirun_and_the_others_wait)
 	mpi_argv_free(v);
 	json_t *d1 = parse("{\"attempt_id\": 4, \"rank\": 1, \"command\": [\"a.out\"],"
 	                   " \"mpi\": true}");
-	v = mpi_argv(d1, "/bin/anvil");
+	v = mpi_argv(desired_fx(d1), "/bin/anvil");
 	CHECK_STR(v[0], "/bin/anvil");
 	CHECK_STR(v[1], "_mpiwait");
 	CHECK(v[2] == NULL);
 	mpi_argv_free(v);
 	json_t *plain = parse("{\"attempt_id\": 4, \"rank\": 0, \"command\": [\"a.out\"]}");
-	CHECK(mpi_argv(plain, "/bin/anvil") == NULL);
+	CHECK(mpi_argv(desired_fx(plain), "/bin/anvil") == NULL);
 	json_decref(d0);
 	json_decref(d1);
 	json_decref(plain);

@@ -11,6 +11,7 @@
 #include "agent/task.h"
 #include "base/err.h"
 #include "base/jv.h"
+#include "desired_fixture.h"
 
 #define REST_A "00000000000000000000000000000000000000000000000000000000000001"
 #define HEX_A  "aa" REST_A
@@ -51,16 +52,17 @@ TEST(a_task_that_needs_only_its_unpacked_bundle_starts_without_the_wrapper)
 	         " \"outputs\": {\"m\": \"dir\"}}",
 	         hex);
 	json_t *a = entry_of(only), *b = entry_of(more);
-	CHECK(task_direct_cwd(a, dir) == NULL); /* not unpacked here yet: the wrapper does it */
+	CHECK(task_direct_cwd(desired_fx(a), dir) ==
+	      NULL); /* not unpacked here yet: the wrapper does it */
 	snprintf(cmd, sizeof(cmd), "mkdir -p %s", tree);
 	CHECK_INT(system(cmd), 0);
-	char *got = task_direct_cwd(a, dir);
+	char *got = task_direct_cwd(desired_fx(a), dir);
 	CHECK(got != NULL);
 	CHECK_STR(got, tree);
 	free(got);
-	CHECK(task_direct_cwd(b, dir) == NULL); /* outputs to publish: the wrapper */
+	CHECK(task_direct_cwd(desired_fx(b), dir) == NULL); /* outputs to publish: the wrapper */
 	json_object_del(a, "task");
-	CHECK(task_direct_cwd(a, dir) == NULL); /* not a task's entry */
+	CHECK(task_direct_cwd(desired_fx(a), dir) == NULL); /* not a task's entry */
 	json_decref(a);
 	json_decref(b);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -164,7 +166,7 @@ TEST(a_task_whose_reads_are_recorded_runs_under_the_wrapper)
 	CHECK_INT(system(cmd), 0);
 	snprintf(doc, sizeof(doc), "{\"run\": 2, \"bundle\": \"sha256/%s\", \"trace\": true}", hex);
 	json_t *e = entry_of(doc);
-	CHECK(task_direct_cwd(e, dir) == NULL); /* unpacked, but the wrapper records */
+	CHECK(task_direct_cwd(desired_fx(e), dir) == NULL); /* unpacked, but the wrapper records */
 	json_decref(e);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK_INT(system(cmd), 0);
@@ -215,7 +217,7 @@ TEST(a_task_rank_runs_under_the_wrapper)
 	json_t *d = json_pack("{s:I,s:i,s:[s,s],s:b,s:I}", "attempt_id", (json_int_t)7, "rank", 0,
 	                      "command", "python3", "{{ tasks.a.outputs.b }}", "task", 1,
 	                      "grace_ms", (json_int_t)30000);
-	char **v = task_argv(d, "/usr/bin/anvil", "/var/lib/agent");
+	char **v = task_argv(desired_fx(d), "/usr/bin/anvil", "/var/lib/agent");
 	const char *want[] = {
 	        "/usr/bin/anvil", "_task", "--work-dir", "/var/lib/agent",          "--grace-ms",
 	        "30000",          "--",    "python3",    "{{ tasks.a.outputs.b }}", NULL};
@@ -224,7 +226,7 @@ TEST(a_task_rank_runs_under_the_wrapper)
 	CHECK(v[9] == NULL);
 	task_argv_free(v);
 	json_object_set_new(d, "task", json_false());
-	CHECK(task_argv(d, "/usr/bin/anvil", "/w") == NULL);
+	CHECK(task_argv(desired_fx(d), "/usr/bin/anvil", "/w") == NULL);
 	json_decref(d);
 }
 

@@ -63,6 +63,14 @@ static const char *const admin_matrix[NODE_NSTATES] = {
         /* await  */ "x.....",
 };
 
+/* A rank on its node (agent/exec.h's enum exec_state, numbered alike). */
+static const char *const agent_rank_matrix[] = {
+        /*            run exit fail */
+        /* running */ ".xx",
+        /* exited  */ "...",
+        /* failed  */ "...",
+};
+
 static void check_matrix(enum machine_kind k, const char *const *m)
 {
 	int n = machine_nstates(k);
@@ -97,6 +105,18 @@ TEST(node_tables_are_the_matrices)
 {
 	check_matrix(MACHINE_NODE, node_matrix);
 	check_matrix(MACHINE_NODE_ADMIN, admin_matrix);
+}
+
+/* The agent's rank: created running, ended once, no way back. */
+TEST(agent_rank_table_is_the_matrix)
+{
+	CHECK_INT(machine_nstates(MACHINE_AGENT_RANK), 3);
+	check_matrix(MACHINE_AGENT_RANK, agent_rank_matrix);
+	CHECK_INT(machine_initial(MACHINE_AGENT_RANK), 0);
+	CHECK_STR(machine_state_name(MACHINE_AGENT_RANK, 0), "running");
+	CHECK_STR(machine_kind_name(MACHINE_AGENT_RANK), "agent rank");
+	CHECK(!machine_final(MACHINE_AGENT_RANK, 0));
+	CHECK(machine_final(MACHINE_AGENT_RANK, 1) && machine_final(MACHINE_AGENT_RANK, 2));
 }
 
 /* Final in the model (job_state_final, rank_state_final) means no move
