@@ -28,7 +28,6 @@
 #include "base/err.h"
 #include "base/httpc.h"
 #include "base/httpd.h"
-#include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"

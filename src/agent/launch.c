@@ -21,7 +21,6 @@
 
 #include "agent/desired.h"
 #include "agent/exec.h"
-#include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
 

@@ -52,7 +52,6 @@
 #ifndef ANVIL_AGENT_LAUNCH_H
 #define ANVIL_AGENT_LAUNCH_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -11,7 +11,6 @@
 #include "agent/desired.h"
 #include "agent/launch.h"
 #include "base/buf.h"
-#include "base/jv.h"
 #include "base/mem.h"
 
 /* ---- the hostfile ---- */

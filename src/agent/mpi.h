@@ -32,7 +32,6 @@
 #ifndef ANVIL_AGENT_MPI_H
 #define ANVIL_AGENT_MPI_H
 
-#include <jansson.h>
 #include <stddef.h>
 
 #define MPI_HOSTFILE_NAME "mpi-hostfile" /* in the rank's output directory */

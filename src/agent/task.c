@@ -3,6 +3,7 @@
  * task_run.c. */
 #include "agent/task.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,6 @@
 #include "agent/desired.h"
 #include "base/buf.h"
 #include "base/err.h"
-#include "base/jv.h"
 #include "base/mem.h"
 #include "base/objects.h"
 #include "flow/spec.h"

@@ -50,7 +50,6 @@
 #ifndef ANVIL_AGENT_TASK_H
 #define ANVIL_AGENT_TASK_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
