@@ -14,8 +14,8 @@
 #include "flow/codeset.h"
 #include "flow/run.h"
 #include "flow/spec.h"
+#include "objstore/blob.h"
 #include "server/glue.h"
-#include "store/blob.h"
 #include "store/flowcache.h"
 
 struct flows {
