@@ -1,7 +1,10 @@
 /* core.h - the state core: what only the server's state files see.
  *
  * The state files are layered; each calls only the layers below it
- * (tests/lint/layers.py checks it):
+ * (tests/lint/layers.py checks it, calls through a function pointer
+ * included: a file below that needs one above is called by a file above
+ * both, as state_flush calls the core's flush and then the engine's, and
+ * st->wake in state.h is the one upcall by design):
  *
  *  -1  idem.c        the Idempotency-Keys of creates (idem.h): checks,
  *                    digests, the records a flush writes; only the store
