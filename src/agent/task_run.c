@@ -31,7 +31,7 @@
 #include "base/objects.h"
 #include "base/tarball.h"
 #include "base/util.h"
-#include "store/blob.h"
+#include "objstore/blob.h"
 
 #define TRIES           4 /* an object call that failed upstream, tried again after 1, 2, 4 s */
 #define POST_TIMEOUT_MS 30000

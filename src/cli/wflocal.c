@@ -22,7 +22,7 @@
 #include "cli/wfshow.h"
 #include "flow/codeset.h"
 #include "flow/engine.h"
-#include "store/blob.h"
+#include "objstore/blob.h"
 #include "store/flowcache.h"
 #include "store/store.h"
 

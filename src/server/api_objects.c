@@ -1,5 +1,5 @@
 /* api_objects.c - the object API: /v1/objects/KEY (docs/api.md,
- * "Objects"), the HTTP face of the object store (store/blob.h) that code
+ * "Objects"), the HTTP face of the object store (objstore/blob.h) that code
  * bundles, task inputs and outputs and checkpoints travel through.
  *
  *   GET  KEY           the bytes; X-Anvil-Size and X-Anvil-Sha256 say what
@@ -37,9 +37,9 @@
 #include "base/log.h"
 #include "base/objects.h"
 #include "base/util.h"
+#include "objstore/blob.h"
 #include "server/idem.h"
 #include "server/server.h"
-#include "store/blob.h"
 
 #define KEY_MAX 600 /* bytes of a key here, with its NUL (blob_key_check allows 512) */
 

@@ -1,14 +1,18 @@
 /* core.h - the state core: what only the server's state files see.
  *
  * The state files are layered; each calls only the layers below it
- * (tests/lint/layers.py checks it):
+ * (tests/lint/layers.py checks it, calls through a function pointer
+ * included: a file below that needs one above is called by a file above
+ * both, as state_flush calls the core's flush and then the engine's, and
+ * st->wake in state.h is the one upcall by design):
  *
  *  -1  idem.c        the Idempotency-Keys of creates (idem.h): checks,
  *                    digests, the records a flush writes; only the store
- *   0  state.c       the core: indexes, dirty records, events, flush,
- *                    queues and teams, accounting; jointoken.c and
- *                    peer.c: leaves that know no state (the join
- *                    token's life, agent URLs against their address)
+ *   0  state.c       the core: indexes, dirty records, events, its part
+ *                    of the flush, queues and teams, accounting;
+ *                    jointoken.c and peer.c: leaves that know no state
+ *                    (the join token's life, agent URLs against their
+ *                    address)
  *   1  transition.c  the transitions: the only writers of a job's,
  *                    attempt's, rank's or node's state (store/machine.h)
  *   2  ranks.c       attempts and ranks: reports, stops, desired sets;
@@ -27,7 +31,8 @@
  *                    views (fleet.h, fleet_int.h, fleet/plan.h)
  *   6  fleet_rollout.c  the rolling upgrade's controller: moves a
  *                    rollout's nodes along (fleet.h, fleet/rollout.h)
- *   7  entry.c       the entry points that compose them (state.h)
+ *   7  entry.c       the entry points that compose them (state.h),
+ *                    state_flush among them
  *
  * Every function runs with the state lock held.
  */
@@ -77,28 +82,24 @@ struct state_core {
 	struct scratch *glue;           /* made by the glue's first use, freed by it */
 	/* The workflow engine (flows.c): its records, the documents loaded for
 	 * it (until flows_open takes them), the workflow jobs that ended since
-	 * it last looked (job_to adds them), and its part of a flush, called
-	 * inside the transaction (set by flows_open: state.c is below it). */
+	 * it last looked (job_to adds them). Its part of a flush is called by
+	 * state_flush (entry.c), above both, inside the transaction that
+	 * state_flush_begin opened: state.c is below it and never calls it. */
 	struct flows *flows;
 	json_t *flow_loaded; /* {"execs": [doc], "runs": [[exec_id, doc]]} */
 	int64_t *flow_done;
 	int nflow_done, capflow_done;
-	int flows_dirty; /* it has records to write: flush calls flows_flush */
-	int (*flows_flush)(struct state *st, struct store *store);
-	void (*flows_flushed)(struct state *st);
-	void (*flows_free)(struct state *st);
+	int flows_dirty; /* it has records to write: state_flush calls flows_flush */
 	/* The fleet (fleet.c; its rollouts: fleet_rollout.c), alike: its
 	 * records, the revisions loaded for it (until fleet_open takes them),
-	 * its part of a flush, and a kick: something a rollout waits for may
+	 * whether it has records to write (state_flush calls fleet_flush),
+	 * and a kick: something a rollout waits for may
 	 * have happened (a node's profile status, a check, a drain), so its
 	 * next step should not wait. */
 	struct fleet *fleet;
 	json_t *fleet_loaded; /* [[id, doc]] */
 	int fleet_dirty;
 	int fleet_kick;
-	int (*fleet_flush)(struct state *st, struct store *store);
-	void (*fleet_flushed)(struct state *st);
-	void (*fleet_free)(struct state *st);
 	/* The Idempotency-Keys the next flush writes (idem.h), and the key of
 	 * the submission being admitted: jobs_admit writes it in the
 	 * transaction of the new jobs (state_submit_keyed sets it for the
@@ -112,8 +113,23 @@ struct state_core {
 /* Allocates the core and opens the store; state_open (entry.c) loads it.
  * On an error nothing is left open. */
 int state_core_open(struct state *st, const char *db_path, int full_sync, int64_t node_timeout_ms);
-/* Frees every record and closes the store (unflushed changes are lost). */
+/* Frees every record and closes the store (unflushed changes are lost).
+ * state_close (entry.c) has closed the workflow engine and the fleet. */
 void state_core_free(struct state *st);
+/* The core's part of a flush; state_flush (entry.c) composes it with the
+ * workflow engine's and the fleet's, which lie above this layer, so one
+ * transaction holds them all:
+ *   state_flush_begin  1 when nothing at all is dirty (no transaction);
+ *                      else opens the transaction and writes the dirty
+ *                      jobs, nodes and events: 0, or an error (the
+ *                      transaction is still open: state_flush_end ends it)
+ *   state_flush_end    given the parts' result rc: writes the creates'
+ *                      keys and commits when rc is 0, rolls back
+ *                      otherwise (logged at most once in 10 s); on a
+ *                      commit forgets what was dirty in the core.
+ *                      Returns the flush's result. */
+int state_flush_begin(struct state *st);
+int state_flush_end(struct state *st, int rc);
 
 void state_mark_job(struct state *st, struct job *j);   /* dirty: flush writes it */
 void state_mark_node(struct state *st, struct node *n); /* dirty: flush writes it */

@@ -2,8 +2,9 @@
  * (load, then restore every index), submission (build, the can-it-ever-fit
  * check, admit, a cycle), registration (the node, then what the fleet's
  * spec gives it), agent reports and housekeeping (apply, then settle, then
- * the workflow engine's step and the fleet's rollout). Layer 6 of the
- * state files (core.h). */
+ * the workflow engine's step and the fleet's rollout), and the flush (the
+ * core's records with the engine's and the fleet's, in one transaction).
+ * Layer 7 of the state files (core.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,33 @@ void state_close(struct state *st)
 {
 	state_flush(st);
 	glue_free(st);
+	flows_close(st);
+	fleet_close(st);
 	state_core_free(st);
+}
+
+/* Here, not in state.c: the workflow engine's and the fleet's records are
+ * written in the core's transaction, and they lie above the core. */
+int state_flush(struct state *st)
+{
+	struct state_core *c = st->core;
+	int rc = state_flush_begin(st);
+	if (rc == 1)
+		return 0; /* nothing to write */
+	if (rc == 0 && c->flows_dirty)
+		rc = flows_flush(st, c->store);
+	if (rc == 0 && c->fleet_dirty)
+		rc = fleet_flush(st, c->store);
+	rc = state_flush_end(st, rc);
+	if (rc)
+		return rc;
+	if (c->flows_dirty)
+		flows_flushed(st);
+	c->flows_dirty = 0;
+	if (c->fleet_dirty)
+		fleet_flushed(st);
+	c->fleet_dirty = 0;
+	return 0;
 }
 
 int state_submit(struct state *st, const json_t *body, struct job **out, char *err, size_t errlen)

@@ -63,7 +63,7 @@ void fleet_mark_queued(struct state *st)
 
 /* ---- records ---- */
 
-static int flush(struct state *st, struct store *store)
+int fleet_flush(struct state *st, struct store *store)
 {
 	struct fleet *f = fleet_of(st);
 	int rc = 0;
@@ -73,7 +73,7 @@ static int flush(struct state *st, struct store *store)
 	return rc;
 }
 
-static void flushed(struct state *st)
+void fleet_flushed(struct state *st)
 {
 	struct fleet *f = fleet_of(st);
 	memset(f->dirty, 0, (size_t)f->nrevs);
@@ -98,7 +98,7 @@ static void set_spec(struct fleet *f, json_t *spec)
 	}
 }
 
-static void free_all(struct state *st)
+void fleet_close(struct state *st)
 {
 	struct fleet *f = fleet_of(st);
 	if (!f)
@@ -157,9 +157,6 @@ int fleet_open(struct state *st)
 	f->profiles = json_object();
 	f->node_ids = json_object();
 	st->core->fleet = f;
-	st->core->fleet_flush = flush;
-	st->core->fleet_flushed = flushed;
-	st->core->fleet_free = free_all;
 	size_t i;
 	json_t *row;
 	json_array_foreach (st->core->fleet_loaded, i, row) {

@@ -112,4 +112,12 @@ void fleet_node_joined(struct state *st, struct node *n);
  * waits for happened (core->fleet_kick) or force. now: wall ms. */
 void fleet_step(struct state *st, int64_t now, int force);
 
+/* The fleet's part of state_flush (entry.c), while core->fleet_dirty: the
+ * revisions changed since the last flush, written into its open
+ * transaction; fleet_flushed, after the commit, marks them clean. */
+int fleet_flush(struct state *st, struct store *store);
+void fleet_flushed(struct state *st);
+/* state_close: frees the records (nothing when fleet_open never ran). */
+void fleet_close(struct state *st);
+
 #endif

@@ -14,8 +14,8 @@
 #include "flow/codeset.h"
 #include "flow/run.h"
 #include "flow/spec.h"
+#include "objstore/blob.h"
 #include "server/glue.h"
-#include "store/blob.h"
 #include "store/flowcache.h"
 
 struct flows {
@@ -59,7 +59,7 @@ static json_t *exec_doc(const struct flow_exec *x)
 	return doc;
 }
 
-static int flush(struct state *st, struct store *store)
+int flows_flush(struct state *st, struct store *store)
 {
 	struct flows *f = flows_of(st);
 	int rc = 0;
@@ -81,7 +81,7 @@ static int flush(struct state *st, struct store *store)
 	return rc;
 }
 
-static void flushed(struct state *st)
+void flows_flushed(struct state *st)
 {
 	struct flows *f = flows_of(st);
 	for (int i = 0; i < f->ntouched; i++) {
@@ -94,7 +94,7 @@ static void flushed(struct state *st)
 	f->ntouched = 0;
 }
 
-static void free_all(struct state *st)
+void flows_close(struct state *st)
 {
 	struct flows *f = flows_of(st);
 	if (!f)
@@ -656,9 +656,6 @@ int flows_open(struct state *st)
 	struct flows *f = xcalloc(1, sizeof(*f));
 	f->inflight = json_object();
 	st->core->flows = f;
-	st->core->flows_flush = flush;
-	st->core->flows_flushed = flushed;
-	st->core->flows_free = free_all;
 	json_t *loaded = st->core->flow_loaded;
 	size_t i;
 	json_t *doc;

@@ -39,6 +39,15 @@
 /* Rebuilds the executions loaded with the state (state_open calls it);
  * runs whose jobs ended while the server was down are settled. */
 int flows_open(struct state *st);
+/* Frees the engine's records (state_close; nothing when it was never
+ * opened). */
+void flows_close(struct state *st);
+
+/* Its part of a flush (state_flush, entry.c, while flows_dirty): writes
+ * the executions and runs changed since the last one into the open
+ * transaction; after the commit, flows_flushed forgets that they were. */
+int flows_flush(struct state *st, struct store *store);
+void flows_flushed(struct state *st);
 
 /* A new execution from an API body {"workflow": compiled, "bundle": key,
  * "no_cache": bool}: checked (every error, joined) and stored (flows_create),

@@ -25,9 +25,9 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "objstore/blob.h"
 #include "sched/sched.h"
 #include "server/idem.h"
-#include "store/blob.h"
 
 #define OBJECT_MAX_DEFAULT (256LL << 30) /* --object-max-size */
 

@@ -43,7 +43,7 @@ struct server {
 	volatile int stopping;
 	/* For /v1/objects (api_objects.c) on the object store (--objects,
 	 * state.objects): the largest object it takes (--object-max-size), and
-	 * the lock that keeps named puts one at a time (store/blob.h). */
+	 * the lock that keeps named puts one at a time (objstore/blob.h). */
 	int64_t object_max;
 	pthread_mutex_t objects_mu;
 	/* Suspended GET /v1/jobs/ID?wait_ms=&while= (api_wait.c), state lock */

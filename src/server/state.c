@@ -209,11 +209,11 @@ void state_mark_job(struct state *st, struct job *j)
 	st->core->dirty_jobs[st->core->ndirty_jobs++] = j;
 }
 
-int state_flush(struct state *st)
+int state_flush_begin(struct state *st)
 {
 	if (!st->core->ndirty_jobs && !st->core->nodes_dirty && !st->core->nevents &&
 	    !st->core->flows_dirty && !st->core->fleet_dirty && !st->core->idem.npending)
-		return 0;
+		return 1;
 	int rc = store_begin(st->core->store);
 	for (int i = 0; rc == 0 && i < st->core->ndirty_jobs; i++)
 		rc = store_put_job_state(st->core->store, st->core->dirty_jobs[i]);
@@ -226,10 +226,11 @@ int state_flush(struct state *st)
 		struct event *e = &st->core->events[i];
 		rc = store_add_event(st->core->store, e->kind, e->job_id, e->node_id, e->message);
 	}
-	if (rc == 0 && st->core->flows_dirty && st->core->flows_flush)
-		rc = st->core->flows_flush(st, st->core->store);
-	if (rc == 0 && st->core->fleet_dirty && st->core->fleet_flush)
-		rc = st->core->fleet_flush(st, st->core->store);
+	return rc;
+}
+
+int state_flush_end(struct state *st, int rc)
+{
 	/* a create's key with what it made: one transaction (idem.h) */
 	if (rc == 0)
 		rc = idem_write(&st->core->idem, st->core->store);
@@ -261,12 +262,6 @@ int state_flush(struct state *st)
 		st->core->dirty_jobs[i]->dirty = 0;
 	st->core->ndirty_jobs = 0;
 	idem_written(&st->core->idem);
-	if (st->core->flows_dirty && st->core->flows_flushed)
-		st->core->flows_flushed(st);
-	st->core->flows_dirty = 0;
-	if (st->core->fleet_dirty && st->core->fleet_flushed)
-		st->core->fleet_flushed(st);
-	st->core->fleet_dirty = 0;
 	for (int i = 0; st->core->nodes_dirty && i < st->nnodes; i++)
 		st->nodes[i]->dirty = st->nodes[i]->gen_dirty = 0;
 	st->core->nodes_dirty = 0;
@@ -433,10 +428,6 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 void state_core_free(struct state *st)
 {
 	struct state_core *c = st->core;
-	if (c->flows_free)
-		c->flows_free(st);
-	if (c->fleet_free)
-		c->fleet_free(st);
 	json_decref(c->flow_loaded);
 	json_decref(c->fleet_loaded);
 	free(c->flow_done);

@@ -101,7 +101,7 @@ struct state {
 	int nteams;
 	struct state_config config;
 	struct state_stats stats;
-	/* The object store (store/blob.h), set by the server after state_open:
+	/* The object store (objstore/blob.h), set by the server after state_open:
 	 * where workflow outputs, checkpoints and code bundles are kept. NULL
 	 * in tests without one: a cached result is then trusted unchecked. */
 	struct blob_store *objects;

@@ -15,7 +15,7 @@
 #include "base/util.h"
 #include "flow/codeset.h"
 #include "flow/run.h"
-#include "store/blob.h"
+#include "objstore/blob.h"
 
 int flowcache_enabled(const json_t *task)
 {

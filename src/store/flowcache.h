@@ -1,6 +1,6 @@
 /* flowcache.h - the workflow task cache (docs/workflows.md, "The task
  * cache"), kept in a state database's flow_cache table (store.h) with the
- * outputs in an object store (blob.h). The server's engine
+ * outputs in an object store (objstore/blob.h). The server's engine
  * (server/flows.c) and the local runner (cli/wflocal.c) both use it, each
  * with its own database and store.
  *

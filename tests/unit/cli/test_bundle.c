@@ -18,8 +18,8 @@
 #include "base/util.h"
 #include "cli/bundle.h"
 #include "cli/cliconn.h"
+#include "objstore/blob.h"
 #include "server/server.h"
-#include "store/blob.h"
 
 /* ---- the matcher ---- */
 

@@ -10,10 +10,10 @@
 #include "../test.h"
 #include "base/err.h"
 #include "base/tarball.h"
+#include "objstore/blob.h"
 #include "server/core.h"
 #include "server/flows.h"
 #include "state_fixture.h"
-#include "store/blob.h"
 #include "store/flowcache.h"
 
 static const char *const two =

@@ -1,4 +1,4 @@
-#include "store/blob.h"
+#include "objstore/blob.h"
 
 #include <errno.h>
 #include <fcntl.h>

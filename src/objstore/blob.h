@@ -3,8 +3,10 @@
  *
  * A store is opened from a URI: file://DIR (the default, a directory under
  * the server's state directory, so nothing else is needed), and later
- * s3://BUCKET/PREFIX through the cache tier (src/cache/), behind the same
- * calls. Two kinds of object:
+ * s3://BUCKET/PREFIX through the cache tier (still to come), behind the
+ * same calls. A library of its own (anvil_objstore, on base alone): the
+ * server, the agent's task wrapper and the CLI use it, and none of them
+ * needs the state database for it. Two kinds of object:
  *
  *   content-addressed  blob_put_file(): the key is "sha256/<64 hex>", the
  *                      content's SHA-256, so storing the same bytes twice
@@ -30,8 +32,8 @@
  * at once must be kept apart by the caller (the data of one could end up
  * with the other's record).
  */
-#ifndef ANVIL_STORE_BLOB_H
-#define ANVIL_STORE_BLOB_H
+#ifndef ANVIL_OBJSTORE_BLOB_H
+#define ANVIL_OBJSTORE_BLOB_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* The object store (store/blob.h) on file://: content addressing, atomic
+/* The object store (objstore/blob.h) on file://: content addressing, atomic
  * named puts, reads that check size and hash, key rules. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "../test.h"
 #include "base/err.h"
-#include "store/blob.h"
+#include "objstore/blob.h"
 
 struct fx {
 	char dir[64];
