@@ -105,7 +105,7 @@ TEST(quickly_failing_gang_keeps_its_start_time)
 	         (long long)a->id);
 	report(&f, n1, rep);
 	CHECK(a->start_ms > 0);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	/* rank 0 was stopped before its agent reported it: it never ran */
 	report(&f, n0, "");
 	CHECK_INT(a->ranks[0].state, RANK_EXITED);
