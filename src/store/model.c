@@ -106,6 +106,16 @@ int attempt_ending(const struct attempt *a)
 	return a->stop != ATTEMPT_STOP_NONE;
 }
 
+int attempt_kept_preempted(const struct attempt *a)
+{
+	return a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED;
+}
+
+int attempt_kept_rank0_ended(const struct attempt *a)
+{
+	return a->stop == ATTEMPT_STOP_RANK0_ENDED;
+}
+
 enum attempt_stop attempt_stop_loaded(int ending, int preempted, int64_t preempted_for,
                                       int command_ended)
 {

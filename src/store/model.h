@@ -329,9 +329,14 @@ const char *node_fault_scope_name(enum node_fault_scope s);
 int node_fault_scope_parse(const char *s, enum node_fault_scope *out);
 int node_state_parse(const char *s, enum node_state *out);
 
-/* Whether a is being stopped, or was before it ended (a->stop is not
- * none): what the store keeps as its `ending` column. */
+/* What the store keeps of a's stop cause. attempt_ending: whether a is
+ * being stopped, or was before it ended (a->stop is not none), the
+ * `ending` column; attempt_kept_preempted: preempted or requeued, the
+ * extra's "preempted"; attempt_kept_rank0_ended: the extra's
+ * "command_ended". */
 int attempt_ending(const struct attempt *a);
+int attempt_kept_preempted(const struct attempt *a);
+int attempt_kept_rank0_ended(const struct attempt *a);
 /* The stop cause of an attempt loaded from the store, from what is stored
  * of it: `ending`, and the extra's "preempted" (with preempted_for: the
  * scheduler's job, or 0 for a requeue) and "command_ended". A cause kept

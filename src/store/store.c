@@ -491,13 +491,11 @@ static char *attempt_extra_text(const struct attempt *a)
 	buf_printf(&b,
 	           "{\"preempted\":%s,\"borrowed\":%s,\"preempted_for\":%lld,"
 	           "\"checkpoint_ms\":%lld",
-	           a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED ? "true"
-	                                                                                 : "false",
-	           a->borrowed ? "true" : "false", (long long)a->preempted_for,
-	           (long long)a->checkpoint_ms);
+	           attempt_kept_preempted(a) ? "true" : "false", a->borrowed ? "true" : "false",
+	           (long long)a->preempted_for, (long long)a->checkpoint_ms);
 	if (a->head_port) /* jobs with a head only */
 		buf_printf(&b, ",\"head_port\":%d", a->head_port);
-	if (a->stop == ATTEMPT_STOP_RANK0_ENDED)
+	if (attempt_kept_rank0_ended(a))
 		buf_adds(&b, ",\"command_ended\":true");
 	if (a->exec_token[0]) { /* MPI jobs only */
 		buf_adds(&b, ",\"exec_token\":");
