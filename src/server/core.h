@@ -14,14 +14,16 @@
  *                    (the join token's life, agent URLs against their
  *                    address)
  *   1  transition.c  the transitions: the only writers of a job's,
- *                    attempt's, rank's or node's state (store/machine.h)
+ *                    attempt's, rank's or node's state, of an attempt's
+ *                    stop cause and of a job's cancel request
+ *                    (store/machine.h)
  *   2  ranks.c       attempts and ranks: reports, stops, desired sets;
  *                    how a gang ends: when one rank fails, and in a job
  *                    with a head (head and workers, docs/cli.md) or an
  *                    MPI job (mpirun on rank 0) when rank 0 ends by
  *                    itself: its status is the job's, and the other
- *                    ranks are stopped without counting
- *                    (attempt->command_ended)
+ *                    ranks are stopped without counting (the
+ *                    attempt's stop cause rank0_ended)
  *   3  jobs.c        submission and cancellation; nodes.c: facts, admin
  *                    states, health, liveness, registration
  *   4  schedule.c    the scheduler glue (glue.h)
@@ -163,7 +165,8 @@ void state_head_addr(const struct attempt *a, char *out, size_t n);
  * the times that belong to it, marks the record dirty and records the event
  * the table names, with the formatted text as its message (a move whose row
  * names no event records none). An illegal move changes nothing: it is
- * logged as an error and ERR_STATE is returned. */
+ * logged as an error, counted (stats.refused_moves) and ERR_CONFLICT is
+ * returned. */
 
 /* Job times: placed clears the estimate; running sets start_ms from its
  * attempt; requeued (pending) clears start, exit status and end; a final
@@ -178,6 +181,16 @@ int attempt_to(struct state *st, struct attempt *a, enum job_state to);
  * own: no error) starts its attempt's clock if it is the first; a final
  * rank frees its GPUs. */
 int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state to);
+/* Why a is being stopped (set once, from none): marks its job dirty and
+ * asks every rank of a that still runs to stop (its nodes' desired sets
+ * lose it; each rank's end is then reported by its agent). The cause
+ * decides the attempt's outcome (store/machine.h); the event its row
+ * names is recorded for its job, on node_id (0: none). */
+int attempt_stop_to(struct state *st, struct attempt *a, enum attempt_stop to, int64_t node_id,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A job's cancel request (none -> requested); stored with the job. */
+int job_cancel_to(struct state *st, struct job *j, enum job_cancel to, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 /* Whether the node's agent answers: ready <-> lost. */
 int node_to(struct state *st, struct node *n, enum node_state to, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));

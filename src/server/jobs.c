@@ -400,9 +400,9 @@ int state_cancel(struct state *st, struct job *j)
 {
 	if (job_state_final(j->state) || j->cancel_requested)
 		return 0;
-	j->cancel_requested = 1;
-	state_mark_job(st, j);
-	state_event(st, "job.cancel", j->id, 0, "cancel requested");
+	int rc = job_cancel_to(st, j, JOB_CANCEL_REQUESTED, "cancel requested");
+	if (rc)
+		return rc;
 	if (j->state == JOB_PENDING) {
 		state_pending_remove(st, j);
 		text_printf(j->reason, sizeof(j->reason), "cancelled before it started");
@@ -410,7 +410,12 @@ int state_cancel(struct state *st, struct job *j)
 		              (long long)j->id);
 	}
 	text_printf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
-	state_attempt_stop(st, j->attempts[j->nattempts - 1]);
+	/* An attempt another cause stops already keeps it; the request decides
+	 * its outcome all the same (store/machine.h). */
+	struct attempt *a = j->attempts[j->nattempts - 1];
+	if (!attempt_ending(a))
+		attempt_stop_to(st, a, ATTEMPT_STOP_CANCELLED, 0, "job %lld cancelled",
+		                (long long)j->id);
 	return 0;
 }
 

@@ -132,7 +132,7 @@ static int requeue_on(struct state *st, struct node *n, uint64_t mask, const cha
 		for (int i = st->core->nactive - 1; i >= 0; i--) {
 			struct attempt *a = st->core->active[i];
 			const struct job *j = state_job(st, a->job_id);
-			if (a->ending || !j || (j->checkpointing != 0) != (pass == 0) ||
+			if (attempt_ending(a) || !j || (j->checkpointing != 0) != (pass == 0) ||
 			    !uses(a, n, mask))
 				continue;
 			state_attempt_requeue(st, a, why);
@@ -213,17 +213,14 @@ static void fail_on(struct state *st, struct node *n, int index, const char *why
 	for (int i = st->core->nactive - 1; i >= 0; i--) {
 		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
-		if (a->ending || !j || !uses(a, n, 1ull << index))
+		if (attempt_ending(a) || !j || !uses(a, n, 1ull << index))
 			continue;
 		if (!j->has_exit) {
 			j->has_exit = 1;
 			j->exit_code = 1;
 			text_printf(j->reason, sizeof(j->reason), "%s", why);
 		}
-		a->fault = 1;
-		state_mark_job(st, j);
-		state_event(st, "job.gpu_fault", j->id, n->id, "%s", why);
-		state_attempt_stop(st, a);
+		attempt_stop_to(st, a, ATTEMPT_STOP_GPU_FAULT, n->id, "%s", why);
 	}
 }
 

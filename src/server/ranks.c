@@ -17,21 +17,11 @@
 #include "proto/wire.h"
 #include "server/records.h"
 
-/* Asks every rank of a that still runs to stop (its nodes' desired sets
- * lose it); each rank's end is then reported by its agent. */
-void state_attempt_stop(struct state *st, struct attempt *a)
+/* Whether a's stop cause decides `what`, a MACHINE_* outcome flag: the
+ * table beside store/machine.h's "attempt stop" moves says what each does. */
+static int decides(const struct attempt *a, int what)
 {
-	if (a->ending)
-		return;
-	a->ending = 1;
-	for (int r = 0; r < a->nranks; r++) {
-		struct rank *k = &a->ranks[r];
-		if (rank_state_final(k->state))
-			continue;
-		struct node *n = state_node(st, k->node_id);
-		state_bump(st, n);
-		k->stop_gen = n ? n->generation : 0;
-	}
+	return machine_decides(MACHINE_ATTEMPT_STOP, (int)a->stop, what);
 }
 
 /* Whether rank 0 runs the job's command and the other ranks serve it: a
@@ -47,7 +37,7 @@ static int rank0_leads(const struct job *j)
  * were stopped because of it). */
 static int counts(const struct attempt *a, int r)
 {
-	return !a->command_ended || r == 0;
+	return !decides(a, MACHINE_RANK0_ONLY) || r == 0;
 }
 
 /* The job's exit status from its ranks, unless a failing rank set it. */
@@ -77,11 +67,12 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		failed |= k->state == RANK_FAILED_START ||
 		          (k->state == RANK_EXITED && (k->exit_code || k->signal));
 	}
-	enum job_state s = j->cancel_requested ? JOB_CANCELLED
-	                   : a->preempted      ? JOB_PREEMPTED
-	                   : lost              ? JOB_LOST
-	                   : failed            ? JOB_FAILED
-	                                       : JOB_SUCCEEDED;
+	/* The cancel request decides over every cause, then the cause. */
+	enum job_state s = j->cancel_requested            ? JOB_CANCELLED
+	                   : decides(a, MACHINE_REQUEUES) ? JOB_PREEMPTED
+	                   : lost                         ? JOB_LOST
+	                   : failed                       ? JOB_FAILED
+	                                                  : JOB_SUCCEEDED;
 	if (attempt_to(st, a, s))
 		return;
 	if (s == JOB_PREEMPTED) { /* back in the queue; a new attempt later */
@@ -94,19 +85,20 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		return;
 	}
 	job_exit(j, a);
-	if (s == JOB_SUCCEEDED && a->command_ended && j->mpi)
+	int rank0 = a->stop == ATTEMPT_STOP_RANK0_ENDED;
+	if (s == JOB_SUCCEEDED && rank0 && j->mpi)
 		text_printf(j->reason, sizeof(j->reason),
 		            "mpirun exited 0 on rank 0; the other ranks were stopped");
-	else if (s == JOB_SUCCEEDED && a->command_ended)
+	else if (s == JOB_SUCCEEDED && rank0)
 		text_printf(j->reason, sizeof(j->reason),
 		            "the command exited 0 on rank 0; the head and workers were stopped");
 	else if (s == JOB_SUCCEEDED)
 		text_printf(j->reason, sizeof(j->reason), "all %d rank(s) exited 0", a->nranks);
 	else if (s == JOB_CANCELLED)
 		text_printf(j->reason, sizeof(j->reason), "cancelled by request");
-	else if (a->timed_out)
+	else if (a->stop == ATTEMPT_STOP_TIME_LIMIT)
 		text_printf(j->reason, sizeof(j->reason), "stopped at its time limit");
-	else if (a->idled_out) /* its cause, set when it was stopped */
+	else if (a->stop == ATTEMPT_STOP_IDLE) /* its cause, set when it was stopped */
 		text_printf(j->reason, sizeof(j->reason), "stopped: %s", a->end_reason);
 	/* The job's reason is final now; the attempt keeps it as its own. */
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", j->reason);
@@ -158,42 +150,43 @@ static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum r
 		return;
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
 	int ends = bad;
+	enum attempt_stop why = ATTEMPT_STOP_RANK_FAILED;
 	/* In a job with a head, rank 0 runs the job's command; in an MPI job,
 	 * mpirun. When rank 0 ends by itself (not stopped), the job ends with
 	 * its status, and the other ranks (the workers, or the placeholders
 	 * mpirun's daemons ran in) are stopped; their ends, SIGTERM's 143
 	 * included, no longer count. Another rank that fails first still fails
 	 * the gang, as any rank does. */
-	if (rank0_leads(j) && k->rank == 0 && to == RANK_EXITED && !a->ending) {
-		a->command_ended = 1;
-		state_mark_job(st, j);
+	if (rank0_leads(j) && k->rank == 0 && to == RANK_EXITED && !attempt_ending(a)) {
+		why = ATTEMPT_STOP_RANK0_ENDED;
 		ends = 1;
 	} else if (!counts(a, k->rank)) {
 		bad = ends = 0;
 	}
-	if (bad && !j->has_exit && !j->cancel_requested && !a->preempted && !a->timed_out &&
-	    !a->idled_out)
+	/* A cancel, a preemption or requeue, a time limit or an idle timeout
+	 * keeps its own account of the end: the failing rank's is not the job's. */
+	if (bad && !j->has_exit && !j->cancel_requested && decides(a, MACHINE_RANK_STATUS))
 		first_failure(st, j, k);
 	/* A gang lives and dies as one: when one rank fails, every other rank
-	 * is stopped and the attempt fails as a whole. */
-	if (ends)
-		state_attempt_stop(st, a);
+	 * is stopped and the attempt fails as a whole (unless another cause
+	 * stops it already). */
+	if (ends && !attempt_ending(a))
+		attempt_stop_to(st, a, why, 0, "rank %d ended", k->rank);
 	finish_attempt(st, j, a);
 }
 
 void state_attempt_requeue(struct state *st, struct attempt *a, const char *why)
 {
-	if (a->ending)
+	if (attempt_ending(a))
 		return;
-	a->preempted = 1; /* ends as preempted: the job goes back to its queue */
-	a->preempted_for = 0;
+	a->preempted_for = 0; /* ends as preempted: the job goes back to its queue */
 	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why);
 	struct job *j = state_job(st, a->job_id);
 	if (j) {
 		text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", why);
 		state_mark_job(st, j);
 	}
-	state_attempt_stop(st, a);
+	attempt_stop_to(st, a, ATTEMPT_STOP_REQUEUED, 0, "requeued: %s", why);
 }
 
 /* ---- agent reports ---- */
@@ -206,7 +199,7 @@ static void rank_running(struct state *st, struct job *j, struct attempt *a, str
 	for (int i = 0; i < a->nranks; i++)
 		if (a->ranks[i].state == RANK_ASSIGNED)
 			return;
-	if (a->state != JOB_SCHEDULED || a->ending || attempt_to(st, a, JOB_RUNNING))
+	if (a->state != JOB_SCHEDULED || attempt_ending(a) || attempt_to(st, a, JOB_RUNNING))
 		return;
 	text_printf(j->reason, sizeof(j->reason), "running");
 	job_to(st, j, JOB_RUNNING, "attempt %lld: all %d rank(s) running", (long long)a->id,
@@ -283,7 +276,7 @@ static void reap_unreported(struct state *st, struct node *n, const json_t *rank
 	 * slot, and that one has been visited already. */
 	for (int i = st->core->nactive - 1; i >= 0; i--) {
 		struct attempt *a = st->core->active[i];
-		if (!a->ending)
+		if (!attempt_ending(a))
 			continue;
 		for (int r = 0; r < a->nranks && !job_state_final(a->state); r++) {
 			struct rank *k = &a->ranks[r];
@@ -458,7 +451,7 @@ static void each_desired(struct state *st, struct node *n,
 {
 	for (int i = 0; i < st->core->nactive; i++) {
 		struct attempt *a = st->core->active[i];
-		if (a->ending)
+		if (attempt_ending(a))
 			continue;
 		const struct job *j = state_job(st, a->job_id);
 		for (int r = 0; r < a->nranks; r++) {
@@ -666,20 +659,17 @@ void ranks_check_time_limits(struct state *st)
 		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		int64_t limit = limit_of(st, j);
-		if (a->ending || a->start_ms <= 0 || limit <= 0)
+		if (attempt_ending(a) || a->start_ms <= 0 || limit <= 0)
 			continue;
 		if (now - a->start_ms < limit) {
 			warn_time_limit(st, j, a, limit, now);
 			continue;
 		}
-		a->timed_out = 1;
 		text_printf(j->reason, sizeof(j->reason),
 		            "reached its time limit of %lld s; stopping",
 		            (long long)(limit / 1000));
-		state_mark_job(st, j);
-		state_event(st, "job.timeout", j->id, 0, "time limit %lld ms reached",
-		            (long long)limit);
-		state_attempt_stop(st, a);
+		attempt_stop_to(st, a, ATTEMPT_STOP_TIME_LIMIT, 0, "time limit %lld ms reached",
+		                (long long)limit);
 	}
 }
 
@@ -722,15 +712,11 @@ static void check_idle(struct state *st, struct job *j, struct attempt *a, int64
 		a->idle_warned = 1;
 		return;
 	}
-	a->idled_out = 1;
 	text_printf(a->end_reason, sizeof(a->end_reason),
 	            "its GPUs were idle for %s (queue %s's idle_timeout)", span, j->queue);
 	text_printf(j->reason, sizeof(j->reason), "%s; stopping", a->end_reason);
-	state_mark_job(st, j);
-	state_event(st, "job.idle_timeout", j->id, 0,
-	            "GPUs idle for %lld ms (idle_timeout %lld ms)", (long long)idle,
-	            (long long)timeout);
-	state_attempt_stop(st, a);
+	attempt_stop_to(st, a, ATTEMPT_STOP_IDLE, 0, "GPUs idle for %lld ms (idle_timeout %lld ms)",
+	                (long long)idle, (long long)timeout);
 }
 
 /* Stops running sessions whose GPUs have been idle past their queue's
@@ -743,7 +729,7 @@ void ranks_check_idle(struct state *st)
 		struct attempt *a = st->core->active[i];
 		struct job *j = state_job(st, a->job_id);
 		const struct queue *q = j && j->session ? state_queue(st, j->queue) : NULL;
-		if (!q || q->idle_timeout_ms <= 0 || a->ending || a->state != JOB_RUNNING)
+		if (!q || q->idle_timeout_ms <= 0 || attempt_ending(a) || a->state != JOB_RUNNING)
 			continue;
 		check_idle(st, j, a, q->idle_timeout_ms, now_mono, now_wall);
 	}

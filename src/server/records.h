@@ -11,9 +11,6 @@
 
 /* ---- layer 2: ranks.c ---- */
 
-/* Stops every rank of a that still runs (its nodes' desired sets lose
- * them); each rank's end is then reported by its agent. */
-void state_attempt_stop(struct state *st, struct attempt *a);
 /* Stops a so that its job goes back to its queue (drain, bad GPU); why is
  * the attempt's end reason. */
 void state_attempt_requeue(struct state *st, struct attempt *a, const char *why);

@@ -324,8 +324,11 @@ static int fill_running(struct state *st, struct scratch *x)
 		r->checkpointing = j->checkpointing;
 		r->last_checkpoint_ms = a->checkpoint_ms;
 		r->borrowed = a->borrowed;
-		r->stopping = a->ending;
-		r->stopping_for = a->preempted ? a->preempted_for : 0;
+		r->stopping = attempt_ending(a);
+		r->stopping_for =
+		        machine_decides(MACHINE_ATTEMPT_STOP, (int)a->stop, MACHINE_REQUEUES)
+		                ? a->preempted_for
+		                : 0;
 		r->ranks = &x->holds[h];
 		for (int k = 0; k < a->nranks; k++) {
 			if (rank_state_final(a->ranks[k].state))
@@ -489,10 +492,9 @@ static void apply_placement(struct state *st, const struct sched_placement *p)
 static void apply_preemption(struct state *st, const struct sched_preemption *pr)
 {
 	struct attempt *a = state_attempt(st, pr->attempt_id);
-	if (!a || job_state_final(a->state) || a->ending)
+	if (!a || job_state_final(a->state) || attempt_ending(a))
 		return;
 	struct job *j = state_job(st, a->job_id);
-	a->preempted = 1;
 	a->preempted_for = pr->for_job_id;
 	struct job *for_job = state_job(st, pr->for_job_id);
 	if (for_job) /* what its victims free is held for it (sched.h) */
@@ -507,10 +509,8 @@ static void apply_preemption(struct state *st, const struct sched_preemption *pr
 		text_printf(a->end_reason, sizeof(a->end_reason),
 		            "preempted for job %lld (higher priority)", (long long)pr->for_job_id);
 	text_printf(j->reason, sizeof(j->reason), "%s; will be requeued", a->end_reason);
-	state_mark_job(st, j);
-	state_event(st, "job.preempted", j->id, 0, "attempt %lld %s", (long long)a->id,
-	            a->end_reason);
-	state_attempt_stop(st, a);
+	attempt_stop_to(st, a, ATTEMPT_STOP_PREEMPTED, 0, "attempt %lld %s", (long long)a->id,
+	                a->end_reason);
 }
 
 /* Teams in a wait's words: the scheduler knows interned ids. */

@@ -11,6 +11,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
+#include "store/machine.h"
 
 void state_lock(struct state *st)
 {
@@ -625,13 +626,13 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	json_t *o =
 	        json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
 	                  "number", a->number, "state", job_state_name(a->state), "ending",
-	                  a->ending, "master_addr", a->master_addr, "master_port", a->master_port,
-	                  "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
-	                  opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
+	                  attempt_ending(a), "master_addr", a->master_addr, "master_port",
+	                  a->master_port, "start_time_ms", opt_int(a->start_ms > 0, a->start_ms),
+	                  "end_time_ms", opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
 	json_object_set_new(o, "borrowed", json_boolean(a->borrowed));
 	json_object_set_new(o, "checkpoint_time_ms",
 	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
-	if (a->preempted)
+	if (machine_decides(MACHINE_ATTEMPT_STOP, (int)a->stop, MACHINE_REQUEUES))
 		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
 	if (a->head_port) {
 		char addr[96];

@@ -1,5 +1,6 @@
 /* transition.c - the only writers of a job's, attempt's, rank's and node's
- * state (core.h). Each move is checked against store/machine.h's table. */
+ * state, of an attempt's stop cause and of a job's cancel request
+ * (core.h). Each move is checked against store/machine.h's table. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,49 @@ int attempt_to(struct state *st, struct attempt *a, enum job_state to)
 	}
 	if (j)
 		state_mark_job(st, j);
+	return 0;
+}
+
+int attempt_stop_to(struct state *st, struct attempt *a, enum attempt_stop to, int64_t node_id,
+                    const char *fmt, ...)
+{
+	const struct machine_move *m =
+	        allowed(st, MACHINE_ATTEMPT_STOP, a->id, (int)a->stop, (int)to);
+	if (!m)
+		return ERR_CONFLICT;
+	a->stop = to;
+	struct job *j = state_job(st, a->job_id);
+	if (j)
+		state_mark_job(st, j);
+	va_list ap;
+	va_start(ap, fmt);
+	record(st, m, a->job_id, node_id, fmt, ap);
+	va_end(ap);
+	/* Its nodes' desired sets lose its ranks; each rank's end is then
+	 * reported by its agent (or it never started: ranks.c reaps it). */
+	for (int r = 0; r < a->nranks; r++) {
+		struct rank *k = &a->ranks[r];
+		if (rank_state_final(k->state))
+			continue;
+		struct node *n = state_node(st, k->node_id);
+		state_bump(st, n);
+		k->stop_gen = n ? n->generation : 0;
+	}
+	return 0;
+}
+
+int job_cancel_to(struct state *st, struct job *j, enum job_cancel to, const char *fmt, ...)
+{
+	const struct machine_move *m =
+	        allowed(st, MACHINE_JOB_CANCEL, j->id, (int)j->cancel_requested, (int)to);
+	if (!m)
+		return ERR_CONFLICT;
+	j->cancel_requested = to;
+	state_mark_job(st, j);
+	va_list ap;
+	va_start(ap, fmt);
+	record(st, m, j->id, 0, fmt, ap);
+	va_end(ap);
 	return 0;
 }
 

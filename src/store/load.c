@@ -139,7 +139,6 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	a->number = sqlite3_column_int(s, 2);
 	if (job_state_parse((const char *)sqlite3_column_text(s, 3), &a->state))
 		a->state = JOB_LOST;
-	a->ending = sqlite3_column_int(s, 4);
 	snprintf(a->master_addr, sizeof(a->master_addr), "%s", sqlite3_column_text(s, 5));
 	a->master_port = sqlite3_column_int(s, 6);
 	a->start_ms = sqlite3_column_int64(s, 7);
@@ -148,12 +147,12 @@ static struct attempt *attempt_row(sqlite3_stmt *s)
 	ranks_from_json(a, ranks);
 	json_decref(ranks);
 	json_t *extra = col_json(s, 10);
-	a->preempted = jv_bool(extra, "preempted", 0);
 	a->borrowed = jv_bool(extra, "borrowed", 0);
 	a->preempted_for = jv_int(extra, "preempted_for", 0);
 	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
 	a->head_port = (int)jv_int(extra, "head_port", 0);
-	a->command_ended = jv_bool(extra, "command_ended", 0);
+	a->stop = attempt_stop_loaded(sqlite3_column_int(s, 4), jv_bool(extra, "preempted", 0),
+	                              a->preempted_for, jv_bool(extra, "command_ended", 0));
 	snprintf(a->exec_token, sizeof(a->exec_token), "%s", jv_str(extra, "exec_token", ""));
 	json_decref(extra);
 	const unsigned char *why = sqlite3_column_text(s, 11);

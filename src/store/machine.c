@@ -112,6 +112,93 @@ static const char *agent_rank_name(int s)
 	return s >= 0 && s < AGENT_RANK_NSTATES ? names[s] : "?";
 }
 
+/* Each cause is set once, from none, by the server's attempt_stop_to; no
+ * cause gives way to another (each is set only while the attempt is not
+ * stopping). A cancel that comes while one is under way is the job's
+ * cancel request, which decides over it (job_cancel_moves). Events: the
+ * causes the job's own events would not explain. */
+static const struct machine_move stop_moves[] = {
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_RANK_FAILED, NULL,
+         "a rank failed or was lost: the gang stops as one"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_CANCELLED, NULL,
+         "its job's cancel request (which records job.cancel)"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_PREEMPTED, "job.preempted",
+         "the scheduler preempts it for a job of higher priority, or reclaims borrowed quota"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_REQUEUED, NULL,
+         "its node drains, or one of its GPUs is quarantined (node.state, gpu.fault tell)"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_TIME_LIMIT, "job.timeout",
+         "it has run for its time limit"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_IDLE, "job.idle_timeout",
+         "a session's GPUs were idle for its queue's idle_timeout"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_GPU_FAULT, "job.gpu_fault",
+         "an application error on one of its GPUs (an XID that ends the job, not the GPU)"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_RANK0_ENDED, NULL,
+         "rank 0 of a job with a head or of an MPI job ended by itself"},
+        END,
+};
+
+static const struct machine_move job_cancel_moves[] = {
+        {JOB_CANCEL_NONE, JOB_CANCEL_REQUESTED, "job.cancel",
+         "a user cancels it before it has ended; a placed job's attempt is stopped unless "
+         "another cause stops it already"},
+        END,
+};
+
+/* What each cause decides once the attempt's last rank has ended
+ * (server/ranks.c finish_attempt); a cancel request decides over all. */
+static const struct machine_outcome stop_outcomes[ATTEMPT_STOP_NSTATES] = {
+        {ATTEMPT_STOP_NONE, MACHINE_RANK_STATUS,
+         "succeeded once every rank has exited 0: exit status 0, reason \"all N rank(s) exited "
+         "0\""},
+        {ATTEMPT_STOP_RANK_FAILED, MACHINE_RANK_STATUS,
+         "failed, or lost if a rank was lost with its node: exit status and reason of the first "
+         "rank to fail (a cause kept in memory only is this one after a restart)"},
+        {ATTEMPT_STOP_CANCELLED, 0,
+         "cancelled (its job's cancel request decides): exit status from its ranks (143 after "
+         "SIGTERM), reason \"cancelled by request\""},
+        {ATTEMPT_STOP_PREEMPTED, MACHINE_REQUEUES,
+         "preempted: its job is pending again (job.requeued), reason \"requeued: preempted for "
+         "job N (higher priority)\" or the reclaim's"},
+        {ATTEMPT_STOP_REQUEUED, MACHINE_REQUEUES,
+         "preempted: its job is pending again (job.requeued), reason \"requeued: node N "
+         "draining: ...\" or the quarantined GPU's"},
+        {ATTEMPT_STOP_TIME_LIMIT, 0,
+         "failed (lost if a rank was lost; succeeded, as for none, if every rank exits 0): exit "
+         "status from its ranks (143 after SIGTERM), reason \"stopped at its time limit\""},
+        {ATTEMPT_STOP_IDLE, 0,
+         "failed (as for time_limit): exit status from its ranks, reason \"stopped: its GPUs "
+         "were idle for ...\""},
+        {ATTEMPT_STOP_GPU_FAULT, MACHINE_RANK_STATUS,
+         "failed (as its ranks end): exit status 1 and the fault as reason, set when it was "
+         "stopped"},
+        {ATTEMPT_STOP_RANK0_ENDED, MACHINE_RANK_STATUS | MACHINE_RANK0_ONLY,
+         "rank 0's: succeeded if it exited 0 (reason \"the command exited 0 on rank 0; ...\", "
+         "or mpirun's), else failed with its status; the stopped ranks' ends do not count"},
+};
+
+static const struct machine_outcome cancel_outcomes[JOB_CANCEL_NSTATES] = {
+        {JOB_CANCEL_NONE, 0, "its attempt's stop cause decides"},
+        {JOB_CANCEL_REQUESTED, 0,
+         "a pending job ends cancelled at once; a placed one's attempt ends cancelled once "
+         "every rank has stopped, whatever its stop cause: exit status from its ranks, reason "
+         "\"cancelled by request\""},
+};
+
+static const char *const stop_names[ATTEMPT_STOP_NSTATES] = {
+        "none",       "rank_failed",  "cancelled", "preempted",  "requeued",
+        "time_limit", "idle_timeout", "gpu_fault", "rank0_ended"};
+static const char *const cancel_names[JOB_CANCEL_NSTATES] = {"none", "requested"};
+
+static const char *stop_name(int s)
+{
+	return s >= 0 && s < ATTEMPT_STOP_NSTATES ? stop_names[s] : "?";
+}
+
+static const char *cancel_name(int s)
+{
+	return s >= 0 && s < JOB_CANCEL_NSTATES ? cancel_names[s] : "?";
+}
+
 static const char *job_name(int s)
 {
 	return job_state_name((enum job_state)s);
@@ -134,14 +221,19 @@ static const struct kind {
 	const struct machine_move *moves;
 	int nstates, initial, also_initial;
 	const char *(*state_name)(int s);
+	const struct machine_outcome *outcomes; /* [nstates], or NULL */
 } kinds[MACHINE_NKINDS] = {
-        {"job", job_moves, JOB_NSTATES, JOB_PENDING, -1, job_name},
-        {"attempt", attempt_moves, JOB_NSTATES, JOB_SCHEDULED, -1, job_name},
-        {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, -1, rank_name},
-        {"node", node_moves, NODE_NSTATES, NODE_READY, -1, node_name},
-        {"node admin", admin_moves, NODE_NSTATES, NODE_READY, NODE_AWAITING, node_name},
+        {"job", job_moves, JOB_NSTATES, JOB_PENDING, -1, job_name, NULL},
+        {"attempt", attempt_moves, JOB_NSTATES, JOB_SCHEDULED, -1, job_name, NULL},
+        {"rank", rank_moves, RANK_NSTATES, RANK_ASSIGNED, -1, rank_name, NULL},
+        {"node", node_moves, NODE_NSTATES, NODE_READY, -1, node_name, NULL},
+        {"node admin", admin_moves, NODE_NSTATES, NODE_READY, NODE_AWAITING, node_name, NULL},
+        {"attempt stop", stop_moves, ATTEMPT_STOP_NSTATES, ATTEMPT_STOP_NONE, -1, stop_name,
+         stop_outcomes},
+        {"job cancel", job_cancel_moves, JOB_CANCEL_NSTATES, JOB_CANCEL_NONE, -1, cancel_name,
+         cancel_outcomes},
         {"agent rank", agent_rank_moves, AGENT_RANK_NSTATES, AGENT_RANK_RUNNING, -1,
-         agent_rank_name},
+         agent_rank_name, NULL},
 };
 
 static const struct kind *kind_of(enum machine_kind k)
@@ -186,6 +278,20 @@ int machine_initial(enum machine_kind k)
 int machine_also_initial(enum machine_kind k)
 {
 	return kind_of(k) ? kind_of(k)->also_initial : -1;
+}
+
+const struct machine_outcome *machine_outcome(enum machine_kind k, int s)
+{
+	const struct kind *x = kind_of(k);
+	if (!x || !x->outcomes || s < 0 || s >= x->nstates)
+		return NULL;
+	return &x->outcomes[s];
+}
+
+int machine_decides(enum machine_kind k, int s, int what)
+{
+	const struct machine_outcome *o = machine_outcome(k, s);
+	return o && (o->decides & what) != 0;
 }
 
 int machine_final(enum machine_kind k, int s)
@@ -235,5 +341,9 @@ size_t machine_markdown(enum machine_kind k, char *out, size_t len)
 	for (const struct machine_move *m = machine_moves(k); m && m->why; m++)
 		EMIT("| %s | %s | %s | %s |\n", machine_state_name(k, m->from),
 		     machine_state_name(k, m->to), m->event ? m->event : "-", m->why);
+	if (machine_outcome(k, 0))
+		EMIT("\n| state | outcome |\n|---|---|\n");
+	for (int s = 0; machine_outcome(k, 0) && s < machine_nstates(k); s++)
+		EMIT("| %s | %s |\n", machine_state_name(k, s), machine_outcome(k, s)->what);
 	return n < len ? n : len - 1;
 }

@@ -101,6 +101,31 @@ int node_fault_scope_parse(const char *s, enum node_fault_scope *out)
 	return rc;
 }
 
+int attempt_ending(const struct attempt *a)
+{
+	return a->stop != ATTEMPT_STOP_NONE;
+}
+
+int attempt_kept_preempted(const struct attempt *a)
+{
+	return a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED;
+}
+
+int attempt_kept_rank0_ended(const struct attempt *a)
+{
+	return a->stop == ATTEMPT_STOP_RANK0_ENDED;
+}
+
+enum attempt_stop attempt_stop_loaded(int ending, int preempted, int64_t preempted_for,
+                                      int command_ended)
+{
+	if (!ending)
+		return ATTEMPT_STOP_NONE;
+	if (preempted)
+		return preempted_for ? ATTEMPT_STOP_PREEMPTED : ATTEMPT_STOP_REQUEUED;
+	return command_ended ? ATTEMPT_STOP_RANK0_ENDED : ATTEMPT_STOP_RANK_FAILED;
+}
+
 void attempt_free(struct attempt *a)
 {
 	if (!a)

@@ -106,17 +106,38 @@ struct rank {
 	int64_t gpu_idle_ms, gpu_idle_at;
 };
 
+/* Why an attempt is being stopped: the causes of store/machine.h's
+ * "attempt stop" table, which also says what each decides (the attempt's
+ * final state, whether its job is requeued, its exit status and reason).
+ * Each is set at most once, from none. */
+enum attempt_stop {
+	ATTEMPT_STOP_NONE,        /* it runs undisturbed */
+	ATTEMPT_STOP_RANK_FAILED, /* a rank failed or was lost: the gang stops as one */
+	ATTEMPT_STOP_CANCELLED,   /* in memory: its job's cancel request */
+	ATTEMPT_STOP_PREEMPTED,   /* the scheduler, for job preempted_for */
+	ATTEMPT_STOP_REQUEUED,    /* a drain or a quarantined GPU (preempted_for 0) */
+	ATTEMPT_STOP_TIME_LIMIT,  /* in memory: it ran past its time limit */
+	ATTEMPT_STOP_IDLE,        /* in memory: a session idle past its queue's idle_timeout */
+	ATTEMPT_STOP_GPU_FAULT,   /* in memory: an application error on one of its GPUs */
+	ATTEMPT_STOP_RANK0_ENDED, /* rank 0 of a job with a head or an MPI job ended by itself */
+	ATTEMPT_STOP_NSTATES
+};
+
+/* A job's cancel request (store/machine.h's "job cancel" table): stored. */
+enum job_cancel { JOB_CANCEL_NONE, JOB_CANCEL_REQUESTED, JOB_CANCEL_NSTATES };
+
 struct attempt {
 	int64_t id;
 	int64_t job_id;
 	int number;
-	enum job_state state;  /* scheduled, running, or a final state */
-	int ending;            /* stop every rank that still runs */
-	int preempted;         /* ending because the scheduler preempted it */
+	enum job_state state; /* scheduled, running, or a final state */
+	/* Why every rank that still runs is being stopped (none: it is not);
+	 * set once, only by attempt_stop_to (server/transition.c). Stored as
+	 * the `ending` column and, for the causes that are kept, the extra's
+	 * "preempted" and "command_ended"; the others are in memory. */
+	enum attempt_stop stop;
 	int borrowed;          /* admitted on another team's idle quota */
 	int64_t preempted_for; /* the job it made room for */
-	int timed_out;         /* in memory: stopped at its time limit */
-	int idled_out;         /* in memory: a session stopped by its queue's idle_timeout */
 	/* In memory, a session (server/ranks.c): the notice its ranks' desired
 	 * entries carry for their terminals ("this session ends in 60 s: ..."),
 	 * numbered by the wall-clock ms it was made at (0: none yet), and which
@@ -126,7 +147,6 @@ struct attempt {
 	char notice[256];
 	int limit_warned;
 	int idle_warned;
-	int fault;             /* in memory: failed by a GPU fault (server/nodes.c) */
 	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
 	/* Why it ended, or why it is being stopped to be requeued ("preempted
 	 * for job 7 (higher priority)", "GPU 1 of node node-2 quarantined: ...");
@@ -136,10 +156,6 @@ struct attempt {
 	char master_addr[64];
 	int master_port;
 	int head_port; /* a job with a head: the head's port on master_addr; else 0 */
-	/* A job with a head or an MPI job: rank 0 ended by itself (its command,
-	 * its head or worker, or mpirun ended first), so the attempt's outcome
-	 * is rank 0's and the other ranks are being stopped (server/ranks.c). */
-	int command_ended;
 	/* An MPI job: the secret its ranks hold (ANVIL_EXEC_TOKEN) that lets
 	 * them exec into the ranks of this attempt, and nothing else
 	 * (docs/cli.md, "MPI"); 64 hex digits, "" for other jobs. Never shown. */
@@ -197,7 +213,7 @@ struct job {
 	int64_t end_ms;
 	int has_exit;
 	int exit_code;
-	int cancel_requested;
+	enum job_cancel cancel_requested; /* set only by job_cancel_to (server/transition.c) */
 	char reason[256];
 	int nattempts;
 	struct attempt **attempts; /* the last one is current */
@@ -312,6 +328,22 @@ int node_takes_work(const struct node *n);
 const char *node_fault_scope_name(enum node_fault_scope s);
 int node_fault_scope_parse(const char *s, enum node_fault_scope *out);
 int node_state_parse(const char *s, enum node_state *out);
+
+/* What the store keeps of a's stop cause. attempt_ending: whether a is
+ * being stopped, or was before it ended (a->stop is not none), the
+ * `ending` column; attempt_kept_preempted: preempted or requeued, the
+ * extra's "preempted"; attempt_kept_rank0_ended: the extra's
+ * "command_ended". */
+int attempt_ending(const struct attempt *a);
+int attempt_kept_preempted(const struct attempt *a);
+int attempt_kept_rank0_ended(const struct attempt *a);
+/* The stop cause of an attempt loaded from the store, from what is stored
+ * of it: `ending`, and the extra's "preempted" (with preempted_for: the
+ * scheduler's job, or 0 for a requeue) and "command_ended". A cause kept
+ * in memory only (cancelled, time limit, idle timeout, GPU fault) loads as
+ * rank_failed: its outcome is then its ranks' (store/machine.h). */
+enum attempt_stop attempt_stop_loaded(int ending, int preempted, int64_t preempted_for,
+                                      int command_ended);
 
 void job_free(struct job *j);
 void attempt_free(struct attempt *a);

@@ -491,11 +491,11 @@ static char *attempt_extra_text(const struct attempt *a)
 	buf_printf(&b,
 	           "{\"preempted\":%s,\"borrowed\":%s,\"preempted_for\":%lld,"
 	           "\"checkpoint_ms\":%lld",
-	           a->preempted ? "true" : "false", a->borrowed ? "true" : "false",
+	           attempt_kept_preempted(a) ? "true" : "false", a->borrowed ? "true" : "false",
 	           (long long)a->preempted_for, (long long)a->checkpoint_ms);
 	if (a->head_port) /* jobs with a head only */
 		buf_printf(&b, ",\"head_port\":%d", a->head_port);
-	if (a->command_ended)
+	if (attempt_kept_rank0_ended(a))
 		buf_adds(&b, ",\"command_ended\":true");
 	if (a->exec_token[0]) { /* MPI jobs only */
 		buf_adds(&b, ",\"exec_token\":");
@@ -512,7 +512,7 @@ static int put_attempt(struct store *st, const struct attempt *a)
 	sqlite3_bind_int64(s, 2, a->job_id);
 	sqlite3_bind_int(s, 3, a->number);
 	sqlite3_bind_text(s, 4, job_state_name(a->state), -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 5, a->ending);
+	sqlite3_bind_int(s, 5, attempt_ending(a));
 	sqlite3_bind_text(s, 6, a->master_addr, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 7, a->master_port);
 	bind_opt_ms(s, 8, a->start_ms);

@@ -52,8 +52,8 @@ TEST(rank_zero_exiting_zero_stops_the_workers_and_the_job_succeeds)
 	int n0 = sfx_node_of(a, 0), n1 = sfx_node_of(a, 1);
 	sfx_exit(f, n0, a->id, 0, 0);
 	sfx_sync(f, n0);
-	CHECK(a->command_ended);
-	CHECK(a->ending);
+	CHECK_INT(a->stop, ATTEMPT_STOP_RANK0_ENDED);
+	CHECK(attempt_ending(a));
 	CHECK(!sfx_desires(f, n1, a->id, 1)); /* the worker's rank is stopped */
 	sfx_one_stopped(f, n1);
 	CHECK_INT(a->ranks[1].signal, 15);
@@ -91,7 +91,7 @@ TEST(a_worker_failing_first_fails_the_gang_naming_it)
 	sfx_proc(f, n1, a->id, 1)->reason =
 	        "the worker exited with status 4 before the command ended";
 	sfx_sync(f, n1);
-	CHECK(!a->command_ended);
+	CHECK(a->stop != ATTEMPT_STOP_RANK0_ENDED);
 	CHECK(!sfx_desires(f, n0, a->id, 0)); /* the gang ends */
 	sfx_apply(f, n0);
 	CHECK_INT(sfx_end_stopped(f, n0), 1);
@@ -116,7 +116,7 @@ TEST(a_cancelled_head_job_is_cancelled)
 		CHECK_INT(sfx_end_stopped(f, n), 1);
 		sfx_sync(f, n);
 	}
-	CHECK(!a->command_ended);
+	CHECK(a->stop != ATTEMPT_STOP_RANK0_ENDED);
 	CHECK_INT(j->state, JOB_CANCELLED);
 	sfx_close(f);
 }
@@ -137,7 +137,8 @@ TEST(the_head_and_rank_zeros_end_survive_a_restart)
 	CHECK_STR(j->worker, "dask-worker $ANVIL_HEAD_ADDR");
 	CHECK_INT(j->head_timeout_ms, 300000);
 	CHECK_INT(a->head_port, port);
-	CHECK(a->command_ended); /* so the worker's SIGTERM still does not count */
+	CHECK_INT(a->stop,
+	          ATTEMPT_STOP_RANK0_ENDED); /* so the worker's SIGTERM still does not count */
 	sfx_one_stopped(f, n1);
 	CHECK_INT(j->state, JOB_SUCCEEDED);
 	CHECK_INT(j->exit_code, 0);

@@ -96,7 +96,7 @@ TEST(a_session_is_warned_before_its_time_limit_once)
 	/* then the limit stops it, as any job */
 	a->start_ms = wall_ms() - 7200000 - 1;
 	housekeeping(f);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	CHECK_CONTAINS(j->reason, "reached its time limit of 7200 s");
 	sfx_close(f);
 }
@@ -130,7 +130,7 @@ TEST(an_idle_session_is_warned_then_stopped_with_the_reason)
 
 	/* the agent has not said: nothing */
 	housekeeping(f);
-	CHECK(!a->ending);
+	CHECK(!attempt_ending(a));
 	CHECK_INT(a->ranks[0].has_gpu_idle, 0);
 
 	/* idle, but not yet for the warning */
@@ -146,14 +146,14 @@ TEST(an_idle_session_is_warned_then_stopped_with_the_reason)
 	CHECK(first > 0);
 	CHECK_CONTAINS(text, "this session ends in 2 s unless its GPUs are used: they have been "
 	                     "idle for 29m58s, and queue interactive ends sessions idle for 30m");
-	CHECK(!a->ending);
+	CHECK(!attempt_ending(a));
 
 	/* busy again: no stop; a new idle spell is warned anew */
 	sfx_set_idle(f, 0, a->id, 0, 0);
 	sfx_report(f, 0);
 	a->ranks[0].gpu_idle_at -= 3600000; /* 0 means busy: nothing is counted on */
 	housekeeping(f);
-	CHECK(!a->ending);
+	CHECK(!attempt_ending(a));
 	CHECK_INT(notice_of(f, a, text, sizeof(text)), first);
 	sfx_set_idle(f, 0, a->id, 0, 1800000 - 500);
 	sfx_report(f, 0);
@@ -167,7 +167,7 @@ TEST(an_idle_session_is_warned_then_stopped_with_the_reason)
 	sfx_set_idle(f, 0, a->id, 0, 1800000);
 	sfx_report(f, 0);
 	housekeeping(f);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	CHECK_STR(a->end_reason, "its GPUs were idle for 30m (queue interactive's idle_timeout)");
 	CHECK_STR(j->reason,
 	          "its GPUs were idle for 30m (queue interactive's idle_timeout); stopping");
@@ -192,7 +192,7 @@ TEST(idle_time_before_the_attempt_started_does_not_count)
 	sfx_set_idle(f, 0, a->id, 0, 3600000); /* the GPU sat idle before the session */
 	sfx_report(f, 0);
 	housekeeping(f);
-	CHECK(!a->ending);
+	CHECK(!attempt_ending(a));
 	int64_t idle = state_gpu_idle_ms(a, &a->ranks[0], now_ms(), wall_ms());
 	CHECK(idle >= 10000 && idle < 20000);
 	json_t *o = state_job_json(&f->st, j, 1);
@@ -215,7 +215,7 @@ TEST(batch_jobs_and_queues_without_a_timeout_are_left_alone)
 	sfx_set_idle(f, 0, o->id, 0, 3600000);
 	sfx_report(f, 0);
 	housekeeping(f);
-	CHECK(!b->ending && !o->ending);
+	CHECK(!attempt_ending(b) && !attempt_ending(o));
 	CHECK_INT(sfx_events(f, "job.notice", 0, NULL), 0);
 	sfx_close(f);
 }

@@ -186,7 +186,7 @@ TEST(a_gang_gets_one_rank_on_each_of_two_nodes)
 	CHECK_INT(a->state, JOB_SCHEDULED);
 	CHECK_INT(a->number, 1);
 	CHECK_INT(a->job_id, j->id);
-	CHECK_INT(a->ending, 0);
+	CHECK_INT(attempt_ending(a), 0);
 	CHECK_INT(a->nranks, 2);
 	CHECK(a->ranks[0].node_id != a->ranks[1].node_id);
 	for (int r = 0; r < 2; r++) {
@@ -255,7 +255,7 @@ TEST(every_rank_exiting_zero_succeeds_and_frees_the_gpus)
 	sfx_exit(f, n0, a->id, 0, 0);
 	sfx_sync(f, n0);
 	CHECK_INT(a->ranks[0].state, RANK_EXITED);
-	CHECK_INT(a->ending, 0); /* a rank that succeeds stops nobody */
+	CHECK_INT(attempt_ending(a), 0); /* a rank that succeeds stops nobody */
 	CHECK(sfx_desires(f, n1, a->id, 1));
 	CHECK_INT(j->state, JOB_RUNNING);
 	CHECK_INT(used(f, n0), 0); /* freed rank by rank */
@@ -301,7 +301,7 @@ TEST(a_rank_exiting_non_zero_stops_the_gang_and_fails_the_job)
 	sfx_sync(f, n0);
 	CHECK_INT(a->ranks[0].state, RANK_EXITED);
 	CHECK_INT(a->ranks[0].exit_code, 3);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	/* the other rank is dropped from its node's desired set ... */
 	CHECK(sfx_node(f, n1)->generation > gen1);
 	CHECK_INT(sfx_ndesired(f, n1), 0);
@@ -345,7 +345,7 @@ TEST(a_rank_failing_to_start_fails_the_gang_and_unstarted_ranks_end_when_dropped
 	sfx_report(f, n0);
 	CHECK_INT(a->ranks[0].state, RANK_FAILED_START);
 	CHECK_STR(a->ranks[0].error, "exec: no such file");
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	CHECK_INT(j->exit_code, 127);
 	CHECK_CONTAINS(j->reason, "failed to start");
 	/* node n1's agent never started rank 1: while it has not applied the
@@ -380,7 +380,7 @@ TEST(a_silent_node_loses_its_ranks_and_the_job)
 	CHECK_STR(node_shown_state(lost), "lost");
 	CHECK_INT(a->ranks[1].state, RANK_LOST);
 	CHECK_INT(used(f, n1), 0);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	CHECK_INT(sfx_ndesired(f, n0), 0); /* the gang stops */
 	CHECK_INT(j->state, JOB_RUNNING);  /* until rank 0 reports its end */
 	CHECK_INT(sfx_events(f, "node.lost", 0, NULL), 1);
@@ -485,7 +485,7 @@ TEST(cancelling_a_running_job_stops_its_ranks_then_ends_it)
 	CHECK_INT(state_cancel(&f->st, j), 0);
 	sfx_flush(f);
 	CHECK(j->cancel_requested);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	CHECK_INT(j->state, JOB_RUNNING);
 	CHECK_STR(j->reason, "cancelling: stopping every rank");
 	CHECK(sfx_node(f, 0)->generation > gen0);
@@ -529,14 +529,14 @@ TEST(a_higher_priority_job_preempts_and_the_victim_is_requeued)
 	CHECK_INT(high->state, JOB_PENDING);
 	/* under the minimum runtime, the victim is spared */
 	sfx_tick(f);
-	CHECK_INT(a->ending, 0);
+	CHECK_INT(attempt_ending(a), 0);
 	CHECK_INT(high->state, JOB_PENDING);
 
 	f->st.config.preempt_min_runtime_ms = 0;
 	int64_t gen = sfx_node(f, 0)->generation;
 	sfx_tick(f);
-	CHECK(a->ending);
-	CHECK(a->preempted);
+	CHECK(attempt_ending(a));
+	CHECK_INT(a->stop, ATTEMPT_STOP_PREEMPTED);
 	CHECK_INT(a->preempted_for, high->id);
 	char want[64];
 	snprintf(want, sizeof(want), "preempted for job %lld (higher priority)",
@@ -582,7 +582,7 @@ TEST(a_higher_priority_job_preempts_and_the_victim_is_requeued)
 	CHECK(b != a);
 	CHECK_INT(b->number, 2);
 	CHECK_INT(b->state, JOB_SCHEDULED);
-	CHECK_INT(b->preempted, 0);
+	CHECK_INT(b->stop, ATTEMPT_STOP_NONE);
 	CHECK_INT(a->state, JOB_PREEMPTED); /* history stays */
 	sfx_start_all(f);
 	sfx_exit(f, 0, b->id, 0, 0);
@@ -602,7 +602,7 @@ TEST(a_requeued_victim_says_why_it_waits_and_its_attempt_keeps_the_cause)
 	sfx_start_all(f);
 	struct job *high = sfx_submit(f, "{\"command\": [\"x\"], \"gpus\": 2, \"priority\": 10}");
 	sfx_tick(f);
-	CHECK(sfx_attempt(low)->ending);
+	CHECK(attempt_ending(sfx_attempt(low)));
 	sfx_sync(f, 0);
 	sfx_end_stopped(f, 0);
 	sfx_report(f, 0);
@@ -624,8 +624,8 @@ TEST(requeueing_an_attempt_stops_it_and_places_the_job_again)
 	const char *why = "GPU 0 of node node-1 quarantined: XID 79";
 	state_attempt_requeue(&f->st, a, why);
 	sfx_flush(f);
-	CHECK(a->ending);
-	CHECK(a->preempted);
+	CHECK(attempt_ending(a));
+	CHECK_INT(a->stop, ATTEMPT_STOP_REQUEUED);
 	CHECK_INT(a->preempted_for, 0);
 	CHECK_STR(a->end_reason, why);
 	CHECK_CONTAINS(j->reason, "stopping to requeue: ");
@@ -664,8 +664,8 @@ TEST(draining_a_node_requeues_its_work_and_takes_none)
 	CHECK_STR(node_shown_state(n), "draining");
 	char why[64];
 	snprintf(why, sizeof(why), "node node-%d draining: maintenance", dn + 1);
-	CHECK(a->ending);
-	CHECK(a->preempted);
+	CHECK(attempt_ending(a));
+	CHECK_INT(a->stop, ATTEMPT_STOP_REQUEUED);
 	CHECK_STR(a->end_reason, why);
 	CHECK_INT(sfx_ndesired(f, dn), 0);
 	CHECK_INT(sfx_events(f, "node.state", 0, "ready -> draining: maintenance (1 attempts"), 1);
@@ -711,7 +711,7 @@ TEST(draining_an_idle_node_drains_it_at_once_and_cordon_keeps_work)
 	/* a cordon stops new work, not running work */
 	sfx_set_admin(f, 1, NODE_CORDONED, "look at it");
 	CHECK_STR(node_shown_state(sfx_node(f, 1)), "cordoned");
-	CHECK(!sfx_attempt(j)->ending);
+	CHECK(!attempt_ending(sfx_attempt(j)));
 	CHECK_INT(sfx_ndesired(f, 1), 1);
 	struct job *k = sfx_submit(f, "{\"command\": [\"x\"], \"gpus\": 1}");
 	CHECK_INT(k->state, JOB_PENDING);
@@ -744,7 +744,7 @@ static void remember(struct sfx *f, int64_t id, struct seen *s)
 	const struct attempt *a = sfx_attempt(j);
 	if (!a)
 		return;
-	s->ending = a->ending;
+	s->ending = attempt_ending(a);
 	for (int r = 0; r < a->nranks && r < 2; r++) {
 		s->ranks[r] = a->ranks[r].state;
 		s->gpus[r] = a->ranks[r].gpus;
@@ -853,7 +853,7 @@ TEST(a_restart_keeps_node_states_and_an_ending_preemption)
 	sfx_start_all(f);
 	struct job *high = sfx_submit(f, "{\"command\": [\"x\"], \"gpus\": 2, \"priority\": 3}");
 	sfx_tick(f);
-	CHECK(sfx_attempt(low)->preempted);
+	CHECK_INT(sfx_attempt(low)->stop, ATTEMPT_STOP_PREEMPTED);
 	int64_t lid = low->id, hid = high->id;
 
 	sfx_restart(f);
@@ -865,8 +865,8 @@ TEST(a_restart_keeps_node_states_and_an_ending_preemption)
 	low = state_job(&f->st, lid);
 	high = state_job(&f->st, hid);
 	struct attempt *a = sfx_attempt(low);
-	CHECK(a->ending);
-	CHECK(a->preempted);
+	CHECK(attempt_ending(a));
+	CHECK_INT(a->stop, ATTEMPT_STOP_PREEMPTED);
 	CHECK_INT(a->preempted_for, hid);
 	CHECK_INT(used(f, 2), 0x3);
 	CHECK_INT(sfx_ndesired(f, 2), 0);

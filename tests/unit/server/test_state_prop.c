@@ -163,15 +163,16 @@ static void check_job(struct state *st, struct job *j)
 		    job_state_name(j->state), (long long)cur->id, job_state_name(cur->state));
 		/* (g) what must stop is being stopped: a cancelled job's attempt,
 		 * and a gang with a rank that failed, failed to start or was lost */
-		INV(!j->cancel_requested || cur->ending,
+		INV(!j->cancel_requested || attempt_ending(cur),
 		    "job %lld: cancel requested, attempt %lld not ending", (long long)j->id,
 		    (long long)cur->id);
 		for (int r = 0; r < cur->nranks; r++) {
 			const struct rank *k = &cur->ranks[r];
 			int bad = k->state == RANK_FAILED_START || k->state == RANK_LOST ||
 			          (k->state == RANK_EXITED && (k->exit_code || k->signal));
-			INV(!bad || cur->ending, "attempt %lld: rank %d %s (exit %d), not ending",
-			    (long long)cur->id, r, rank_state_name(k->state), k->exit_code);
+			INV(!bad || attempt_ending(cur),
+			    "attempt %lld: rank %d %s (exit %d), not ending", (long long)cur->id, r,
+			    rank_state_name(k->state), k->exit_code);
 		}
 	}
 }
@@ -296,16 +297,16 @@ static void check_desired(struct sfx *f, struct seen *s, int i)
 		        aid >= 1 && aid <= st->core->nattempts ? st->core->attempts[aid - 1] : NULL;
 		INV(a && r >= 0 && r < a->nranks, "node %s desires attempt %lld rank %d", n->name,
 		    (long long)aid, r);
-		INV(!job_state_final(a->state) && !a->ending && a->ranks[r].node_id == n->id &&
-		            !rank_state_final(a->ranks[r].state),
+		INV(!job_state_final(a->state) && !attempt_ending(a) &&
+		            a->ranks[r].node_id == n->id && !rank_state_final(a->ranks[r].state),
 		    "node %s desires attempt %lld (%s%s) rank %d (%s)", n->name, (long long)aid,
-		    job_state_name(a->state), a->ending ? ", ending" : "", r,
+		    job_state_name(a->state), attempt_ending(a) ? ", ending" : "", r,
 		    rank_state_name(a->ranks[r].state));
 	}
 	size_t want = 0;
 	for (int k = 0; k < st->core->nactive; k++) {
 		const struct attempt *a = st->core->active[k];
-		for (int r = 0; r < a->nranks && !a->ending; r++)
+		for (int r = 0; r < a->nranks && !attempt_ending(a); r++)
 			want += a->ranks[r].node_id == n->id &&
 			        !rank_state_final(a->ranks[r].state);
 	}
@@ -464,7 +465,7 @@ static void ev_requeue(struct sfx *f)
 		return;
 	struct attempt *a = f->st.core->active[pick(f->st.core->nactive)];
 	snprintf(cur_event, sizeof(cur_event), "requeue attempt %lld%s", (long long)a->id,
-	         a->ending ? " (ending)" : "");
+	         attempt_ending(a) ? " (ending)" : "");
 	state_attempt_requeue(&f->st, a, "a test requeues it");
 	sfx_flush(f);
 }

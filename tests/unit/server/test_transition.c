@@ -10,6 +10,7 @@
 #include "base/jv.h"
 #include "register_fixture.h"
 #include "server/core.h"
+#include "server/records.h"
 
 struct fx {
 	char dir[64];
@@ -105,7 +106,7 @@ TEST(quickly_failing_gang_keeps_its_start_time)
 	         (long long)a->id);
 	report(&f, n1, rep);
 	CHECK(a->start_ms > 0);
-	CHECK(a->ending);
+	CHECK(attempt_ending(a));
 	/* rank 0 was stopped before its agent reported it: it never ran */
 	report(&f, n0, "");
 	CHECK_INT(a->ranks[0].state, RANK_EXITED);
@@ -131,6 +132,63 @@ TEST(a_rank_that_never_ran_starts_no_clock)
 	CHECK(a->start_ms == 0);
 	CHECK(j->start_ms == 0);
 	CHECK(j->end_ms > 0);
+	fx_close(&f);
+}
+
+/* An attempt's stop cause is set once: a second is refused (and counted),
+ * as is a second cancel request; a job's cancel request is written only by
+ * its transition. */
+TEST(a_stop_cause_is_set_once)
+{
+	struct fx f;
+	fx_open(&f);
+	struct job *j = submit(&f, "{\"command\": [\"sleep\", \"60\"], \"gpus\": 1}");
+	struct attempt *a = j->attempts[0];
+	CHECK_INT(a->stop, ATTEMPT_STOP_NONE);
+	CHECK_INT(attempt_stop_to(&f.st, a, ATTEMPT_STOP_TIME_LIMIT, 0, "test"), 0);
+	CHECK(attempt_ending(a));
+	uint64_t refused = f.st.stats.refused_moves;
+	CHECK_INT(attempt_stop_to(&f.st, a, ATTEMPT_STOP_PREEMPTED, 0, "test"), ERR_CONFLICT);
+	CHECK_INT(a->stop, ATTEMPT_STOP_TIME_LIMIT);
+	CHECK_INT(attempt_stop_to(&f.st, a, ATTEMPT_STOP_NONE, 0, "test"), ERR_CONFLICT);
+	CHECK_INT(a->stop, ATTEMPT_STOP_TIME_LIMIT);
+	CHECK(f.st.stats.refused_moves == refused + 2);
+	CHECK_INT(job_cancel_to(&f.st, j, JOB_CANCEL_REQUESTED, "test"), 0);
+	CHECK_INT(job_cancel_to(&f.st, j, JOB_CANCEL_REQUESTED, "again"), ERR_CONFLICT);
+	CHECK_INT(j->cancel_requested, JOB_CANCEL_REQUESTED);
+	fx_close(&f);
+}
+
+/* A cancel that comes while a requeue's stop is under way keeps the
+ * attempt's cause but decides its outcome: cancelled, not requeued. */
+TEST(a_cancel_during_a_requeue_decides_the_outcome)
+{
+	struct fx f;
+	fx_open(&f);
+	struct job *j = submit(&f, "{\"command\": [\"sleep\", \"60\"], \"gpus\": 1}");
+	struct attempt *a = j->attempts[0];
+	struct node *n = state_node(&f.st, a->ranks[0].node_id);
+	char rep[256];
+	snprintf(rep, sizeof(rep),
+	         "{\"attempt_id\": %lld, \"rank\": 0, \"state\": \"running\", \"pid\": 7}",
+	         (long long)a->id);
+	report(&f, n, rep);
+	CHECK_INT(j->state, JOB_RUNNING);
+	state_attempt_requeue(&f.st, a, "node node-1 draining: test");
+	CHECK_INT(a->stop, ATTEMPT_STOP_REQUEUED);
+	CHECK_INT(state_cancel(&f.st, j), 0);
+	CHECK_INT(a->stop, ATTEMPT_STOP_REQUEUED);
+	CHECK_INT(j->cancel_requested, JOB_CANCEL_REQUESTED);
+	snprintf(rep, sizeof(rep),
+	         "{\"attempt_id\": %lld, \"rank\": 0, \"state\": \"exited\", \"pid\": 7, "
+	         "\"exit_code\": 0, \"signal\": 15}",
+	         (long long)a->id);
+	report(&f, n, rep);
+	CHECK_INT(a->state, JOB_CANCELLED);
+	CHECK_INT(j->state, JOB_CANCELLED);
+	CHECK_INT(j->nattempts, 1);
+	CHECK_INT(j->exit_code, 143);
+	CHECK_STR(j->reason, "cancelled by request");
 	fx_close(&f);
 }
 

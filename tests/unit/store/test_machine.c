@@ -63,6 +63,26 @@ static const char *const admin_matrix[NODE_NSTATES] = {
         /* await  */ "x.....",
 };
 
+/* An attempt's stop cause is set once, from none, and never changes. */
+static const char *const stop_matrix[ATTEMPT_STOP_NSTATES] = {
+        /*              none rfail canc pre req time idle gpu rank0 */
+        /* none      */ ".xxxxxxxx",
+        /* rank_fail */ ".........",
+        /* cancelled */ ".........",
+        /* preempted */ ".........",
+        /* requeued  */ ".........",
+        /* time      */ ".........",
+        /* idle      */ ".........",
+        /* gpu_fault */ ".........",
+        /* rank0     */ ".........",
+};
+
+static const char *const cancel_matrix[JOB_CANCEL_NSTATES] = {
+        /*               none requested */
+        /* none      */ ".x",
+        /* requested */ "..",
+};
+
 /* A rank on its node (agent/exec.h's enum exec_state, numbered alike). */
 static const char *const agent_rank_matrix[] = {
         /*            run exit fail */
@@ -99,6 +119,74 @@ TEST(attempt_table_is_the_matrix)
 TEST(rank_table_is_the_matrix)
 {
 	check_matrix(MACHINE_RANK, rank_matrix);
+}
+
+TEST(stop_and_cancel_tables_are_the_matrices)
+{
+	check_matrix(MACHINE_ATTEMPT_STOP, stop_matrix);
+	check_matrix(MACHINE_JOB_CANCEL, cancel_matrix);
+	CHECK_INT(machine_initial(MACHINE_ATTEMPT_STOP), ATTEMPT_STOP_NONE);
+	CHECK_INT(machine_initial(MACHINE_JOB_CANCEL), JOB_CANCEL_NONE);
+	CHECK(!machine_final(MACHINE_ATTEMPT_STOP, ATTEMPT_STOP_NONE));
+	for (int s = 1; s < ATTEMPT_STOP_NSTATES; s++)
+		CHECK(machine_final(MACHINE_ATTEMPT_STOP, s));
+}
+
+/* The events the causes record: those the job's own would not tell. */
+TEST(stop_and_cancel_events)
+{
+	static const char *const events[ATTEMPT_STOP_NSTATES] = {
+	        [ATTEMPT_STOP_PREEMPTED] = "job.preempted",
+	        [ATTEMPT_STOP_TIME_LIMIT] = "job.timeout",
+	        [ATTEMPT_STOP_IDLE] = "job.idle_timeout",
+	        [ATTEMPT_STOP_GPU_FAULT] = "job.gpu_fault",
+	};
+	for (int s = 1; s < ATTEMPT_STOP_NSTATES; s++) {
+		const struct machine_move *m =
+		        machine_find(MACHINE_ATTEMPT_STOP, ATTEMPT_STOP_NONE, s);
+		CHECK(m != NULL);
+		CHECK_STR(m->event ? m->event : "-", events[s] ? events[s] : "-");
+	}
+	const struct machine_move *c =
+	        machine_find(MACHINE_JOB_CANCEL, JOB_CANCEL_NONE, JOB_CANCEL_REQUESTED);
+	CHECK(c != NULL && c->event != NULL);
+	CHECK_STR(c->event, "job.cancel");
+}
+
+/* What each cause decides, written out again: requeue (R), the first
+ * failing rank's status (S), rank 0's end only (0). */
+TEST(stop_outcomes_are_the_list)
+{
+	static const char *const decides[ATTEMPT_STOP_NSTATES] = {
+	        [ATTEMPT_STOP_NONE] = "S",         [ATTEMPT_STOP_RANK_FAILED] = "S",
+	        [ATTEMPT_STOP_CANCELLED] = "",     [ATTEMPT_STOP_PREEMPTED] = "R",
+	        [ATTEMPT_STOP_REQUEUED] = "R",     [ATTEMPT_STOP_TIME_LIMIT] = "",
+	        [ATTEMPT_STOP_IDLE] = "",          [ATTEMPT_STOP_GPU_FAULT] = "S",
+	        [ATTEMPT_STOP_RANK0_ENDED] = "S0",
+	};
+	for (int s = 0; s < ATTEMPT_STOP_NSTATES; s++) {
+		const struct machine_outcome *o = machine_outcome(MACHINE_ATTEMPT_STOP, s);
+		CHECK(o != NULL && o->what != NULL && *o->what);
+		CHECK_INT(o->state, s);
+		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_REQUEUES),
+		          strchr(decides[s], 'R') != NULL);
+		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_RANK_STATUS),
+		          strchr(decides[s], 'S') != NULL);
+		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_RANK0_ONLY),
+		          strchr(decides[s], '0') != NULL);
+	}
+	for (int s = 0; s < JOB_CANCEL_NSTATES; s++)
+		CHECK_INT(machine_outcome(MACHINE_JOB_CANCEL, s)->state, s);
+	CHECK(machine_outcome(MACHINE_JOB, JOB_PENDING) == NULL);
+	CHECK(machine_outcome(MACHINE_ATTEMPT_STOP, ATTEMPT_STOP_NSTATES) == NULL);
+	CHECK(!machine_decides(MACHINE_JOB, JOB_PENDING, MACHINE_REQUEUES));
+	char out[8192];
+	machine_markdown(MACHINE_ATTEMPT_STOP, out, sizeof(out));
+	CHECK(strstr(out, "    none --> preempted\n") != NULL);
+	CHECK(strstr(out, "| none | time_limit | job.timeout |") != NULL);
+	CHECK(strstr(out, "\n| state | outcome |\n|---|---|\n| none | ") != NULL);
+	machine_markdown(MACHINE_RANK, out, sizeof(out));
+	CHECK(strstr(out, "| state | outcome |") == NULL);
 }
 
 TEST(node_tables_are_the_matrices)
@@ -144,7 +232,8 @@ TEST(final_states_have_no_way_out)
 }
 
 /* Jobs and nodes record an event on every move; attempts and ranks none
- * (their job's events tell). No row is listed twice. */
+ * (their job's events tell); the causes' events are checked above. No row
+ * is listed twice. */
 TEST(events_by_kind_and_no_duplicates)
 {
 	for (int k = 0; k < MACHINE_NKINDS; k++) {
@@ -152,7 +241,8 @@ TEST(events_by_kind_and_no_duplicates)
 		CHECK(m != NULL && m->why != NULL);
 		for (; m->why; m++) {
 			int want = k == MACHINE_JOB || k == MACHINE_NODE || k == MACHINE_NODE_ADMIN;
-			CHECK_INT(m->event != NULL, want);
+			if (k <= MACHINE_NODE_ADMIN)
+				CHECK_INT(m->event != NULL, want);
 			CHECK(m->from >= 0 && m->from < machine_nstates((enum machine_kind)k));
 			CHECK(m->to >= 0 && m->to < machine_nstates((enum machine_kind)k));
 			CHECK(machine_find((enum machine_kind)k, m->from, m->to) == m);

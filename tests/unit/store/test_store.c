@@ -164,11 +164,10 @@ TEST(attempt_columns_round_trip_every_field)
 	CHECK_INT(store_open(path, 0, &st), 0);
 	struct job *j = sample_job();
 	struct attempt *a = j->attempts[0];
-	a->preempted = 1;
+	a->stop = ATTEMPT_STOP_PREEMPTED;
 	a->preempted_for = 42;
 	a->checkpoint_ms = 1790000000123LL;
 	a->head_port = 41234;
-	a->command_ended = 1;
 	snprintf(a->exec_token, sizeof(a->exec_token), "%064d", 7);
 	a->ranks[0].state = RANK_EXITED;
 	a->ranks[0].exit_code = 3;
@@ -188,12 +187,11 @@ TEST(attempt_columns_round_trip_every_field)
 	CHECK_INT(store_load(st, &ld), 0);
 	CHECK(l.job != NULL);
 	struct attempt *b = l.job->attempts[0];
-	CHECK_INT(b->preempted, 1);
+	CHECK_INT(b->stop, ATTEMPT_STOP_PREEMPTED);
 	CHECK_INT(b->borrowed, 1);
 	CHECK_INT(b->preempted_for, 42);
 	CHECK(b->checkpoint_ms == 1790000000123LL);
 	CHECK_INT(b->head_port, 41234);
-	CHECK_INT(b->command_ended, 1);
 	CHECK_STR(b->exec_token, a->exec_token);
 	CHECK_INT(b->nranks, 2);
 	CHECK_INT(b->ranks[0].state, RANK_EXITED);
@@ -209,6 +207,48 @@ TEST(attempt_columns_round_trip_every_field)
 	job_free(j);
 	store_close(st);
 	tmpdb_drop(&d);
+}
+
+/* An attempt's stop cause: the stored ones (preempted, requeued,
+ * rank0_ended) come back; those kept in memory only come back as
+ * rank_failed, their outcome then their ranks' (store/machine.h). */
+TEST(attempt_stop_cause_round_trips_as_stored)
+{
+	static const enum attempt_stop loads_as[ATTEMPT_STOP_NSTATES] = {
+	        [ATTEMPT_STOP_NONE] = ATTEMPT_STOP_NONE,
+	        [ATTEMPT_STOP_RANK_FAILED] = ATTEMPT_STOP_RANK_FAILED,
+	        [ATTEMPT_STOP_CANCELLED] = ATTEMPT_STOP_RANK_FAILED,
+	        [ATTEMPT_STOP_PREEMPTED] = ATTEMPT_STOP_PREEMPTED,
+	        [ATTEMPT_STOP_REQUEUED] = ATTEMPT_STOP_REQUEUED,
+	        [ATTEMPT_STOP_TIME_LIMIT] = ATTEMPT_STOP_RANK_FAILED,
+	        [ATTEMPT_STOP_IDLE] = ATTEMPT_STOP_RANK_FAILED,
+	        [ATTEMPT_STOP_GPU_FAULT] = ATTEMPT_STOP_RANK_FAILED,
+	        [ATTEMPT_STOP_RANK0_ENDED] = ATTEMPT_STOP_RANK0_ENDED,
+	};
+	for (int s = 0; s < ATTEMPT_STOP_NSTATES; s++) {
+		struct tmpdb d;
+		tmpdb_make(&d);
+		struct store *st;
+		CHECK_INT(store_open(d.path, 0, &st), 0);
+		struct job *j = sample_job();
+		j->attempts[0]->stop = (enum attempt_stop)s;
+		j->attempts[0]->preempted_for = s == ATTEMPT_STOP_PREEMPTED ? 42 : 0;
+		CHECK_INT(store_begin(st), 0);
+		CHECK_INT(store_put_job(st, j), 0);
+		CHECK_INT(store_commit(st), 0);
+		store_close(st);
+		CHECK_INT(store_open(d.path, 0, &st), 0);
+		struct loaded l = {0};
+		struct store_loader ld = loader_of(&l);
+		CHECK_INT(store_load(st, &ld), 0);
+		CHECK(l.job != NULL);
+		CHECK_INT(l.job->attempts[0]->stop, loads_as[s]);
+		CHECK_INT(attempt_ending(l.job->attempts[0]), s != ATTEMPT_STOP_NONE);
+		job_free(l.job);
+		job_free(j);
+		store_close(st);
+		tmpdb_drop(&d);
+	}
 }
 
 /* Keeps the job loaded last (the highest id), freeing the one before. */
