@@ -208,6 +208,10 @@ struct job {
 	char *head;
 	char *worker;
 	int64_t head_timeout_ms;
+	/* The fields that have no member here (store/fields.h, FIELD_MORE),
+	 * by name; NULL: none set. Stored, shown and sent as their entries
+	 * say. */
+	json_t *more;
 };
 
 struct gpu_slot {
