@@ -16,11 +16,13 @@ def show(c, jid):
 def test_field_option_sets_fields_and_refuses_others():
     with cluster(agents=1, gpus=1, name="fieldopt") as c:
         # a field with an option of its own, set by its name instead
-        p = c.cli("run", "--json", "--field", "grace_ms=2500", "--field", "session=false",
-                  "--", "true")
+        # (docs/cli.md: anvil run --field grace_ms=2500 --field checkpointing=true -- ...)
+        p = c.cli("run", "--json", "--field", "grace_ms=2500", "--field", "checkpointing=true",
+                  "--field", 'selectors={"disk": "nvme"}', "--gpus", "0", "--", "true")
         assert p.returncode == 0, (p.stdout, p.stderr)
         j = show(c, json.loads(p.stdout)["job"]["id"])
-        assert j["grace_ms"] == 2500 and j["session"] is False, j
+        assert j["grace_ms"] == 2500 and j["checkpointing"] is True, j
+        assert j["constraints"] == {"selectors": {"disk": "nvme"}}, j
         for arg, words in (
                 ("nosuch=1", "--field nosuch=1: 'nosuch' is not a field of a job"),
                 ("submit_ms=5", "'submit_ms' is a field of the job that only the server sets"),
