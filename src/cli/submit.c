@@ -531,8 +531,6 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 			rc = ERR_INVALID;
 	}
 	if (rc == 0)
-		rc = add_fields(a, body, err, errlen);
-	if (rc == 0)
 		rc = add_cwd(a, cwd, body, err, errlen);
 	if (rc == 0)
 		rc = add_env(a, envp, body, notes, err, errlen);
@@ -543,6 +541,8 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 	spec = cliargs_has(a, "array") ? cliargs_str(a, "array") : NULL;
 	if (rc == 0 && spec && (rc = submit_array(spec, &x, err, errlen)) == 0)
 		wire_set(body, &wire_submit, "array", x);
+	if (rc == 0) /* last: a field named wins over the option that sets it */
+		rc = add_fields(a, body, err, errlen);
 	if (rc) {
 		json_decref(body);
 		return rc;

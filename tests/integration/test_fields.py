@@ -17,12 +17,15 @@ def test_field_option_sets_fields_and_refuses_others():
     with cluster(agents=1, gpus=1, name="fieldopt") as c:
         # a field with an option of its own, set by its name instead
         # (docs/cli.md: anvil run --field grace_ms=2500 --field checkpointing=true -- ...)
-        p = c.cli("run", "--json", "--field", "grace_ms=2500", "--field", "checkpointing=true",
-                  "--field", 'selectors={"disk": "nvme"}', "--gpus", "0", "--", "true")
+        p = c.cli("run", "--json", "--grace", "1s", "--field", "grace_ms=2500", "--field",
+                  "checkpointing=true", "--", "true")
         assert p.returncode == 0, (p.stdout, p.stderr)
         j = show(c, json.loads(p.stdout)["job"]["id"])
         assert j["grace_ms"] == 2500 and j["checkpointing"] is True, j
-        assert j["constraints"] == {"selectors": {"disk": "nvme"}}, j
+        # an object, as JSON: sent as one (no node has the label)
+        p = c.cli("run", "--field", 'selectors={"disk": "nvme"}', "--", "true")
+        assert p.returncode != 0, p.stdout
+        assert 'the job asks for {"selectors":{"disk":"nvme"}}' in p.stderr, p.stderr
         for arg, words in (
                 ("nosuch=1", "--field nosuch=1: 'nosuch' is not a field of a job"),
                 ("submit_ms=5", "'submit_ms' is a field of the job that only the server sets"),
