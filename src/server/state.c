@@ -632,23 +632,14 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	json_t *ranks = json_array();
 	for (int i = 0; i < a->nranks; i++)
 		json_array_append_new(ranks, rank_json(st, a, &a->ranks[i]));
-	json_t *o =
-	        json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
-	                  "number", a->number, "state", job_state_name(a->state), "ending",
-	                  a->ending, "master_addr", a->master_addr, "master_port", a->master_port,
-	                  "start_time_ms", opt_int(a->start_ms > 0, a->start_ms), "end_time_ms",
-	                  opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
-	json_object_set_new(o, "borrowed", json_boolean(a->borrowed));
-	json_object_set_new(o, "checkpoint_time_ms",
-	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
-	if (a->preempted)
-		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
+	json_t *o = json_object();
+	fields_show_all(fields_attempt, a, o); /* as its entries say (store/fields.h) */
+	json_object_set_new(o, "ranks", ranks);
 	if (a->head_port) {
 		char addr[96];
 		state_head_addr(a, addr, sizeof(addr));
 		json_object_set_new(o, "head_addr", json_string(addr));
 	}
-	json_object_set_new(o, "end_reason", json_string(a->end_reason));
 	return o;
 }
 
@@ -675,7 +666,8 @@ static json_t *placement_json(struct state *st, const struct attempt *a)
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 {
 	json_t *o = json_object();
-	fields_show_job(j, o); /* every shown field, as its entry says (store/fields.h) */
+	fields_show_all(fields_job, j,
+	                o); /* every shown field, as its entry says (store/fields.h) */
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)

@@ -208,6 +208,15 @@ static const struct field_codec head_timeout = {.encode = head_timeout_encode,
                                                 .show = head_timeout_show,
                                                 .from_body = head_timeout_from_body};
 
+/* preempted_for: shown while the attempt is (or was) preempted */
+static json_t *preempted_for_show(const void *rec)
+{
+	const struct attempt *a = rec;
+	return a->preempted ? json_integer(a->preempted_for) : NULL;
+}
+
+static const struct field_codec preempted_for = {.show = preempted_for_show};
+
 /* s as a JSON string into b: "" when empty (or not UTF-8, which JSON
  * cannot hold). */
 static void add_json_str(struct buf *b, const char *s)
@@ -275,6 +284,7 @@ static const struct field_codec ranks = {.decode = ranks_decode, .text = ranks_t
 /* In the order they are shown (state_job_json); store/store.c and load.c
  * bind and read the columns by name, so the order of the columns here is
  * no one's business. */
+/* clang-format off: one entry a line or two, the table as a table */
 const struct field fields_job[] = {
         {.name = "id", .kind = FIELD_INT64, JOB(id), .column = "id", .flags = FIELD_SHOWN},
         {.name = "name",
@@ -375,120 +385,94 @@ const struct field fields_job[] = {
         {.name = "exported",
          .kind = FIELD_JSON,
          JOB(exported),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE | FIELD_MEMO |
                   FIELD_SHARED,
          .unset = FIELD_SHOW_ARRAY},
         {.name = "team",
          .kind = FIELD_STR,
          JOB(team),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
          .dflt_str = "default"},
         {.name = "time_limit_ms",
          .kind = FIELD_INT64,
          JOB(time_limit_ms),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
          .unset = FIELD_SHOW_NULL},
         {.name = "constraints",
          .kind = FIELD_JSON,
          JOB(constraints),
-         .column = NULL,
          .flags = FIELD_SHOWN | FIELD_EXTRA,
          .unset = FIELD_SHOW_OBJECT,
          .codec = &constraints},
-        {.name = "gpu_type",
-         .kind = FIELD_NONE,
-         .column = NULL,
-         .flags = FIELD_CLIENT}, /* in constraints */
-        {.name = "min_gpu_memory_bytes", .kind = FIELD_NONE, .column = NULL, .flags = FIELD_CLIENT},
-        {.name = "pool", .kind = FIELD_NONE, .column = NULL, .flags = FIELD_CLIENT},
-        {.name = "selectors", .kind = FIELD_NONE, .column = NULL, .flags = FIELD_CLIENT},
-        {.name = "cpus",
-         .kind = FIELD_NONE,
-         .column = NULL,
-         .flags = FIELD_CLIENT,
-         .codec = &cpus_body},
+        /* the body's placement fields, made into constraints by its codec */
+        {.name = "gpu_type", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+        {.name = "min_gpu_memory_bytes", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+        {.name = "pool", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+        {.name = "selectors", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+        {.name = "cpus", .kind = FIELD_NONE, .flags = FIELD_CLIENT, .codec = &cpus_body},
         {.name = "cpu_millis",
          .kind = FIELD_INT64,
          JOB(cpu_millis),
-         .column = NULL,
          .flags = FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
          .shown = "cpus",
          .codec = &cpus_shown},
         {.name = "memory_bytes",
          .kind = FIELD_INT64,
          JOB(memory_bytes),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
          .unset = FIELD_SHOW_OMIT},
         {.name = "checkpointing",
          .kind = FIELD_BOOL,
          JOB(checkpointing),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA},
         /* a head's fields go into the desired entry by the rank (ranks.c) */
         {.name = "head",
          .kind = FIELD_STR,
          JOB(head),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
          .unset = FIELD_SHOW_NULL},
         {.name = "worker",
          .kind = FIELD_STR,
          JOB(worker),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
          .unset = FIELD_SHOW_NULL},
         {.name = "head_timeout_ms",
          .kind = FIELD_INT64,
          JOB(head_timeout_ms),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
          .codec = &head_timeout},
         {.name = "session",
          .kind = FIELD_BOOL,
          JOB(session),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
         {.name = "mpi",
          .kind = FIELD_BOOL,
          JOB(mpi),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
         {.name = "est_start_ms",
          .kind = FIELD_INT64,
          JOB(est_start_ms),
-         .column = NULL,
          .flags = FIELD_SHOWN,
          .shown = "est_start_time_ms",
          .unset = FIELD_SHOW_NULL},
         {.name = "after",
          .kind = FIELD_JSON,
          JOB(after),
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
          .unset = FIELD_SHOW_ARRAY,
          .codec = &after},
         {.name = "array",
          .kind = FIELD_NONE,
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
          .codec = &array},
         /* set by the workflow engine; its ranks get it as ANVIL_TASK (ranks.c) */
-        {.name = "task",
-         .kind = FIELD_JSON,
-         JOB(task),
-         .column = NULL,
-         .flags = FIELD_EXTRA | FIELD_SPARSE},
+        {.name = "task", .kind = FIELD_JSON, JOB(task), .flags = FIELD_EXTRA | FIELD_SPARSE},
 #ifdef ANVIL_FIELD_PROBE
         /* A field that exists to test this table (test builds only): a
-         * plain client-settable string, stored, shown and carried to the
-         * ranks, described by this entry alone. */
+	 * plain client-settable string, stored, shown and carried to the
+	 * ranks, described by this entry alone. */
         {.name = "probe",
          .kind = FIELD_MORE,
-         .column = NULL,
          .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
          .unset = FIELD_SHOW_OMIT,
          .type = JV_STRING,
@@ -501,7 +485,7 @@ const struct field fields_job[] = {
 
 const struct field fields_attempt[] = {
         {.name = "id", .kind = FIELD_INT64, ATTEMPT(id), .column = "id", .flags = FIELD_SHOWN},
-        {.name = "job_id", .kind = FIELD_INT64, ATTEMPT(job_id), .column = "job_id", .flags = 0},
+        {.name = "job_id", .kind = FIELD_INT64, ATTEMPT(job_id), .column = "job_id"},
         {.name = "number",
          .kind = FIELD_INT,
          ATTEMPT(number),
@@ -542,27 +526,20 @@ const struct field fields_attempt[] = {
          .shown = "end_time_ms",
          .unset = FIELD_SHOW_NULL},
         /* shown with each rank's node (server/state.c) */
-        {.name = "ranks", .kind = FIELD_NONE, .column = "ranks", .flags = 0, .codec = &ranks},
-        {.name = "preempted",
-         .kind = FIELD_BOOL,
-         ATTEMPT(preempted),
-         .column = NULL,
-         .flags = FIELD_EXTRA},
+        {.name = "ranks", .kind = FIELD_NONE, .column = "ranks", .codec = &ranks},
+        {.name = "preempted", .kind = FIELD_BOOL, ATTEMPT(preempted), .flags = FIELD_EXTRA},
         {.name = "borrowed",
          .kind = FIELD_BOOL,
          ATTEMPT(borrowed),
-         .column = NULL,
          .flags = FIELD_SHOWN | FIELD_EXTRA},
-        /* shown when preempted (server/state.c) */
         {.name = "preempted_for",
          .kind = FIELD_INT64,
          ATTEMPT(preempted_for),
-         .column = NULL,
-         .flags = FIELD_EXTRA},
+         .flags = FIELD_SHOWN | FIELD_EXTRA,
+         .codec = &preempted_for},
         {.name = "checkpoint_ms",
          .kind = FIELD_INT64,
          ATTEMPT(checkpoint_ms),
-         .column = NULL,
          .flags = FIELD_SHOWN | FIELD_EXTRA,
          .shown = "checkpoint_time_ms",
          .unset = FIELD_SHOW_NULL},
@@ -570,18 +547,15 @@ const struct field fields_attempt[] = {
         {.name = "head_port",
          .kind = FIELD_INT,
          ATTEMPT(head_port),
-         .column = NULL,
          .flags = FIELD_EXTRA | FIELD_SPARSE},
         {.name = "command_ended",
          .kind = FIELD_BOOL,
          ATTEMPT(command_ended),
-         .column = NULL,
          .flags = FIELD_EXTRA | FIELD_SPARSE},
         /* never shown: it opens the attempt's ranks to exec */
         {.name = "exec_token",
          .kind = FIELD_TEXT,
          ATTEMPT(exec_token),
-         .column = NULL,
          .flags = FIELD_EXTRA | FIELD_SPARSE},
         {.name = "end_reason",
          .kind = FIELD_TEXT,
@@ -590,6 +564,7 @@ const struct field fields_attempt[] = {
          .flags = FIELD_SHOWN},
         {.name = NULL},
 };
+/* clang-format on */
 
 /* ---- copying by kind ---- */
 
@@ -754,10 +729,10 @@ void fields_job_from_body(struct job *j, const json_t *body, const struct job *l
 	}
 }
 
-void fields_show_job(const struct job *j, json_t *o)
+void fields_show_all(const struct field *t, const void *rec, json_t *o)
 {
-	for (const struct field *f = fields_job; f->name; f++) {
-		json_t *v = fields_show(f, j);
+	for (const struct field *f = t; f->name; f++) {
+		json_t *v = fields_show(f, rec);
 		if (v)
 			json_object_set_new(o, fields_shown_name(f), v);
 	}

@@ -159,9 +159,10 @@ char *fields_extra_text(const struct field *t, const void *rec, fields_memo_fn m
 /* Each FIELD_EXTRA field of t into rec from extra (NULL: every default). */
 void fields_extra_decode(const struct field *t, void *rec, const json_t *extra);
 
-/* The job's shown fields, in table order, into o (state_job_json adds what
- * needs the server: its placement and attempts). */
-void fields_show_job(const struct job *j, json_t *o);
+/* The shown fields of rec (a record of table t), in table order, into o:
+ * state_job_json adds what needs the server (a job's placement and
+ * attempts, an attempt's ranks with their nodes, its head's address). */
+void fields_show_all(const struct field *t, const void *rec, json_t *o);
 
 /* Fills j's fields from the submit body (checked by the caller): every
  * FIELD_CLIENT field by its kind or its codec, the rest to their default;

@@ -161,8 +161,8 @@ TEST(a_job_from_a_body_round_trips_through_the_store)
 	store_close(st);
 	CHECK(back != NULL);
 	json_t *want = json_object(), *got = json_object();
-	fields_show_job(j, want);
-	fields_show_job(back, got);
+	fields_show_all(fields_job, j, want);
+	fields_show_all(fields_job, back, got);
 	char *w = jv_dump(want), *g = jv_dump(got);
 	CHECK_STR(g, w);
 	CHECK_CONTAINS(w, "\"exported\":[\"B\"]");
