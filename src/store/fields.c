@@ -20,37 +20,6 @@
 
 /* ---- the codecs of the fields their kind cannot copy ---- */
 
-static json_t *job_state_encode(const void *rec)
-{
-	return json_string(job_state_name(((const struct job *)rec)->state));
-}
-
-static void job_state_decode(void *rec, const json_t *v)
-{
-	struct job *j = rec;
-	if (job_state_parse(json_string_value(v), &j->state))
-		j->state = JOB_LOST;
-}
-
-static const struct field_codec job_state = {
-        .encode = job_state_encode, .decode = job_state_decode, .show = job_state_encode};
-
-static json_t *attempt_state_encode(const void *rec)
-{
-	return json_string(job_state_name(((const struct attempt *)rec)->state));
-}
-
-static void attempt_state_decode(void *rec, const json_t *v)
-{
-	struct attempt *a = rec;
-	if (job_state_parse(json_string_value(v), &a->state))
-		a->state = JOB_LOST;
-}
-
-static const struct field_codec attempt_state = {.encode = attempt_state_encode,
-                                                 .decode = attempt_state_decode,
-                                                 .show = attempt_state_encode};
-
 /* exit_code: NULL until the job has one (has_exit). */
 static json_t *exit_encode(const void *rec)
 {
@@ -284,285 +253,143 @@ static const struct field_codec ranks = {.decode = ranks_decode, .text = ranks_t
 /* In the order they are shown (state_job_json); store/store.c and load.c
  * bind and read the columns by name, so the order of the columns here is
  * no one's business. */
-/* clang-format off: one entry a line or two, the table as a table */
+/* One entry a line or two: the table as a table. */
+/* clang-format off */
 const struct field fields_job[] = {
-        {.name = "id", .kind = FIELD_INT64, JOB(id), .column = "id", .flags = FIELD_SHOWN},
-        {.name = "name",
-         .kind = FIELD_STR,
-         JOB(name),
-         .column = "name",
-         .flags = FIELD_CLIENT | FIELD_SHOWN,
-         .dflt_str = ""},
-        {.name = "queue",
-         .kind = FIELD_STR,
-         JOB(queue),
-         .column = "queue",
-         .flags = FIELD_CLIENT | FIELD_SHOWN,
-         .dflt_str = "default"},
-        {.name = "priority",
-         .kind = FIELD_INT,
-         JOB(priority),
-         .column = "priority",
-         .flags = FIELD_CLIENT | FIELD_SHOWN},
-        {.name = "state",
-         .kind = FIELD_NONE,
-         .column = "state",
-         .flags = FIELD_SHOWN | FIELD_CHANGES,
-         .codec = &job_state},
-        {.name = "gpus",
-         .kind = FIELD_INT,
-         JOB(gpus),
-         .column = "gpus",
-         .flags = FIELD_CLIENT | FIELD_SHOWN,
-         .dflt = 1},
-        {.name = "nodes",
-         .kind = FIELD_INT,
-         JOB(nodes),
-         .column = "nodes",
-         .flags = FIELD_CLIENT | FIELD_SHOWN,
-         .dflt = 1},
-        {.name = "command",
-         .kind = FIELD_JSON,
-         JOB(command),
-         .column = "command",
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_MEMO | FIELD_SHARED,
-         .dflt_str = "[]"},
-        /* the desired entry's env is the rank's (server/ranks.c) */
-        {.name = "env",
-         .kind = FIELD_JSON,
-         JOB(env),
-         .column = "env",
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_MEMO | FIELD_SHARED,
-         .dflt_str = "{}",
-         .codec = &env},
-        {.name = "cwd",
-         .kind = FIELD_STR,
-         JOB(cwd),
-         .column = "cwd",
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED,
-         .unset = FIELD_SHOW_NULL},
-        {.name = "grace_ms",
-         .kind = FIELD_INT64,
-         JOB(grace_ms),
-         .column = "grace_ms",
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED,
-         .dflt = 10000},
-        {.name = "submit_ms",
-         .kind = FIELD_INT64,
-         JOB(submit_ms),
-         .column = "submit_ms",
-         .flags = FIELD_SHOWN,
-         .shown = "submit_time_ms"},
-        {.name = "start_ms",
-         .kind = FIELD_INT64,
-         JOB(start_ms),
-         .column = "start_ms",
-         .flags = FIELD_SHOWN | FIELD_CHANGES | FIELD_SPARSE,
-         .shown = "start_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        {.name = "end_ms",
-         .kind = FIELD_INT64,
-         JOB(end_ms),
-         .column = "end_ms",
-         .flags = FIELD_SHOWN | FIELD_CHANGES | FIELD_SPARSE,
-         .shown = "end_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        {.name = "exit_code",
-         .kind = FIELD_NONE,
-         .column = "exit_code",
-         .flags = FIELD_SHOWN | FIELD_CHANGES,
-         .codec = &exit_code},
-        {.name = "reason",
-         .kind = FIELD_TEXT,
-         JOB(reason),
-         .column = "reason",
-         .flags = FIELD_SHOWN | FIELD_CHANGES},
-        {.name = "cancel_requested",
-         .kind = FIELD_BOOL,
-         JOB(cancel_requested),
-         .column = "cancel_requested",
-         .flags = FIELD_SHOWN | FIELD_CHANGES},
-        {.name = "exported",
-         .kind = FIELD_JSON,
-         JOB(exported),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE | FIELD_MEMO |
-                  FIELD_SHARED,
-         .unset = FIELD_SHOW_ARRAY},
-        {.name = "team",
-         .kind = FIELD_STR,
-         JOB(team),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
-         .dflt_str = "default"},
-        {.name = "time_limit_ms",
-         .kind = FIELD_INT64,
-         JOB(time_limit_ms),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
-         .unset = FIELD_SHOW_NULL},
-        {.name = "constraints",
-         .kind = FIELD_JSON,
-         JOB(constraints),
-         .flags = FIELD_SHOWN | FIELD_EXTRA,
-         .unset = FIELD_SHOW_OBJECT,
-         .codec = &constraints},
-        /* the body's placement fields, made into constraints by its codec */
-        {.name = "gpu_type", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
-        {.name = "min_gpu_memory_bytes", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
-        {.name = "pool", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
-        {.name = "selectors", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
-        {.name = "cpus", .kind = FIELD_NONE, .flags = FIELD_CLIENT, .codec = &cpus_body},
-        {.name = "cpu_millis",
-         .kind = FIELD_INT64,
-         JOB(cpu_millis),
-         .flags = FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
-         .shown = "cpus",
-         .codec = &cpus_shown},
-        {.name = "memory_bytes",
-         .kind = FIELD_INT64,
-         JOB(memory_bytes),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
-         .unset = FIELD_SHOW_OMIT},
-        {.name = "checkpointing",
-         .kind = FIELD_BOOL,
-         JOB(checkpointing),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA},
-        /* a head's fields go into the desired entry by the rank (ranks.c) */
-        {.name = "head",
-         .kind = FIELD_STR,
-         JOB(head),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
-         .unset = FIELD_SHOW_NULL},
-        {.name = "worker",
-         .kind = FIELD_STR,
-         JOB(worker),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
-         .unset = FIELD_SHOW_NULL},
-        {.name = "head_timeout_ms",
-         .kind = FIELD_INT64,
-         JOB(head_timeout_ms),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
-         .codec = &head_timeout},
-        {.name = "session",
-         .kind = FIELD_BOOL,
-         JOB(session),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
-        {.name = "mpi",
-         .kind = FIELD_BOOL,
-         JOB(mpi),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
-        {.name = "est_start_ms",
-         .kind = FIELD_INT64,
-         JOB(est_start_ms),
-         .flags = FIELD_SHOWN,
-         .shown = "est_start_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        {.name = "after",
-         .kind = FIELD_JSON,
-         JOB(after),
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
-         .unset = FIELD_SHOW_ARRAY,
-         .codec = &after},
-        {.name = "array",
-         .kind = FIELD_NONE,
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
-         .codec = &array},
-        /* set by the workflow engine; its ranks get it as ANVIL_TASK (ranks.c) */
-        {.name = "task", .kind = FIELD_JSON, JOB(task), .flags = FIELD_EXTRA | FIELD_SPARSE},
+	{.name = "id", .kind = FIELD_INT64, JOB(id), .column = "id", .flags = FIELD_SHOWN},
+	{.name = "name", .kind = FIELD_STR, JOB(name), .column = "name",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN, .dflt_str = ""},
+	{.name = "queue", .kind = FIELD_STR, JOB(queue), .column = "queue",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN, .dflt_str = "default"},
+	{.name = "priority", .kind = FIELD_INT, JOB(priority), .column = "priority",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN},
+	{.name = "state", .kind = FIELD_STATE, JOB(state), .column = "state",
+	    .flags = FIELD_SHOWN | FIELD_CHANGES},
+	{.name = "gpus", .kind = FIELD_INT, JOB(gpus), .column = "gpus",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN, .dflt = 1},
+	{.name = "nodes", .kind = FIELD_INT, JOB(nodes), .column = "nodes",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN, .dflt = 1},
+	{.name = "command", .kind = FIELD_JSON, JOB(command), .column = "command",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_MEMO | FIELD_SHARED,
+	    .dflt_str = "[]"},
+	/* the desired entry's env is the rank's (server/ranks.c) */
+	{.name = "env", .kind = FIELD_JSON, JOB(env), .column = "env",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_MEMO | FIELD_SHARED, .dflt_str = "{}",
+	    .codec = &env},
+	{.name = "cwd", .kind = FIELD_STR, JOB(cwd), .column = "cwd",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED, .unset = FIELD_SHOW_NULL},
+	{.name = "grace_ms", .kind = FIELD_INT64, JOB(grace_ms), .column = "grace_ms",
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED, .dflt = 10000},
+	{.name = "submit_ms", .kind = FIELD_INT64, JOB(submit_ms), .column = "submit_ms",
+	    .flags = FIELD_SHOWN, .shown = "submit_time_ms"},
+	{.name = "start_ms", .kind = FIELD_INT64, JOB(start_ms), .column = "start_ms",
+	    .flags = FIELD_SHOWN | FIELD_CHANGES | FIELD_SPARSE, .shown = "start_time_ms",
+	    .unset = FIELD_SHOW_NULL},
+	{.name = "end_ms", .kind = FIELD_INT64, JOB(end_ms), .column = "end_ms",
+	    .flags = FIELD_SHOWN | FIELD_CHANGES | FIELD_SPARSE, .shown = "end_time_ms",
+	    .unset = FIELD_SHOW_NULL},
+	{.name = "exit_code", .kind = FIELD_NONE, .column = "exit_code",
+	    .flags = FIELD_SHOWN | FIELD_CHANGES, .codec = &exit_code},
+	{.name = "reason", .kind = FIELD_TEXT, JOB(reason), .column = "reason",
+	    .flags = FIELD_SHOWN | FIELD_CHANGES},
+	{.name = "cancel_requested", .kind = FIELD_BOOL, JOB(cancel_requested),
+	    .column = "cancel_requested", .flags = FIELD_SHOWN | FIELD_CHANGES},
+	{.name = "exported", .kind = FIELD_JSON, JOB(exported),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE | FIELD_MEMO | FIELD_SHARED,
+	    .unset = FIELD_SHOW_ARRAY},
+	{.name = "team", .kind = FIELD_STR, JOB(team),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .dflt_str = "default"},
+	{.name = "time_limit_ms", .kind = FIELD_INT64, JOB(time_limit_ms),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .unset = FIELD_SHOW_NULL},
+	{.name = "constraints", .kind = FIELD_JSON, JOB(constraints),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA, .unset = FIELD_SHOW_OBJECT, .codec = &constraints},
+	/* the body's placement fields, made into constraints by its codec */
+	{.name = "gpu_type", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+	{.name = "min_gpu_memory_bytes", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+	{.name = "pool", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+	{.name = "selectors", .kind = FIELD_NONE, .flags = FIELD_CLIENT},
+	{.name = "cpus", .kind = FIELD_NONE, .flags = FIELD_CLIENT, .codec = &cpus_body},
+	{.name = "cpu_millis", .kind = FIELD_INT64, JOB(cpu_millis),
+	    .flags = FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE, .shown = "cpus",
+	    .codec = &cpus_shown},
+	{.name = "memory_bytes", .kind = FIELD_INT64, JOB(memory_bytes),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_OMIT},
+	{.name = "checkpointing", .kind = FIELD_BOOL, JOB(checkpointing),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA},
+	/* a head's fields go into the desired entry by the rank (ranks.c) */
+	{.name = "head", .kind = FIELD_STR, JOB(head),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_NULL},
+	{.name = "worker", .kind = FIELD_STR, JOB(worker),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_NULL},
+	{.name = "head_timeout_ms", .kind = FIELD_INT64, JOB(head_timeout_ms),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .codec = &head_timeout},
+	{.name = "session", .kind = FIELD_BOOL, JOB(session),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
+	{.name = "mpi", .kind = FIELD_BOOL, JOB(mpi),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE},
+	{.name = "est_start_ms", .kind = FIELD_INT64, JOB(est_start_ms), .flags = FIELD_SHOWN,
+	    .shown = "est_start_time_ms", .unset = FIELD_SHOW_NULL},
+	{.name = "after", .kind = FIELD_JSON, JOB(after),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_ARRAY, .codec = &after},
+	{.name = "array", .kind = FIELD_NONE, .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
+	    .codec = &array},
+	/* set by the workflow engine; its ranks get it as ANVIL_TASK (ranks.c) */
+	{.name = "task", .kind = FIELD_JSON, JOB(task), .flags = FIELD_EXTRA | FIELD_SPARSE},
 #ifdef ANVIL_FIELD_PROBE
-        /* A field that exists to test this table (test builds only): a
+	/* A field that exists to test this table (test builds only): a
 	 * plain client-settable string, stored, shown and carried to the
 	 * ranks, described by this entry alone. */
-        {.name = "probe",
-         .kind = FIELD_MORE,
-         .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
-         .unset = FIELD_SHOW_OMIT,
-         .type = JV_STRING,
-         .min = 1,
-         .max = 256,
-         .meaning = "a test build's probe: stored, shown and in each rank's desired entry"},
+	{.name = "probe", .kind = FIELD_MORE,
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_OMIT, .type = JV_STRING, .min = 1, .max = 256,
+	    .meaning = "a test build's probe: stored, shown and in each rank's desired entry"},
 #endif
-        {.name = NULL},
+	{.name = NULL},
 };
 
 const struct field fields_attempt[] = {
-        {.name = "id", .kind = FIELD_INT64, ATTEMPT(id), .column = "id", .flags = FIELD_SHOWN},
-        {.name = "job_id", .kind = FIELD_INT64, ATTEMPT(job_id), .column = "job_id"},
-        {.name = "number",
-         .kind = FIELD_INT,
-         ATTEMPT(number),
-         .column = "number",
-         .flags = FIELD_SHOWN},
-        {.name = "state",
-         .kind = FIELD_NONE,
-         .column = "state",
-         .flags = FIELD_SHOWN,
-         .codec = &attempt_state},
-        {.name = "ending",
-         .kind = FIELD_BOOL,
-         ATTEMPT(ending),
-         .column = "ending",
-         .flags = FIELD_SHOWN},
-        {.name = "master_addr",
-         .kind = FIELD_TEXT,
-         ATTEMPT(master_addr),
-         .column = "master_addr",
-         .flags = FIELD_SHOWN},
-        {.name = "master_port",
-         .kind = FIELD_INT,
-         ATTEMPT(master_port),
-         .column = "master_port",
-         .flags = FIELD_SHOWN},
-        {.name = "start_ms",
-         .kind = FIELD_INT64,
-         ATTEMPT(start_ms),
-         .column = "start_ms",
-         .flags = FIELD_SHOWN | FIELD_SPARSE,
-         .shown = "start_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        {.name = "end_ms",
-         .kind = FIELD_INT64,
-         ATTEMPT(end_ms),
-         .column = "end_ms",
-         .flags = FIELD_SHOWN | FIELD_SPARSE,
-         .shown = "end_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        /* shown with each rank's node (server/state.c) */
-        {.name = "ranks", .kind = FIELD_NONE, .column = "ranks", .codec = &ranks},
-        {.name = "preempted", .kind = FIELD_BOOL, ATTEMPT(preempted), .flags = FIELD_EXTRA},
-        {.name = "borrowed",
-         .kind = FIELD_BOOL,
-         ATTEMPT(borrowed),
-         .flags = FIELD_SHOWN | FIELD_EXTRA},
-        {.name = "preempted_for",
-         .kind = FIELD_INT64,
-         ATTEMPT(preempted_for),
-         .flags = FIELD_SHOWN | FIELD_EXTRA,
-         .codec = &preempted_for},
-        {.name = "checkpoint_ms",
-         .kind = FIELD_INT64,
-         ATTEMPT(checkpoint_ms),
-         .flags = FIELD_SHOWN | FIELD_EXTRA,
-         .shown = "checkpoint_time_ms",
-         .unset = FIELD_SHOW_NULL},
-        /* shown as head_addr (server/state.c) */
-        {.name = "head_port",
-         .kind = FIELD_INT,
-         ATTEMPT(head_port),
-         .flags = FIELD_EXTRA | FIELD_SPARSE},
-        {.name = "command_ended",
-         .kind = FIELD_BOOL,
-         ATTEMPT(command_ended),
-         .flags = FIELD_EXTRA | FIELD_SPARSE},
-        /* never shown: it opens the attempt's ranks to exec */
-        {.name = "exec_token",
-         .kind = FIELD_TEXT,
-         ATTEMPT(exec_token),
-         .flags = FIELD_EXTRA | FIELD_SPARSE},
-        {.name = "end_reason",
-         .kind = FIELD_TEXT,
-         ATTEMPT(end_reason),
-         .column = "end_reason",
-         .flags = FIELD_SHOWN},
-        {.name = NULL},
+	{.name = "id", .kind = FIELD_INT64, ATTEMPT(id), .column = "id", .flags = FIELD_SHOWN},
+	{.name = "job_id", .kind = FIELD_INT64, ATTEMPT(job_id), .column = "job_id"},
+	{.name = "number", .kind = FIELD_INT, ATTEMPT(number), .column = "number",
+	    .flags = FIELD_SHOWN},
+	{.name = "state", .kind = FIELD_STATE, ATTEMPT(state), .column = "state",
+	    .flags = FIELD_SHOWN},
+	{.name = "ending", .kind = FIELD_BOOL, ATTEMPT(ending), .column = "ending",
+	    .flags = FIELD_SHOWN},
+	{.name = "master_addr", .kind = FIELD_TEXT, ATTEMPT(master_addr), .column = "master_addr",
+	    .flags = FIELD_SHOWN},
+	{.name = "master_port", .kind = FIELD_INT, ATTEMPT(master_port), .column = "master_port",
+	    .flags = FIELD_SHOWN},
+	{.name = "start_ms", .kind = FIELD_INT64, ATTEMPT(start_ms), .column = "start_ms",
+	    .flags = FIELD_SHOWN | FIELD_SPARSE, .shown = "start_time_ms",
+	    .unset = FIELD_SHOW_NULL},
+	{.name = "end_ms", .kind = FIELD_INT64, ATTEMPT(end_ms), .column = "end_ms",
+	    .flags = FIELD_SHOWN | FIELD_SPARSE, .shown = "end_time_ms", .unset = FIELD_SHOW_NULL},
+	/* shown with each rank's node (server/state.c) */
+	{.name = "ranks", .kind = FIELD_NONE, .column = "ranks", .codec = &ranks},
+	{.name = "preempted", .kind = FIELD_BOOL, ATTEMPT(preempted), .flags = FIELD_EXTRA},
+	{.name = "borrowed", .kind = FIELD_BOOL, ATTEMPT(borrowed),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA},
+	{.name = "preempted_for", .kind = FIELD_INT64, ATTEMPT(preempted_for),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA, .codec = &preempted_for},
+	{.name = "checkpoint_ms", .kind = FIELD_INT64, ATTEMPT(checkpoint_ms),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA, .shown = "checkpoint_time_ms",
+	    .unset = FIELD_SHOW_NULL},
+	/* shown as head_addr (server/state.c) */
+	{.name = "head_port", .kind = FIELD_INT, ATTEMPT(head_port),
+	    .flags = FIELD_EXTRA | FIELD_SPARSE},
+	{.name = "command_ended", .kind = FIELD_BOOL, ATTEMPT(command_ended),
+	    .flags = FIELD_EXTRA | FIELD_SPARSE},
+	/* never shown: it opens the attempt's ranks to exec */
+	{.name = "exec_token", .kind = FIELD_TEXT, ATTEMPT(exec_token),
+	    .flags = FIELD_EXTRA | FIELD_SPARSE},
+	{.name = "end_reason", .kind = FIELD_TEXT, ATTEMPT(end_reason), .column = "end_reason",
+	    .flags = FIELD_SHOWN},
+	{.name = NULL},
 };
 /* clang-format on */
 
@@ -595,6 +422,7 @@ int fields_unset(const struct field *f, const void *rec)
 	case FIELD_TEXT: return *CAT(rec, f, char) == '\0';
 	case FIELD_JSON: return CJSON(rec, f) == NULL;
 	case FIELD_MORE: return json_object_get(((const struct job *)rec)->more, f->name) == NULL;
+	case FIELD_STATE: return 0; /* every state is one */
 	case FIELD_NONE: break;
 	}
 	return 1;
@@ -616,6 +444,7 @@ static json_t *kind_value(const struct field *f, const void *rec)
 	case FIELD_MORE:
 		v = json_object_get(((const struct job *)rec)->more, f->name);
 		return v ? json_incref(v) : json_null();
+	case FIELD_STATE: return json_string(job_state_name(*CAT(rec, f, enum job_state)));
 	case FIELD_NONE: break;
 	}
 	return NULL;
@@ -702,6 +531,10 @@ void fields_decode(const struct field *f, void *rec, const json_t *v)
 				j->more = json_object();
 			json_object_set(j->more, f->name, (json_t *)(uintptr_t)v);
 		}
+		break;
+	case FIELD_STATE: /* a state this build does not know: the job is lost */
+		if (job_state_parse(json_string_value(v), AT(rec, f, enum job_state)))
+			*AT(rec, f, enum job_state) = JOB_LOST;
 		break;
 	case FIELD_NONE: break;
 	}
@@ -834,6 +667,7 @@ char *fields_extra_text(const struct field *t, const void *rec, fields_memo_fn m
 				add_value_text(&b, CJSON(rec, f));
 			break;
 		case FIELD_MORE:
+		case FIELD_STATE:
 		case FIELD_NONE:
 			v = kind_value(f, rec);
 			add_value_text(&b, v ? v : json_null());

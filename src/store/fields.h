@@ -53,6 +53,7 @@ enum field_kind {
 	FIELD_STR,   /* char *, malloc'd; NULL: unset */
 	FIELD_TEXT,  /* char[size]; "": unset */
 	FIELD_JSON,  /* json_t *, a reference; NULL: unset */
+	FIELD_STATE, /* enum job_state; its name in JSON and in its column */
 	FIELD_MORE,  /* no member: the job's `more` object holds it (jobs only) */
 	FIELD_NONE,  /* no value of its own (a part of another field's body) */
 };

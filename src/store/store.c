@@ -537,6 +537,9 @@ static void bind_field(struct store *st, sqlite3_stmt *s, int i, const struct fi
 			sqlite3_bind_null(s, i);
 	} else if (f->kind == FIELD_TEXT) {
 		sqlite3_bind_text(s, i, base + f->offset, -1, SQLITE_STATIC);
+	} else if (f->kind == FIELD_STATE) {
+		const enum job_state *v = (const void *)(base + f->offset);
+		sqlite3_bind_text(s, i, job_state_name(*v), -1, SQLITE_STATIC);
 	} else if (f->kind == FIELD_JSON && (f->flags & FIELD_MEMO)) {
 		json_t *v = *(json_t *const *)(const void *)(base + f->offset);
 		sqlite3_bind_text(s, i, memo_text(st, f, v), -1, SQLITE_STATIC);
