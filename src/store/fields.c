@@ -545,9 +545,11 @@ void fields_decode(const struct field *f, void *rec, const json_t *v)
 void fields_job_from_body(struct job *j, const json_t *body, const struct job *like)
 {
 	for (const struct field *f = fields_job; f->name; f++) {
-		if (!(f->flags & FIELD_CLIENT) && !(f->codec && f->codec->from_body))
-			continue;
-		if (f->codec && f->codec->from_body) {
+		int own = f->codec && f->codec->from_body;
+		if (!own && (!(f->flags & FIELD_CLIENT) || f->kind == FIELD_NONE))
+			continue; /* the server's, or a part of another field (or the
+			           * array's, whose members jobs_build makes) */
+		if (own) {
 			f->codec->from_body(j, body);
 		} else if ((f->flags & FIELD_SHARED) && like) {
 			*AT(j, f, json_t *) = json_incref(CJSON(like, f));

@@ -18,23 +18,33 @@
  *            stored (in memory only);
  *   flags    FIELD_CLIENT: the client may set it, and its JSON type and
  *            bounds are those of the submit record (proto/wire.h,
- *            wire_submit; a FIELD_MORE field has its own here, and is
- *            checked with them); FIELD_DESIRED: copied into each rank's
- *            desired entry; FIELD_SHOWN: shown, under `shown` when set;
+ *            wire_submit; a FIELD_MORE field has its own here, and the
+ *            body is checked with both: fields_body()); FIELD_DESIRED:
+ *            copied into each rank's desired entry (what depends on the
+ *            rank, its env and a head's fields, ranks.c adds);
+ *            FIELD_SHOWN: shown, under `shown` when set, an unset value as
+ *            `unset` says; FIELD_CHANGES: written again at each change of
+ *            a written job (store_put_job_state);
  *   default  what the record holds when the body or the row lacks it.
  *
  * A field that needs its own codec (the constraints made of four body
- * fields, cpus as cpu_millis, the array, a state's name) names it in its
- * entry; the rest are copied by their kind. The table is what the store,
- * the API's validation and record building, the desired entries and the
- * show answer loop over; tests/unit/store/test_fields.c checks it against
- * the submit record both ways, so the two cannot drift.
+ * fields, cpus kept as cpu_millis, an array's member, the exit code and
+ * has_exit, an attempt's ranks) names it in its entry; the rest are copied
+ * by their kind. The tables are what the store (store.c, load.c), the
+ * API's validation and record building (server/jobs.c), the desired
+ * entries (server/ranks.c), the shown job and attempt (server/state.c) and
+ * `anvil run --field` (cli/submit.c) loop over; what a table cannot say
+ * (the queue exists, a cwd is absolute, a head and MPI do not go together)
+ * server/jobs.c checks next to it. tests/unit/store/test_fields.c checks
+ * the client fields against the submit record both ways, and the columns
+ * against the schema, so they cannot drift.
  *
  * Adding a client-settable field: one entry with FIELD_MORE (docs/
  * architecture.md, "Adding a field", walks through the probe field).
  *
- * The tables are constant; every function is pure and thread-safe except
- * where it says it fills a record the caller owns.
+ * The tables are constant and fields_body() is made once (pthread_once):
+ * every function may be called from any thread; those that fill a record
+ * write only the record the caller passes.
  */
 #ifndef ANVIL_FIELDS_H
 #define ANVIL_FIELDS_H

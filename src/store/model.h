@@ -152,7 +152,9 @@ struct attempt {
 
 /* A job as submitted never changes: once it is written, only state,
  * start_ms, end_ms, has_exit/exit_code, cancel_requested and reason (and
- * its attempts) do, and that is all store_put_job_state() writes again. */
+ * its attempts) do, and that is all store_put_job_state() writes again
+ * (FIELD_CHANGES). Where each field is stored, shown and sent is its entry
+ * in store/fields.c. */
 struct job {
 	int64_t id;
 	char *name;
