@@ -17,6 +17,7 @@
 #include "cli/cliconn.h"
 #include "gpu/gpu.h"
 #include "proto/wire.h"
+#include "store/fields.h"
 
 /* A log being printed as it grows. */
 struct tail {
@@ -49,7 +50,7 @@ static int refuse(struct verb_ctx *v, const json_t *body)
 			return verb_usage_error(v, "--local runs one rank here: no --%s",
 			                        not_here[i]);
 	char err[256];
-	if (wire_check(body, &wire_submit, err, sizeof(err)))
+	if (jv_check(body, fields_body(), err, sizeof(err)))
 		return verb_usage_error(v, "%s", err);
 	return CLI_EXIT_OK;
 }

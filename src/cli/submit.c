@@ -1,5 +1,6 @@
 #include "cli/submit.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "base/util.h"
 #include "cli/verb.h"
 #include "proto/wire.h"
+#include "store/fields.h"
 
 /* ---- what is never exported ---- */
 
@@ -421,6 +423,93 @@ int submit_array(const char *spec, json_t **out, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- --field NAME=VALUE ---- */
+
+static json_t *field_bool(const char *s)
+{
+	if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcmp(s, "yes") == 0)
+		return json_true();
+	if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcmp(s, "no") == 0)
+		return json_false();
+	return NULL;
+}
+
+/* A JSON value of type t, written as JSON ('["a","b"]', '{"k":"v"}'). */
+static json_t *field_json(const char *s, enum jv_type t)
+{
+	json_t *v = json_loads(s, JSON_DECODE_ANY, NULL);
+	int fits = t == JV_STRINGS || t == JV_ARRAY ? json_is_array(v) : json_is_object(v);
+	if (!fits) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* VALUE as the type of field f; NULL with why when it is not one. The
+ * bounds are the server's to check, in the same words as for any body. */
+static json_t *field_value(const struct jv_field *f, const char *s, const char **why)
+{
+	int64_t n;
+	json_t *v = NULL;
+	switch (f->type) {
+	case JV_STRING: return json_string(s);
+	case JV_INT:
+		if (parse_i64(s, INT64_MIN, INT64_MAX, &n) == 0)
+			return json_integer(n);
+		*why = "is not an integer";
+		return NULL;
+	case JV_BOOL:
+		v = field_bool(s);
+		*why = "is not true or false";
+		return v;
+	case JV_NUMBER:
+		v = number(s);
+		*why = "is not a number like 0.5 or 4";
+		return v;
+	case JV_STRINGS:
+	case JV_ARRAY:
+		v = field_json(s, f->type);
+		*why = "is not a JSON array (write it as [\"a\", \"b\"])";
+		return v;
+	case JV_OBJECT:
+	case JV_STRING_MAP:
+		v = field_json(s, f->type);
+		*why = "is not a JSON object (write it as {\"key\": \"value\"})";
+		return v;
+	}
+	return NULL;
+}
+
+/* Each --field NAME=VALUE into body: any field of the job that a client
+ * may set (store/fields.h, fields_client), by its name and type, so that
+ * a field is reachable from here without an option of its own. */
+static int add_fields(const struct cliargs *a, json_t *body, char *err, size_t errlen)
+{
+	if (!cliargs_has(a, "field"))
+		return 0;
+	const struct cliargs_value *kv = cliargs_get(a, "field");
+	for (size_t i = 0; i < kv->nlist; i++) {
+		const char *arg = kv->list[i], *eq = strchr(arg, '=');
+		char *name = xstrndup(arg, (size_t)(eq - arg));
+		const struct jv_field *f = fields_client(name);
+		const char *why = fields_find(fields_job, name)
+		                          ? "is a field of the job that only the server sets"
+		                          : "is not a field of a job (docs/api.md, POST /v1/jobs)";
+		json_t *v = f ? field_value(f, eq + 1, &why) : NULL;
+		if (!v)
+			snprintf(err, errlen, "--field %s: '%s' %s", arg, f ? eq + 1 : name, why);
+		else if (wire_field(&wire_submit, name))
+			wire_set(body, &wire_submit, name, v);
+		else /* the table's own field (FIELD_MORE): checked by the server with it */
+			json_object_set_new(body, name, v);
+		free(name);
+		if (!v)
+			return ERR_INVALID;
+	}
+	return 0;
+}
+
 int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, json_t **out,
                 struct buf *notes, char *err, size_t errlen)
 {
@@ -452,6 +541,8 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 	spec = cliargs_has(a, "array") ? cliargs_str(a, "array") : NULL;
 	if (rc == 0 && spec && (rc = submit_array(spec, &x, err, errlen)) == 0)
 		wire_set(body, &wire_submit, "array", x);
+	if (rc == 0) /* last: a field named wins over the option that sets it */
+		rc = add_fields(a, body, err, errlen);
 	if (rc) {
 		json_decref(body);
 		return rc;

@@ -13,6 +13,10 @@
  *             sets one on top. "exported" lists the names that came from
  *             the client's environment, which the server shows by name only.
  *
+ * `anvil run --field NAME=VALUE` sets any field a client may set (store/
+ * fields.h, fields_client) by its name, the value read as its type; it is
+ * applied last, so it wins over an option that sets the same field.
+ *
  * Pure: the environment and the current directory are arguments, so tests
  * pass their own. One thread.
  */

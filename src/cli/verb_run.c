@@ -26,6 +26,8 @@ static const struct cliargs_opt opts[] = {
          "with --head: how long to wait for it to answer (default 5m)"},
         {"mpi", 0, CLIARGS_FLAG, NULL,
          "an MPI program: rank 0 runs mpirun over every node, no SSH (see MPI below)"},
+        {"field", 0, CLIARGS_KV, "NAME=VALUE",
+         "set any field of the job the API takes, by its name (repeatable; see docs/cli.md)"},
         {"wait", 'w', CLIARGS_FLAG, NULL,
          "stream the output and exit with the job's status (an array's: the highest)"},
         {"local", 0, CLIARGS_FLAG, NULL,

@@ -15,8 +15,10 @@
  * to it.
  *
  * Why proto/, a library of its own: the server, the agent (with its GPU
- * layer, gpu/, which builds the facts' GPU and RDMA entries) and the client
- * link it, and it depends on base/ (jv.h) and jansson only. It describes JSON, not the
+ * layer, gpu/, which builds the facts' GPU and RDMA entries), the client
+ * and the store (whose job field table, store/fields.h, takes the submit
+ * record's types and bounds) link it, and it depends on base/ (jv.h) and
+ * jansson only. It describes JSON, not the
  * code of either side - it names no server or agent type, and each side maps
  * its own structs onto the fields. Each table holds the bounds its consumer
  * has always enforced.

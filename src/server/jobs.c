@@ -14,6 +14,7 @@
 #include "base/util.h"
 #include "proto/wire.h"
 #include "server/records.h"
+#include "store/fields.h"
 
 /* ---- submission ---- */
 
@@ -252,73 +253,14 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 	return rc ? rc : check_array(body, err, errlen);
 }
 
-/* "after" as stored: every entry with its "when". */
-static json_t *after_of(const json_t *body)
-{
-	const json_t *after = json_object_get(body, "after");
-	if (!json_array_size(after))
-		return NULL;
-	json_t *out = json_array();
-	size_t i;
-	json_t *a;
-	json_array_foreach (after, i, a)
-		json_array_append_new(out, json_pack("{s:O,s:s}", "job", json_object_get(a, "job"),
-		                                     "when", jv_str(a, "when", "ok")));
-	return out;
-}
-
-/* The job's placement constraints as stored: only what was asked for. */
-static json_t *constraints_of(const json_t *body)
-{
-	json_t *c = json_object();
-	static const char *const keys[] = {"gpu_type", "min_gpu_memory_bytes", "pool", "selectors"};
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		json_t *v = json_object_get(body, keys[i]);
-		if (v && !json_is_null(v))
-			json_object_set(c, keys[i], v);
-	}
-	return c;
-}
-
 /* like: an array's first member, whose command, environment and exported
- * names the others share (never changed: store/model.h), or NULL. */
+ * names the others share (never changed: store/model.h), or NULL. Every
+ * field the client may set is copied as its entry in store/fields.h says. */
 static struct job *job_from_body(struct state *st, const json_t *body, const struct job *like)
 {
 	struct job *j = xcalloc(1, sizeof(*j));
 	j->id = st->njobs + 1;
-	j->name = xstrdup(jv_str(body, "name", ""));
-	j->queue = xstrdup(jv_str(body, "queue", "default"));
-	j->team = xstrdup(jv_str(body, "team", "default"));
-	j->priority = (int)jv_int(body, "priority", 0);
-	j->gpus = (int)jv_int(body, "gpus", 1);
-	j->nodes = (int)jv_int(body, "nodes", 1);
-	const json_t *env = json_object_get(body, "env");
-	const json_t *exported = json_object_get(body, "exported");
-	if (like) {
-		j->command = json_incref(like->command);
-		j->env = json_incref(like->env);
-		j->exported = json_incref(like->exported);
-	} else {
-		j->command = json_deep_copy(json_object_get(body, "command"));
-		j->env = json_is_object(env) ? json_deep_copy(env) : json_object();
-		j->exported = json_array_size(exported) ? json_deep_copy(exported) : NULL;
-	}
-	const char *cwd = jv_str(body, "cwd", NULL);
-	j->cwd = cwd ? xstrdup(cwd) : NULL;
-	j->grace_ms = jv_int(body, "grace_ms", 10000);
-	j->time_limit_ms = jv_int(body, "time_limit_ms", 0);
-	j->constraints = constraints_of(body);
-	j->checkpointing = jv_bool(body, "checkpointing", 0);
-	j->session = jv_bool(body, "session", 0);
-	j->mpi = jv_bool(body, "mpi", 0);
-	const json_t *cpus = json_object_get(body, "cpus"); /* checked: 0.01-1024 */
-	j->cpu_millis = json_is_number(cpus) ? (int64_t)(json_number_value(cpus) * 1000 + 0.5) : 0;
-	j->memory_bytes = jv_int(body, "memory_bytes", 0);
-	j->after = after_of(body);
-	const char *head = jv_str(body, "head", NULL), *worker = jv_str(body, "worker", NULL);
-	j->head = head ? xstrdup(head) : NULL;
-	j->worker = worker ? xstrdup(worker) : NULL;
-	j->head_timeout_ms = head ? jv_int(body, "head_timeout_ms", JOBS_HEAD_TIMEOUT_MS) : 0;
+	fields_job_from_body(j, body, like);
 	j->state = JOB_PENDING;
 	j->submit_ms = wall_ms();
 	text_printf(j->reason, sizeof(j->reason), "waiting to be scheduled");
@@ -328,7 +270,8 @@ static struct job *job_from_body(struct state *st, const json_t *body, const str
 int jobs_build(struct state *st, const json_t *body, int64_t first_id, struct job ***out, int *n,
                char *err, size_t errlen)
 {
-	int rc = wire_check(body, &wire_submit, err, errlen);
+	/* the submit record's fields and the table's own (store/fields.h) */
+	int rc = jv_check(body, fields_body(), err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
 	if (rc)

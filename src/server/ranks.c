@@ -16,6 +16,7 @@
 #include "base/util.h"
 #include "proto/wire.h"
 #include "server/records.h"
+#include "store/fields.h"
 
 /* Whether a's stop cause decides `what`, a MACHINE_* outcome flag: the
  * table beside store/machine.h's "attempt stop" moves says what each does. */
@@ -386,6 +387,17 @@ static json_t *rank_env(const struct job *j, const struct attempt *a, const stru
 	return env;
 }
 
+/* A field of the job's table that goes into the desired entry: through
+ * wire_set() when the desired record has it, which checks its type; a
+ * field that the table alone describes (FIELD_MORE) as it is. */
+static void desired_put(void *ctx, const char *name, json_t *v)
+{
+	if (wire_field(&wire_desired, name))
+		wire_set(ctx, &wire_desired, name, v);
+	else
+		json_object_set_new(ctx, name, v);
+}
+
 /* A rank's desired entry (proto/wire.h, wire_desired); the limits only when set. */
 static json_t *desired_entry(struct state *st, const struct job *j, const struct attempt *a,
                              const struct rank *k, const struct node *n)
@@ -395,20 +407,14 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	wire_set(d, r, "attempt_id", json_integer(a->id));
 	wire_set(d, r, "job_id", json_integer(j->id));
 	wire_set(d, r, "rank", json_integer(k->rank));
-	wire_set(d, r, "command", json_incref(j->command));
-	wire_set(d, r, "cwd", j->cwd ? json_string(j->cwd) : json_null());
+	fields_desired(j, desired_put, d); /* the job's own (store/fields.h) */
 	wire_set(d, r, "gpus", state_gpu_list(k->gpus));
-	wire_set(d, r, "grace_ms", json_integer(j->grace_ms));
 	wire_set(d, r, "env", rank_env(j, a, k, n));
 	if (names_env(j, n)) {
 		char key[24];
 		env_key(j, key);
 		wire_set(d, r, "env_base", json_string(key));
 	}
-	if (j->cpu_millis > 0)
-		wire_set(d, r, "cpu_millis", json_integer(j->cpu_millis));
-	if (j->memory_bytes > 0)
-		wire_set(d, r, "memory_bytes", json_integer(j->memory_bytes));
 	if (j->head) { /* the agent runs the rank under its launcher (agent/launch.h) */
 		char addr[96];
 		state_head_addr(a, addr, sizeof(addr));
@@ -419,8 +425,6 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 			wire_set(d, r, "worker", json_string(j->worker));
 		wire_set(d, r, "head_timeout_ms", json_integer(j->head_timeout_ms));
 	}
-	if (j->session)
-		wire_set(d, r, "session", json_true());
 	const struct queue *q = state_queue(st, j->queue);
 	if (q && q->run_as_root) /* else the agent's rank account (agent/fence.h) */
 		wire_set(d, r, "as_root", json_true());
@@ -432,8 +436,6 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	}
 	if (j->task && jv_bool(j->task, "wrap", 1)) /* under `anvil _task` (agent/task.c) */
 		wire_set(d, r, "task", json_true());
-	if (j->mpi) /* the agent runs mpirun on rank 0, a placeholder on the others */
-		wire_set(d, r, "mpi", json_true());
 	if (j->mpi && k->rank == 0) {
 		json_t *hosts = json_array();
 		for (int i = 0; i < a->nranks; i++) {

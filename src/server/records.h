@@ -28,10 +28,6 @@ void ranks_check_idle(struct state *st);
 
 /* ---- layer 3: jobs.c ---- */
 
-/* How long the ranks of a job with a head wait for it to answer, unless
- * the job says (docs/cli.md, "Head and workers"). */
-#define JOBS_HEAD_TIMEOUT_MS 300000
-
 /* Validates a submission body and makes its job records: one, or an
  * array's members (*n of them, in *out, which the caller frees), not yet
  * indexed, with ids from first_id on: st->njobs + 1 for the next

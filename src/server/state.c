@@ -11,7 +11,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
-#include "store/machine.h"
+#include "store/fields.h"
 
 void state_lock(struct state *st)
 {
@@ -623,23 +623,14 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	json_t *ranks = json_array();
 	for (int i = 0; i < a->nranks; i++)
 		json_array_append_new(ranks, rank_json(st, a, &a->ranks[i]));
-	json_t *o =
-	        json_pack("{s:I,s:i,s:s,s:b,s:s,s:i,s:o,s:o,s:o}", "id", (json_int_t)a->id,
-	                  "number", a->number, "state", job_state_name(a->state), "ending",
-	                  attempt_ending(a), "master_addr", a->master_addr, "master_port",
-	                  a->master_port, "start_time_ms", opt_int(a->start_ms > 0, a->start_ms),
-	                  "end_time_ms", opt_int(a->end_ms > 0, a->end_ms), "ranks", ranks);
-	json_object_set_new(o, "borrowed", json_boolean(a->borrowed));
-	json_object_set_new(o, "checkpoint_time_ms",
-	                    opt_int(a->checkpoint_ms > 0, a->checkpoint_ms));
-	if (machine_decides(MACHINE_ATTEMPT_STOP, (int)a->stop, MACHINE_REQUEUES))
-		json_object_set_new(o, "preempted_for", json_integer(a->preempted_for));
+	json_t *o = json_object();
+	fields_show_all(fields_attempt, a, o); /* as its entries say (store/fields.h) */
+	json_object_set_new(o, "ranks", ranks);
 	if (a->head_port) {
 		char addr[96];
 		state_head_addr(a, addr, sizeof(addr));
 		json_object_set_new(o, "head_addr", json_string(addr));
 	}
-	json_object_set_new(o, "end_reason", json_string(a->end_reason));
 	return o;
 }
 
@@ -663,57 +654,11 @@ static json_t *placement_json(struct state *st, const struct attempt *a)
 	return where;
 }
 
-/* The job's env as shown: the variables set for it, not the ones exported
- * from the client's environment, which are listed by name ("exported"):
- * a whole environment would swell every listing, and may hold secrets that
- * the ranks need but nobody should read back. */
-static json_t *shown_env(const struct job *j)
-{
-	if (!j->exported)
-		return json_incref(j->env);
-	json_t *env = json_copy(j->env);
-	size_t i;
-	json_t *name;
-	json_array_foreach (j->exported, i, name)
-		json_object_del(env, json_string_value(name));
-	return env;
-}
-
 json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 {
-	json_t *o = json_pack(
-	        "{s:I,s:s,s:s,s:i,s:s,s:i,s:i,s:O,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:s,s:b}", "id",
-	        (json_int_t)j->id, "name", j->name, "queue", j->queue, "priority", j->priority,
-	        "state", job_state_name(j->state), "gpus", j->gpus, "nodes", j->nodes, "command",
-	        j->command, "env", shown_env(j), "cwd", j->cwd ? json_string(j->cwd) : json_null(),
-	        "grace_ms", (json_int_t)j->grace_ms, "submit_time_ms", (json_int_t)j->submit_ms,
-	        "start_time_ms", opt_int(j->start_ms > 0, j->start_ms), "end_time_ms",
-	        opt_int(j->end_ms > 0, j->end_ms), "exit_code", opt_int(j->has_exit, j->exit_code),
-	        "reason", j->reason, "cancel_requested", j->cancel_requested);
-	json_object_set_new(o, "exported", j->exported ? json_incref(j->exported) : json_array());
-	json_object_set_new(o, "team", json_string(j->team ? j->team : "default"));
-	json_object_set_new(o, "time_limit_ms", opt_int(j->time_limit_ms > 0, j->time_limit_ms));
-	json_object_set_new(o, "constraints",
-	                    j->constraints ? json_incref(j->constraints) : json_object());
-	if (j->cpu_millis > 0)
-		json_object_set_new(o, "cpus", json_real((double)j->cpu_millis / 1000.0));
-	if (j->memory_bytes > 0)
-		json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
-	json_object_set_new(o, "checkpointing", json_boolean(j->checkpointing));
-	json_object_set_new(o, "head", j->head ? json_string(j->head) : json_null());
-	json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
-	json_object_set_new(o, "head_timeout_ms", opt_int(j->head != NULL, j->head_timeout_ms));
-	json_object_set_new(o, "session", json_boolean(j->session));
-	json_object_set_new(o, "mpi", json_boolean(j->mpi));
-	json_object_set_new(o, "est_start_time_ms", opt_int(j->est_start_ms > 0, j->est_start_ms));
-	json_object_set_new(o, "after", j->after ? json_incref(j->after) : json_array());
-	if (j->array_id)
-		json_object_set_new(o, "array",
-		                    json_pack("{s:I,s:I,s:i}", "id", (json_int_t)j->array_id,
-		                              "index", (json_int_t)j->array_index, "max_running",
-		                              j->array_max_running));
-	else
-		json_object_set_new(o, "array", json_null());
+	json_t *o = json_object();
+	fields_show_all(fields_job, j,
+	                o); /* every shown field, as its entry says (store/fields.h) */
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)

@@ -1,15 +1,18 @@
 /* load.c - rebuilding the in-memory records from the database at start-up. */
+#include <assert.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "store/fields.h"
 #include "store/store.h"
 
 /* store.c keeps the handle private; we reach it through this accessor. */
@@ -111,144 +114,134 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 	return 0;
 }
 
-static void ranks_from_json(struct attempt *a, json_t *arr)
+/* ---- jobs and attempts, by their field tables (store/fields.h) ---- */
+
+/* A select of every column of table t and its extra, and where each field's
+ * column is in a row, found by its name (-1: not a column). */
+struct select {
+	sqlite3_stmt *s;
+	const struct field *t;
+	int col[FIELDS_MAX];
+	int extra;
+};
+
+static int select_open(sqlite3 *db, const struct field *t, const char *table, const char *order,
+                       struct select *out)
 {
-	a->nranks = (int)json_array_size(arr);
-	a->ranks = xcalloc((size_t)a->nranks + 1, sizeof(*a->ranks));
-	for (int i = 0; i < a->nranks; i++) {
-		json_t *r = json_array_get(arr, (size_t)i);
-		struct rank *k = &a->ranks[i];
-		k->rank = (int)jv_int(r, "rank", i);
-		k->node_id = jv_int(r, "node_id", 0);
-		k->gpus = (uint64_t)jv_int(r, "gpus", 0);
-		if (rank_state_parse(jv_str(r, "state", ""), &k->state))
-			k->state = RANK_LOST;
-		k->pid = (int)jv_int(r, "pid", 0);
-		k->exit_code = (int)jv_int(r, "exit_code", 0);
-		k->signal = (int)jv_int(r, "signal", 0);
-		snprintf(k->error, sizeof(k->error), "%s", jv_str(r, "error", ""));
-		snprintf(k->reason, sizeof(k->reason), "%s", jv_str(r, "reason", ""));
+	struct buf sql;
+	buf_init(&sql);
+	buf_adds(&sql, "SELECT ");
+	for (const struct field *f = t; f->name; f++)
+		if (f->column)
+			buf_printf(&sql, "%s, ", f->column);
+	buf_printf(&sql, "extra FROM %s ORDER BY %s", table, order);
+	int rc = sqlite3_prepare_v2(db, sql.data, -1, &out->s, NULL);
+	buf_cleanup(&sql);
+	if (rc)
+		return -EIO;
+	out->t = t;
+	out->extra = -1;
+	for (int i = 0; t[i].name; i++)
+		out->col[i] = -1;
+	for (int c = 0; c < sqlite3_column_count(out->s); c++) {
+		const char *name = sqlite3_column_name(out->s, c);
+		for (int i = 0; t[i].name; i++)
+			if (t[i].column && strcmp(t[i].column, name) == 0)
+				out->col[i] = c;
+		if (strcmp(name, "extra") == 0)
+			out->extra = c;
+	}
+	return 0;
+}
+
+/* Column c as the JSON value a codec decodes: text as a string (or parsed,
+ * for a column its codec stores as JSON text), an integer, or NULL. */
+static json_t *col_value(sqlite3_stmt *s, int c, const struct field *f)
+{
+	switch (sqlite3_column_type(s, c)) {
+	case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(s, c));
+	case SQLITE_NULL: return NULL;
+	default: break;
+	}
+	const char *t = (const char *)sqlite3_column_text(s, c);
+	if (f->kind == FIELD_JSON || (f->codec && f->codec->text))
+		return t ? json_loads(t, 0, NULL) : NULL;
+	return t ? json_string(t) : NULL;
+}
+
+static void col_decode(sqlite3_stmt *s, int c, const struct field *f, void *rec)
+{
+	char *base = rec;
+	int null = sqlite3_column_type(s, c) == SQLITE_NULL;
+	const unsigned char *t;
+	if (f->codec && f->codec->decode) {
+		json_t *v = col_value(s, c, f);
+		fields_decode(f, rec, v);
+		json_decref(v);
+	} else if (f->kind == FIELD_INT || f->kind == FIELD_BOOL) {
+		*(int *)(void *)(base + f->offset) = null ? (int)f->dflt : sqlite3_column_int(s, c);
+	} else if (f->kind == FIELD_INT64) {
+		*(int64_t *)(void *)(base + f->offset) =
+		        null ? f->dflt : sqlite3_column_int64(s, c);
+	} else if (f->kind == FIELD_TEXT) {
+		t = sqlite3_column_text(s, c);
+		text_printf(base + f->offset, f->size, "%s", t ? (const char *)t : "");
+	} else if (f->kind == FIELD_STR) {
+		t = sqlite3_column_text(s, c);
+		*(char **)(void *)(base + f->offset) =
+		        t ? xstrdup((const char *)t) : (f->dflt_str ? xstrdup(f->dflt_str) : NULL);
+	} else {
+		json_t *v = col_value(s, c, f);
+		fields_decode(f, rec, v);
+		json_decref(v);
 	}
 }
 
-static struct attempt *attempt_row(sqlite3_stmt *s)
+/* The current row of sel into rec: its columns by name, then its extra. */
+static void select_row(const struct select *sel, void *rec)
 {
-	struct attempt *a = xcalloc(1, sizeof(*a));
-	a->id = sqlite3_column_int64(s, 0);
-	a->job_id = sqlite3_column_int64(s, 1);
-	a->number = sqlite3_column_int(s, 2);
-	if (job_state_parse((const char *)sqlite3_column_text(s, 3), &a->state))
-		a->state = JOB_LOST;
-	snprintf(a->master_addr, sizeof(a->master_addr), "%s", sqlite3_column_text(s, 5));
-	a->master_port = sqlite3_column_int(s, 6);
-	a->start_ms = sqlite3_column_int64(s, 7);
-	a->end_ms = sqlite3_column_int64(s, 8);
-	json_t *ranks = col_json(s, 9);
-	ranks_from_json(a, ranks);
-	json_decref(ranks);
-	json_t *extra = col_json(s, 10);
-	a->borrowed = jv_bool(extra, "borrowed", 0);
-	a->preempted_for = jv_int(extra, "preempted_for", 0);
-	a->checkpoint_ms = jv_int(extra, "checkpoint_ms", 0);
-	a->head_port = (int)jv_int(extra, "head_port", 0);
-	a->stop = attempt_stop_loaded(sqlite3_column_int(s, 4), jv_bool(extra, "preempted", 0),
-	                              a->preempted_for, jv_bool(extra, "command_ended", 0));
-	snprintf(a->exec_token, sizeof(a->exec_token), "%s", jv_str(extra, "exec_token", ""));
+	for (int i = 0; sel->t[i].name; i++)
+		if (sel->col[i] >= 0)
+			col_decode(sel->s, sel->col[i], &sel->t[i], rec);
+	json_t *extra = sel->extra >= 0 ? col_json(sel->s, sel->extra) : NULL;
+	fields_extra_decode(sel->t, rec, extra);
 	json_decref(extra);
-	const unsigned char *why = sqlite3_column_text(s, 11);
-	text_printf(a->end_reason, sizeof(a->end_reason), "%s", why ? (const char *)why : "");
-	return a;
-}
-
-static struct job *job_row(sqlite3_stmt *s)
-{
-	struct job *j = xcalloc(1, sizeof(*j));
-	j->id = sqlite3_column_int64(s, 0);
-	j->name = col_str(s, 1);
-	j->queue = col_str(s, 2);
-	j->priority = sqlite3_column_int(s, 3);
-	j->gpus = sqlite3_column_int(s, 4);
-	j->nodes = sqlite3_column_int(s, 5);
-	j->command = col_json(s, 6);
-	j->env = col_json(s, 7);
-	if (!j->command)
-		j->command = json_array();
-	if (!j->env)
-		j->env = json_object();
-	j->cwd = col_str(s, 8);
-	j->grace_ms = sqlite3_column_int64(s, 9);
-	if (job_state_parse((const char *)sqlite3_column_text(s, 10), &j->state))
-		j->state = JOB_LOST;
-	j->submit_ms = sqlite3_column_int64(s, 11);
-	j->start_ms = sqlite3_column_int64(s, 12);
-	j->end_ms = sqlite3_column_int64(s, 13);
-	j->has_exit = sqlite3_column_type(s, 14) != SQLITE_NULL;
-	j->exit_code = sqlite3_column_int(s, 14);
-	j->cancel_requested = sqlite3_column_int(s, 15);
-	text_printf(j->reason, sizeof(j->reason), "%s", sqlite3_column_text(s, 16));
-	json_t *extra = col_json(s, 17);
-	j->team = xstrdup(jv_str(extra, "team", "default"));
-	j->time_limit_ms = jv_int(extra, "time_limit_ms", 0);
-	json_t *c = json_object_get(extra, "constraints");
-	j->constraints = json_is_object(c) ? json_incref(c) : NULL;
-	j->checkpointing = jv_bool(extra, "checkpointing", 0);
-	j->session = jv_bool(extra, "session", 0);
-	j->mpi = jv_bool(extra, "mpi", 0);
-	json_t *task = json_object_get(extra, "task");
-	j->task = json_is_object(task) ? json_incref(task) : NULL;
-	j->cpu_millis = jv_int(extra, "cpu_millis", 0);
-	j->memory_bytes = jv_int(extra, "memory_bytes", 0);
-	json_t *exported = json_object_get(extra, "exported");
-	j->exported = json_array_size(exported) ? json_incref(exported) : NULL;
-	json_t *after = json_object_get(extra, "after");
-	j->after = json_array_size(after) ? json_incref(after) : NULL;
-	json_t *array = json_object_get(extra, "array");
-	j->array_id = jv_int(array, "id", 0);
-	j->array_index = jv_int(array, "index", 0);
-	j->array_max_running = (int)jv_int(array, "max_running", 0);
-	const char *head = jv_str(extra, "head", NULL), *worker = jv_str(extra, "worker", NULL);
-	j->head = head ? xstrdup(head) : NULL;
-	j->worker = head && worker ? xstrdup(worker) : NULL;
-	j->head_timeout_ms = head ? jv_int(extra, "head_timeout_ms", 0) : 0;
-	json_decref(extra);
-	return j;
 }
 
 static int load_jobs(sqlite3 *db, const struct store_loader *l)
 {
-	sqlite3_stmt *js, *as;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT id, name, queue, priority, gpus, nodes, command, env, cwd, "
-	                       "grace_ms, state, submit_ms, start_ms, end_ms, exit_code, "
-	                       "cancel_requested, reason, extra FROM jobs ORDER BY id",
-	                       -1, &js, NULL))
+	struct select js, as;
+	if (select_open(db, fields_job, "jobs", "id", &js))
 		return -EIO;
-	if (sqlite3_prepare_v2(
-	            db,
-	            "SELECT id, job_id, number, state, ending, master_addr, master_port, "
-	            "start_ms, end_ms, ranks, extra, end_reason FROM attempts "
-	            "ORDER BY job_id, number",
-	            -1, &as, NULL)) {
-		sqlite3_finalize(js);
+	if (select_open(db, fields_attempt, "attempts", "job_id, number", &as)) {
+		sqlite3_finalize(js.s);
 		return -EIO;
 	}
+	int job_id = -1; /* the attempt's job_id column */
+	for (int i = 0; fields_attempt[i].name; i++)
+		if (strcmp(fields_attempt[i].name, "job_id") == 0)
+			job_id = as.col[i];
+	assert(job_id >= 0);
 	/* Both cursors walk in job order: a merge join, no per-job query. */
-	int ar = sqlite3_step(as);
-	while (sqlite3_step(js) == SQLITE_ROW) {
-		struct job *j = job_row(js);
-		while (ar == SQLITE_ROW && sqlite3_column_int64(as, 1) <= j->id) {
-			if (sqlite3_column_int64(as, 1) == j->id) {
+	int ar = sqlite3_step(as.s);
+	while (sqlite3_step(js.s) == SQLITE_ROW) {
+		struct job *j = xcalloc(1, sizeof(*j));
+		select_row(&js, j);
+		while (ar == SQLITE_ROW && sqlite3_column_int64(as.s, job_id) <= j->id) {
+			if (sqlite3_column_int64(as.s, job_id) == j->id) {
+				struct attempt *a = xcalloc(1, sizeof(*a));
+				select_row(&as, a);
 				j->attempts =
 				        xrealloc(j->attempts,
 				                 sizeof(*j->attempts) * (size_t)(j->nattempts + 1));
-				j->attempts[j->nattempts++] = attempt_row(as);
+				j->attempts[j->nattempts++] = a;
 			}
-			ar = sqlite3_step(as);
+			ar = sqlite3_step(as.s);
 		}
 		l->job(l->ctx, j);
 	}
-	sqlite3_finalize(js);
-	sqlite3_finalize(as);
+	sqlite3_finalize(js.s);
+	sqlite3_finalize(as.s);
 	return 0;
 }
 

@@ -154,6 +154,7 @@ void job_free(struct job *j)
 	json_decref(j->exported);
 	json_decref(j->after);
 	json_decref(j->task);
+	json_decref(j->more);
 	for (int i = 0; i < j->nattempts; i++)
 		attempt_free(j->attempts[i]);
 	free(j->attempts);

@@ -168,7 +168,9 @@ struct attempt {
 
 /* A job as submitted never changes: once it is written, only state,
  * start_ms, end_ms, has_exit/exit_code, cancel_requested and reason (and
- * its attempts) do, and that is all store_put_job_state() writes again. */
+ * its attempts) do, and that is all store_put_job_state() writes again
+ * (FIELD_CHANGES). Where each field is stored, shown and sent is its entry
+ * in store/fields.c. */
 struct job {
 	int64_t id;
 	char *name;
@@ -224,6 +226,10 @@ struct job {
 	char *head;
 	char *worker;
 	int64_t head_timeout_ms;
+	/* The fields that have no member here (store/fields.h, FIELD_MORE),
+	 * by name; NULL: none set. Stored, shown and sent as their entries
+	 * say. */
+	json_t *more;
 };
 
 struct gpu_slot {

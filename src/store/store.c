@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -15,6 +16,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "store/checkpoint.h"
+#include "store/fields.h"
 
 #define SCHEMA_VERSION 7
 
@@ -28,9 +30,6 @@ enum {
 	ST_TEAM_PUT,
 	ST_NODE_PUT,
 	ST_NODE_GENERATION,
-	ST_JOB_PUT,
-	ST_JOB_STATE,
-	ST_ATTEMPT_PUT,
 	ST_EVENT_ADD,
 	ST_FLOW_EXEC_PUT,
 	ST_FLOW_RUN_PUT,
@@ -58,24 +57,6 @@ static const char *sql_text[ST_N] = {
         [ST_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, name, secret, state, generation, facts, "
                         "extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         [ST_NODE_GENERATION] = "UPDATE nodes SET generation = ?2 WHERE id = ?1",
-        [ST_JOB_PUT] = "INSERT OR REPLACE INTO jobs(id, name, queue, priority, gpus, nodes, "
-                       "command, env, cwd, grace_ms, state, submit_ms, start_ms, end_ms, "
-                       "exit_code, cancel_requested, reason, extra) VALUES (?1, ?2, ?3, ?4, ?5, "
-                       "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-        [ST_JOB_STATE] = "UPDATE jobs SET state = ?2, start_ms = ?3, end_ms = ?4, exit_code = ?5, "
-                         "cancel_requested = ?6, reason = ?7 WHERE id = ?1",
-        /* An upsert, not INSERT OR REPLACE: a written attempt's row is
-         * updated in place, not deleted and inserted again with its index
-         * entry (an attempt is written at each of its job's transitions). */
-        [ST_ATTEMPT_PUT] = "INSERT INTO attempts(id, job_id, number, state, ending, "
-                           "master_addr, master_port, start_ms, end_ms, ranks, extra, "
-                           "end_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                           "?12) ON CONFLICT(id) DO UPDATE SET job_id = excluded.job_id, "
-                           "number = excluded.number, state = excluded.state, "
-                           "ending = excluded.ending, master_addr = excluded.master_addr, "
-                           "master_port = excluded.master_port, start_ms = excluded.start_ms, "
-                           "end_ms = excluded.end_ms, ranks = excluded.ranks, "
-                           "extra = excluded.extra, end_reason = excluded.end_reason",
         [ST_EVENT_ADD] = "INSERT INTO events(time_ms, kind, job_id, node_id, message) "
                          "VALUES (strftime('%s','now') * 1000, ?1, ?2, ?3, ?4)",
         [ST_FLOW_EXEC_PUT] = "INSERT OR REPLACE INTO flow_execs(id, doc) VALUES (?1, ?2)",
@@ -148,13 +129,22 @@ static const char *const migrations[] = {
               "CREATE INDEX IF NOT EXISTS idempotency_created ON idempotency(created_ms);",
 };
 
-/* A job's command, environment and exported names as last written, by
- * the value's identity: a job's never change (model.h) and an array's
- * members share theirs (server/jobs.c), so a run of members is dumped
- * once, not once each (the exported environment is kilobytes). The
- * reference held keeps the identity from being reused. */
-enum { MEMO_COMMAND, MEMO_ENV, MEMO_EXPORTED, MEMO_N };
+/* The writes of jobs and attempts, made from their field tables
+ * (store/fields.h) once, at open: each column is bound by its name, and
+ * param[i] is the index of field i's parameter (0: not in this statement). */
+enum { PUT_JOB, PUT_JOB_STATE, PUT_ATTEMPT, PUT_N };
 
+struct put {
+	sqlite3_stmt *s;
+	int param[FIELDS_MAX];
+	int extra; /* the extra column's parameter; 0: none */
+};
+
+/* A job's JSON values as last written (command, environment, exported
+ * names: FIELD_MEMO), by the value's identity: a job's never change
+ * (model.h) and an array's members share theirs (server/jobs.c), so a run
+ * of members is dumped once, not once each (the exported environment is
+ * kilobytes). The reference held keeps the identity from being reused. */
 struct memo {
 	json_t *value;
 	char *text;
@@ -164,19 +154,25 @@ struct store {
 	sqlite3 *db;
 	struct checkpointer *ckpt; /* NULL: SQLite checkpoints in the commits */
 	sqlite3_stmt *st[ST_N];
-	struct memo memo[MEMO_N];
+	struct put put[PUT_N];
+	struct memo memo[FIELDS_MAX]; /* by the field's index in fields_job */
 };
 
-static const char *memo_text(struct store *st, int slot, json_t *v)
+static const char *memo_text(struct store *st, const struct field *f, const json_t *v)
 {
-	struct memo *m = &st->memo[slot];
+	struct memo *m = &st->memo[f - fields_job];
 	if (m->value != v) {
 		json_decref(m->value);
 		free(m->text);
-		m->value = json_incref(v);
+		m->value = json_incref((json_t *)v);
 		m->text = jv_dump(v);
 	}
 	return m->text;
+}
+
+static const char *memo_cb(void *ctx, const struct field *f, const json_t *v)
+{
+	return memo_text(ctx, f, v);
 }
 
 const char *store_error(struct store *st)
@@ -250,6 +246,8 @@ static void create_private(const char *path)
 	close(fd);
 }
 
+static int put_prepare(struct store *st, int kind);
+
 int store_open(const char *path, int full_sync, struct store **out)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
@@ -275,6 +273,9 @@ int store_open(const char *path, int full_sync, struct store **out)
 			goto out;
 		}
 	}
+	for (int k = 0; k < PUT_N; k++)
+		if ((rc = put_prepare(st, k)))
+			goto out;
 	char version[16];
 	snprintf(version, sizeof(version), "%d", SCHEMA_VERSION);
 	rc = store_meta_set(st, "schema_version", version);
@@ -296,8 +297,10 @@ void store_close(struct store *st)
 	checkpointer_stop(st->ckpt); /* first: the last connection's close checkpoints */
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(st->st[i]);
+	for (int k = 0; k < PUT_N; k++)
+		sqlite3_finalize(st->put[k].s);
 	sqlite3_close(st->db);
-	for (int i = 0; i < MEMO_N; i++) {
+	for (int i = 0; i < FIELDS_MAX; i++) {
 		json_decref(st->memo[i].value);
 		free(st->memo[i].text);
 	}
@@ -437,180 +440,147 @@ int store_put_node_generation(struct store *st, const struct node *n)
 	return step_done(st, s, "node generation put");
 }
 
-static void bind_opt_ms(sqlite3_stmt *s, int i, int64_t v)
+/* ---- jobs and attempts, by their field tables ---- */
+
+/* The SQL of a put, from table t: every column of t (only the FIELD_CHANGES
+ * ones, by id, for an update), each bound as :column, and the extra column
+ * when with_extra. kind: PUT_JOB, PUT_JOB_STATE or PUT_ATTEMPT. */
+static char *put_sql(const struct field *t, int kind)
 {
-	if (v > 0)
-		sqlite3_bind_int64(s, i, v);
-	else
+	struct buf cols, vals, set;
+	buf_init(&cols);
+	buf_init(&vals);
+	buf_init(&set);
+	for (const struct field *f = t; f->name; f++) {
+		if (!f->column || (kind == PUT_JOB_STATE && !(f->flags & FIELD_CHANGES)))
+			continue;
+		buf_printf(&cols, "%s%s", cols.len ? ", " : "", f->column);
+		buf_printf(&vals, "%s:%s", vals.len ? ", " : "", f->column);
+		if (strcmp(f->column, "id") != 0)
+			buf_printf(&set, "%s%s = %s%s", set.len ? ", " : "", f->column,
+			           kind == PUT_JOB_STATE ? ":" : "excluded.", f->column);
+	}
+	char *sql;
+	if (kind == PUT_JOB_STATE)
+		sql = xasprintf("UPDATE jobs SET %s WHERE id = :id", set.data);
+	else if (kind == PUT_JOB)
+		sql = xasprintf("INSERT OR REPLACE INTO jobs(%s, extra) VALUES (%s, :extra)",
+		                cols.data, vals.data);
+	else /* an upsert: a written attempt's row is updated in place, not deleted
+	      * and inserted again with its index entry (an attempt is written at
+	      * each of its job's transitions) */
+		sql = xasprintf("INSERT INTO attempts(%s, extra) VALUES (%s, :extra) "
+		                "ON CONFLICT(id) DO UPDATE SET %s, extra = excluded.extra",
+		                cols.data, vals.data, set.data);
+	buf_cleanup(&cols);
+	buf_cleanup(&vals);
+	buf_cleanup(&set);
+	return sql;
+}
+
+static int put_prepare(struct store *st, int kind)
+{
+	const struct field *t = kind == PUT_ATTEMPT ? fields_attempt : fields_job;
+	struct put *p = &st->put[kind];
+	char *sql = put_sql(t, kind);
+	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &p->s, NULL);
+	free(sql);
+	if (rc != SQLITE_OK)
+		return fail(st, "prepare");
+	for (int i = 0; t[i].name; i++) {
+		assert(i < FIELDS_MAX);
+		char name[64];
+		snprintf(name, sizeof(name), ":%s", t[i].column ? t[i].column : "");
+		p->param[i] = t[i].column ? sqlite3_bind_parameter_index(p->s, name) : 0;
+	}
+	p->extra = sqlite3_bind_parameter_index(p->s, ":extra");
+	return 0;
+}
+
+/* A JSON scalar (a codec's value) as the column's value. */
+static void bind_json_value(sqlite3_stmt *s, int i, const json_t *v)
+{
+	char *text;
+	switch (v ? json_typeof(v) : JSON_NULL) {
+	case JSON_STRING:
+		sqlite3_bind_text(s, i, json_string_value(v), -1, SQLITE_TRANSIENT);
+		break;
+	case JSON_INTEGER: sqlite3_bind_int64(s, i, json_integer_value(v)); break;
+	case JSON_TRUE:
+	case JSON_FALSE: sqlite3_bind_int(s, i, json_is_true(v)); break;
+	case JSON_NULL: sqlite3_bind_null(s, i); break;
+	default: text = jv_dump(v); sqlite3_bind_text(s, i, text, -1, free);
+	}
+}
+
+static void bind_field(struct store *st, sqlite3_stmt *s, int i, const struct field *f,
+                       const void *rec)
+{
+	const char *base = rec;
+	if (f->codec && f->codec->text) {
+		sqlite3_bind_text(s, i, f->codec->text(rec), -1, free);
+	} else if (f->codec && f->codec->encode) {
+		json_t *v = f->codec->encode(rec);
+		bind_json_value(s, i, v);
+		json_decref(v);
+	} else if ((f->flags & FIELD_SPARSE) && fields_unset(f, rec)) {
+		sqlite3_bind_null(s, i); /* 0 is no time yet: NULL */
+	} else if (f->kind == FIELD_INT || f->kind == FIELD_BOOL) {
+		sqlite3_bind_int(s, i, *(const int *)(const void *)(base + f->offset));
+	} else if (f->kind == FIELD_INT64) {
+		sqlite3_bind_int64(s, i, *(const int64_t *)(const void *)(base + f->offset));
+	} else if (f->kind == FIELD_STR) {
+		const char *v = *(char *const *)(const void *)(base + f->offset);
+		if (v)
+			sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(s, i);
+	} else if (f->kind == FIELD_TEXT) {
+		sqlite3_bind_text(s, i, base + f->offset, -1, SQLITE_STATIC);
+	} else if (f->kind == FIELD_STATE) {
+		const enum job_state *v = (const void *)(base + f->offset);
+		sqlite3_bind_text(s, i, job_state_name(*v), -1, SQLITE_STATIC);
+	} else if (f->kind == FIELD_JSON && (f->flags & FIELD_MEMO)) {
+		json_t *v = *(json_t *const *)(const void *)(base + f->offset);
+		sqlite3_bind_text(s, i, memo_text(st, f, v), -1, SQLITE_STATIC);
+	} else if (f->kind == FIELD_JSON) {
+		bind_json_value(s, i, *(json_t *const *)(const void *)(base + f->offset));
+	} else {
 		sqlite3_bind_null(s, i);
-}
-
-/* An attempt's row is written at each of its job's transitions, a few
- * times per job: its two JSON columns are formatted here rather than built
- * as jansson values and dumped, which was a fifth of the server's time per
- * short job. Free text (a rank's error and reason) is still encoded by
- * jansson; load.c reads both columns back with it. */
-
-/* s as a JSON string: "" when empty (or not UTF-8, which JSON cannot hold). */
-static void add_json_str(struct buf *b, const char *s)
-{
-	json_t *v = *s ? json_string(s) : NULL;
-	char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
-	buf_adds(b, text ? text : "\"\"");
-	free(text);
-	json_decref(v);
-}
-
-static char *ranks_text(const struct attempt *a)
-{
-	struct buf b;
-	buf_init(&b);
-	buf_adds(&b, "[");
-	for (int i = 0; i < a->nranks; i++) {
-		const struct rank *r = &a->ranks[i];
-		buf_printf(&b,
-		           "%s{\"rank\":%d,\"node_id\":%lld,\"gpus\":%lld,\"state\":\"%s\","
-		           "\"pid\":%d,\"exit_code\":%d,\"signal\":%d,\"error\":",
-		           i ? "," : "", r->rank, (long long)r->node_id, (long long)r->gpus,
-		           rank_state_name(r->state), r->pid, r->exit_code, r->signal);
-		add_json_str(&b, r->error);
-		if (r->reason[0]) {
-			buf_adds(&b, ",\"reason\":");
-			add_json_str(&b, r->reason);
-		}
-		buf_adds(&b, "}");
 	}
-	buf_adds(&b, "]");
-	return buf_detach(&b);
 }
 
-static char *attempt_extra_text(const struct attempt *a)
+/* Binds rec's columns (and extra) to put p and runs it. */
+static int put_run(struct store *st, int kind, const void *rec, const char *what)
 {
-	struct buf b;
-	buf_init(&b);
-	buf_printf(&b,
-	           "{\"preempted\":%s,\"borrowed\":%s,\"preempted_for\":%lld,"
-	           "\"checkpoint_ms\":%lld",
-	           attempt_kept_preempted(a) ? "true" : "false", a->borrowed ? "true" : "false",
-	           (long long)a->preempted_for, (long long)a->checkpoint_ms);
-	if (a->head_port) /* jobs with a head only */
-		buf_printf(&b, ",\"head_port\":%d", a->head_port);
-	if (attempt_kept_rank0_ended(a))
-		buf_adds(&b, ",\"command_ended\":true");
-	if (a->exec_token[0]) { /* MPI jobs only */
-		buf_adds(&b, ",\"exec_token\":");
-		add_json_str(&b, a->exec_token);
-	}
-	buf_adds(&b, "}");
-	return buf_detach(&b);
-}
-
-static int put_attempt(struct store *st, const struct attempt *a)
-{
-	sqlite3_stmt *s = st->st[ST_ATTEMPT_PUT];
-	sqlite3_bind_int64(s, 1, a->id);
-	sqlite3_bind_int64(s, 2, a->job_id);
-	sqlite3_bind_int(s, 3, a->number);
-	sqlite3_bind_text(s, 4, job_state_name(a->state), -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 5, attempt_ending(a));
-	sqlite3_bind_text(s, 6, a->master_addr, -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 7, a->master_port);
-	bind_opt_ms(s, 8, a->start_ms);
-	bind_opt_ms(s, 9, a->end_ms);
-	sqlite3_bind_text(s, 10, ranks_text(a), -1, free);
-	sqlite3_bind_text(s, 11, attempt_extra_text(a), -1, free);
-	sqlite3_bind_text(s, 12, a->end_reason, -1, SQLITE_STATIC);
-	return step_done(st, s, "attempt put");
+	const struct field *t = kind == PUT_ATTEMPT ? fields_attempt : fields_job;
+	struct put *p = &st->put[kind];
+	for (int i = 0; t[i].name; i++)
+		if (p->param[i])
+			bind_field(st, p->s, p->param[i], &t[i], rec);
+	if (p->extra)
+		sqlite3_bind_text(
+		        p->s, p->extra,
+		        fields_extra_text(t, rec, kind == PUT_ATTEMPT ? NULL : memo_cb, st), -1,
+		        free);
+	return step_done(st, p->s, what);
 }
 
 int store_put_job(struct store *st, const struct job *j)
 {
-	sqlite3_stmt *s = st->st[ST_JOB_PUT];
-	sqlite3_bind_int64(s, 1, j->id);
-	sqlite3_bind_text(s, 2, j->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, j->queue, -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 4, j->priority);
-	sqlite3_bind_int(s, 5, j->gpus);
-	sqlite3_bind_int(s, 6, j->nodes);
-	sqlite3_bind_text(s, 7, memo_text(st, MEMO_COMMAND, j->command), -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 8, memo_text(st, MEMO_ENV, j->env), -1, SQLITE_STATIC);
-	if (j->cwd)
-		sqlite3_bind_text(s, 9, j->cwd, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, 9);
-	sqlite3_bind_int64(s, 10, j->grace_ms);
-	sqlite3_bind_text(s, 11, job_state_name(j->state), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 12, j->submit_ms);
-	bind_opt_ms(s, 13, j->start_ms);
-	bind_opt_ms(s, 14, j->end_ms);
-	if (j->has_exit)
-		sqlite3_bind_int(s, 15, j->exit_code);
-	else
-		sqlite3_bind_null(s, 15);
-	sqlite3_bind_int(s, 16, j->cancel_requested);
-	sqlite3_bind_text(s, 17, j->reason, -1, SQLITE_STATIC);
-	json_t *extra = json_pack("{s:s?,s:I,s:O?,s:b}", "team", j->team, "time_limit_ms",
-	                          (json_int_t)j->time_limit_ms, "constraints", j->constraints,
-	                          "checkpointing", j->checkpointing);
-	if (j->cpu_millis > 0) /* limits only when set: most jobs have none */
-		json_object_set_new(extra, "cpu_millis", json_integer(j->cpu_millis));
-	if (j->memory_bytes > 0)
-		json_object_set_new(extra, "memory_bytes", json_integer(j->memory_bytes));
-	if (j->after)
-		json_object_set(extra, "after", j->after);
-	if (j->array_id)
-		json_object_set_new(extra, "array",
-		                    json_pack("{s:I,s:I,s:i}", "id", (json_int_t)j->array_id,
-		                              "index", (json_int_t)j->array_index, "max_running",
-		                              j->array_max_running));
-	if (j->head) {
-		json_object_set_new(extra, "head", json_string(j->head));
-		json_object_set_new(extra, "head_timeout_ms", json_integer(j->head_timeout_ms));
-	}
-	if (j->worker)
-		json_object_set_new(extra, "worker", json_string(j->worker));
-	if (j->session)
-		json_object_set_new(extra, "session", json_true());
-	if (j->mpi)
-		json_object_set_new(extra, "mpi", json_true());
-	if (j->task)
-		json_object_set(extra, "task", j->task);
-	char *text = jv_dump(extra);
-	if (j->exported) { /* spliced in: {...} becomes {...,"exported":[...]} */
-		const char *names = memo_text(st, MEMO_EXPORTED, j->exported);
-		size_t len = strlen(text);
-		char *with = xasprintf("%.*s%s\"exported\":%s}", (int)(len - 1), text,
-		                       len > 2 ? "," : "", names);
-		free(text);
-		text = with;
-	}
-	sqlite3_bind_text(s, 18, text, -1, SQLITE_TRANSIENT);
-	free(text);
-	json_decref(extra);
-	int rc = step_done(st, s, "job put");
+	int rc = put_run(st, PUT_JOB, j, "job put");
 	for (int i = 0; rc == 0 && i < j->nattempts; i++)
-		rc = put_attempt(st, j->attempts[i]);
+		rc = put_run(st, PUT_ATTEMPT, j->attempts[i], "attempt put");
 	return rc;
 }
 
 int store_put_job_state(struct store *st, const struct job *j)
 {
-	sqlite3_stmt *s = st->st[ST_JOB_STATE];
-	sqlite3_bind_int64(s, 1, j->id);
-	sqlite3_bind_text(s, 2, job_state_name(j->state), -1, SQLITE_STATIC);
-	bind_opt_ms(s, 3, j->start_ms);
-	bind_opt_ms(s, 4, j->end_ms);
-	if (j->has_exit)
-		sqlite3_bind_int(s, 5, j->exit_code);
-	else
-		sqlite3_bind_null(s, 5);
-	sqlite3_bind_int(s, 6, j->cancel_requested);
-	sqlite3_bind_text(s, 7, j->reason, -1, SQLITE_STATIC);
-	int rc = step_done(st, s, "job state put");
+	int rc = put_run(st, PUT_JOB_STATE, j, "job state put");
 	if (rc == 0 && sqlite3_changes(st->db) == 0)
 		return store_put_job(st, j); /* not written yet: all of it */
 	for (int i = 0; rc == 0 && i < j->nattempts; i++)
-		rc = put_attempt(st, j->attempts[i]);
+		rc = put_run(st, PUT_ATTEMPT, j->attempts[i], "attempt put");
 	return rc;
 }
 

@@ -251,4 +251,16 @@ TEST(entries_follow_the_agents_protocol)
 	json_decref(a);
 }
 
+#ifdef ANVIL_FIELD_PROBE
+/* A field described by its entry in store/fields.h alone (the test build's
+ * probe): taken in the body and carried in each rank's desired entry. */
+TEST(a_table_only_field_reaches_the_desired_entry)
+{
+	json_t *a = desired_for("{\"command\": [\"true\"], \"gpus\": 1, \"probe\": \"p-1\"}");
+	const json_t *d = json_array_get(json_object_get(a, "ranks"), 0);
+	CHECK_STR(jv_str(d, "probe", ""), "p-1");
+	json_decref(a);
+}
+#endif
+
 TEST_MAIN()
