@@ -25,7 +25,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "store/machine.h"
+#include "model/machine.h"
 
 #define ADOPT_POLL_MS   250 /* adopted shims are not our children: no word from them */
 #define CGROUP_RETRY_MS 20

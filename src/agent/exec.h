@@ -61,7 +61,7 @@
 struct exec;
 
 /* A rank's state on its node: created running, then exited or failed
- * (its start failed) once. The moves are a table (store/machine.h,
+ * (its start failed) once. The moves are a table (model/machine.h,
  * MACHINE_AGENT_RANK), drawn in docs/states.md, "A rank on its node". */
 enum exec_state { EXEC_RUNNING, EXEC_EXITED, EXEC_FAILED, EXEC_NSTATES };
 

@@ -32,7 +32,7 @@
 
 /* The executor's running rank: one rank of an attempt on this node, in
  * e->ranks from its start (or its record, read back) until exec_forget.
- * (The server's view of a rank is store/model.h's struct rank; this is the
+ * (The server's view of a rank is model/model.h's struct rank; this is the
  * node's.) Its state changes only through exec_rank_move. */
 struct exec_rank {
 	int64_t attempt_id;
@@ -141,7 +141,7 @@ struct launch {
 
 /* exec.c */
 /* The one way r's state changes: the move must be in the agent rank table
- * (store/machine.h, MACHINE_AGENT_RANK; docs/states.md, "A rank on its
+ * (model/machine.h, MACHINE_AGENT_RANK; docs/states.md, "A rank on its
  * node"). 0, or ERR_CONFLICT, logged, with r's state kept. */
 int exec_rank_move(struct exec_rank *r, enum exec_state to);
 struct exec_rank *exec_rank_find(const struct exec *e, int64_t attempt_id, int rank, size_t *pos);

@@ -17,7 +17,7 @@
 #include "cli/cliconn.h"
 #include "gpu/gpu.h"
 #include "proto/wire.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 /* A log being printed as it grows. */
 struct tail {

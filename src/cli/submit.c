@@ -12,7 +12,7 @@
 #include "base/util.h"
 #include "cli/verb.h"
 #include "proto/wire.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 /* ---- what is never exported ---- */
 
@@ -482,7 +482,7 @@ static json_t *field_value(const struct jv_field *f, const char *s, const char *
 }
 
 /* Each --field NAME=VALUE into body: any field of the job that a client
- * may set (store/fields.h, fields_client), by its name and type, so that
+ * may set (model/fields.h, fields_client), by its name and type, so that
  * a field is reachable from here without an option of its own. */
 static int add_fields(const struct cliargs *a, json_t *body, char *err, size_t errlen)
 {

@@ -16,7 +16,7 @@
  *
  * Why proto/, a library of its own: the server, the agent (with its GPU
  * layer, gpu/, which builds the facts' GPU and RDMA entries), the client
- * and the store (whose job field table, store/fields.h, takes the submit
+ * and the store (whose job field table, model/fields.h, takes the submit
  * record's types and bounds) link it, and it depends on base/ (jv.h) and
  * jansson only. It describes JSON, not the
  * code of either side - it names no server or agent type, and each side maps
@@ -40,7 +40,7 @@
  * answer ("envs" and the entries' "env_base"; server/ranks.c). */
 #define WIRE_PROTOCOL            2
 #define WIRE_PROTOCOL_SHARED_ENV 2
-/* GPUs per node a job may ask for: store/model.h's MODEL_MAX_GPUS (the
+/* GPUs per node a job may ask for: model/model.h's MODEL_MAX_GPUS (the
  * server asserts that they agree). */
 #define WIRE_MAX_GPUS 64
 /* A head's or worker's command line (a job with a head, docs/cli.md), and

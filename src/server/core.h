@@ -16,7 +16,7 @@
  *   1  transition.c  the transitions: the only writers of a job's,
  *                    attempt's, rank's or node's state, of an attempt's
  *                    stop cause and of a job's cancel request
- *                    (store/machine.h)
+ *                    (model/machine.h)
  *   2  ranks.c       attempts and ranks: reports, stops, desired sets;
  *                    how a gang ends: when one rank fails, and in a job
  *                    with a head (head and workers, docs/cli.md) or an
@@ -161,7 +161,7 @@ void state_head_addr(const struct attempt *a, char *out, size_t n);
 
 /* ---- layer 1: transition.c ----
  *
- * Each checks the move against its kind's table (store/machine.h), sets
+ * Each checks the move against its kind's table (model/machine.h), sets
  * the times that belong to it, marks the record dirty and records the event
  * the table names, with the formatted text as its message (a move whose row
  * names no event records none). An illegal move changes nothing: it is
@@ -184,7 +184,7 @@ int rank_to(struct state *st, struct attempt *a, struct rank *k, enum rank_state
 /* Why a is being stopped (set once, from none): marks its job dirty and
  * asks every rank of a that still runs to stop (its nodes' desired sets
  * lose it; each rank's end is then reported by its agent). The cause
- * decides the attempt's outcome (store/machine.h); the event its row
+ * decides the attempt's outcome (model/machine.h); the event its row
  * names is recorded for its job, on node_id (0: none). */
 int attempt_stop_to(struct state *st, struct attempt *a, enum attempt_stop to, int64_t node_id,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -14,7 +14,7 @@
 #include "base/util.h"
 #include "proto/wire.h"
 #include "server/records.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 /* ---- submission ---- */
 
@@ -254,8 +254,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 }
 
 /* like: an array's first member, whose command, environment and exported
- * names the others share (never changed: store/model.h), or NULL. Every
- * field the client may set is copied as its entry in store/fields.h says. */
+ * names the others share (never changed: model/model.h), or NULL. Every
+ * field the client may set is copied as its entry in model/fields.h says. */
 static struct job *job_from_body(struct state *st, const json_t *body, const struct job *like)
 {
 	struct job *j = xcalloc(1, sizeof(*j));
@@ -270,7 +270,7 @@ static struct job *job_from_body(struct state *st, const json_t *body, const str
 int jobs_build(struct state *st, const json_t *body, int64_t first_id, struct job ***out, int *n,
                char *err, size_t errlen)
 {
-	/* the submit record's fields and the table's own (store/fields.h) */
+	/* the submit record's fields and the table's own (model/fields.h) */
 	int rc = jv_check(body, fields_body(), err, errlen);
 	if (rc == 0)
 		rc = check_semantics(st, body, err, errlen);
@@ -354,7 +354,7 @@ int state_cancel(struct state *st, struct job *j)
 	}
 	text_printf(j->reason, sizeof(j->reason), "cancelling: stopping every rank");
 	/* An attempt another cause stops already keeps it; the request decides
-	 * its outcome all the same (store/machine.h). */
+	 * its outcome all the same (model/machine.h). */
 	struct attempt *a = j->attempts[j->nattempts - 1];
 	if (!attempt_ending(a))
 		attempt_stop_to(st, a, ATTEMPT_STOP_CANCELLED, 0, "job %lld cancelled",

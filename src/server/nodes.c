@@ -383,7 +383,7 @@ static struct node *node_new(struct state *st, const char *name, int approve)
 	n->address = xstrdup("127.0.0.1");
 	n->agent_url = xstrdup("");
 	n->backend = xstrdup("none");
-	n->state = NODE_READY; /* created ready or awaiting: not a move (store/machine.h) */
+	n->state = NODE_READY; /* created ready or awaiting: not a move (model/machine.h) */
 	n->admin = approve ? NODE_AWAITING : NODE_READY;
 	if (approve)
 		text_printf(n->admin_reason, sizeof(n->admin_reason),

@@ -16,10 +16,10 @@
 #include "base/util.h"
 #include "proto/wire.h"
 #include "server/records.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 /* Whether a's stop cause decides `what`, a MACHINE_* outcome flag: the
- * table beside store/machine.h's "attempt stop" moves says what each does. */
+ * table beside model/machine.h's "attempt stop" moves says what each does. */
 static int decides(const struct attempt *a, int what)
 {
 	return machine_decides(MACHINE_ATTEMPT_STOP, (int)a->stop, what);
@@ -319,7 +319,7 @@ static void rank_entry_drop(struct rank *k)
  * once per entry is most of what a sync of short jobs costs an agent.
  *
  * The key is the id of the job that owns the environment: an array's
- * first member for every member (they share it, store/model.h), else the
+ * first member for every member (they share it, model/model.h), else the
  * job's own. Two entries of one answer with one key therefore have the
  * same environment. An older agent gets every entry whole. */
 
@@ -407,7 +407,7 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	wire_set(d, r, "attempt_id", json_integer(a->id));
 	wire_set(d, r, "job_id", json_integer(j->id));
 	wire_set(d, r, "rank", json_integer(k->rank));
-	fields_desired(j, desired_put, d); /* the job's own (store/fields.h) */
+	fields_desired(j, desired_put, d); /* the job's own (model/fields.h) */
 	wire_set(d, r, "gpus", state_gpu_list(k->gpus));
 	wire_set(d, r, "env", rank_env(j, a, k, n));
 	if (names_env(j, n)) {

@@ -7,7 +7,7 @@
 #define ANVIL_RECORDS_H
 
 #include "server/core.h"
-#include "store/machine.h"
+#include "model/machine.h"
 
 /* ---- layer 2: ranks.c ---- */
 

@@ -8,7 +8,7 @@
  * reused from cycle to cycle, and so do the glue's caches: the interned ids
  * of each job's queue, team and constraints and of each node's pool, labels
  * and GPU model, made once (glue_job_cache, node_cache) so that a cycle
- * interns nothing. The records (store/model.h) know nothing of them: a
+ * interns nothing. The records (model/model.h) know nothing of them: a
  * node's entry is made again when node->changes moves.
  */
 #include <stdio.h>
@@ -419,7 +419,7 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	a->id = st->core->nattempts + 1;
 	a->job_id = j->id;
 	a->number = j->nattempts + 1;
-	a->state = JOB_SCHEDULED; /* created scheduled: not a move (store/machine.h) */
+	a->state = JOB_SCHEDULED; /* created scheduled: not a move (model/machine.h) */
 	a->borrowed = p->borrowed;
 	a->nranks = p->nranks;
 	a->ranks = xcalloc((size_t)p->nranks, sizeof(*a->ranks));

@@ -11,7 +11,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "sched/sched.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 void state_lock(struct state *st)
 {
@@ -624,7 +624,7 @@ static json_t *attempt_json(struct state *st, const struct attempt *a)
 	for (int i = 0; i < a->nranks; i++)
 		json_array_append_new(ranks, rank_json(st, a, &a->ranks[i]));
 	json_t *o = json_object();
-	fields_show_all(fields_attempt, a, o); /* as its entries say (store/fields.h) */
+	fields_show_all(fields_attempt, a, o); /* as its entries say (model/fields.h) */
 	json_object_set_new(o, "ranks", ranks);
 	if (a->head_port) {
 		char addr[96];
@@ -658,7 +658,7 @@ json_t *state_job_json(struct state *st, const struct job *j, int with_attempts)
 {
 	json_t *o = json_object();
 	fields_show_all(fields_job, j,
-	                o); /* every shown field, as its entry says (store/fields.h) */
+	                o); /* every shown field, as its entry says (model/fields.h) */
 	if (with_attempts) {
 		json_t *arr = json_array();
 		for (int i = 0; i < j->nattempts; i++)

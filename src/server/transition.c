@@ -1,6 +1,6 @@
 /* transition.c - the only writers of a job's, attempt's, rank's and node's
  * state, of an attempt's stop cause and of a job's cancel request
- * (core.h). Each move is checked against store/machine.h's table. */
+ * (core.h). Each move is checked against model/machine.h's table. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "server/core.h"
-#include "store/machine.h"
+#include "model/machine.h"
 
 static const struct machine_move *allowed(struct state *st, enum machine_kind k, int64_t id,
                                           int from, int to)

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "store/fields.h"
+#include "model/fields.h"
 #include "store/store.h"
 
 /* store.c keeps the handle private; we reach it through this accessor. */
@@ -114,7 +114,7 @@ static int load_nodes(sqlite3 *db, const struct store_loader *l)
 	return 0;
 }
 
-/* ---- jobs and attempts, by their field tables (store/fields.h) ---- */
+/* ---- jobs and attempts, by their field tables (model/fields.h) ---- */
 
 /* A select of every column of table t and its extra, and where each field's
  * column is in a row, found by its name (-1: not a column). */

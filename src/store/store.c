@@ -16,7 +16,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "store/checkpoint.h"
-#include "store/fields.h"
+#include "model/fields.h"
 
 #define SCHEMA_VERSION 7
 
@@ -130,7 +130,7 @@ static const char *const migrations[] = {
 };
 
 /* The writes of jobs and attempts, made from their field tables
- * (store/fields.h) once, at open: each column is bound by its name, and
+ * (model/fields.h) once, at open: each column is bound by its name, and
  * param[i] is the index of field i's parameter (0: not in this statement). */
 enum { PUT_JOB, PUT_JOB_STATE, PUT_ATTEMPT, PUT_N };
 

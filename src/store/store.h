@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "store/model.h"
+#include "model/model.h"
 
 struct store;
 

@@ -1,4 +1,4 @@
-"""A job field described by one entry of the field table (src/store/fields.c):
+"""A job field described by one entry of the field table (src/model/fields.c):
 the test build's `probe`, set with `anvil run --field probe=VALUE`, is shown
 by `anvil show --json`, is the same after the server restarts (it is stored),
 and reaches the rank as ANVIL_PROBE. `--field` sets any field a client may

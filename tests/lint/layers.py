@@ -35,8 +35,8 @@ import sys
 
 # The folders of src/, bottom first: a folder may call only folders before
 # it here, and only those its library links (CMakeLists.txt).
-FOLDERS = ["base", "proto", "sched", "flow", "fleet", "gpu", "objstore", "store", "server",
-           "agent", "cli"]
+FOLDERS = ["base", "proto", "sched", "flow", "fleet", "gpu", "objstore", "model", "store",
+           "server", "agent", "cli"]
 
 FLAT = "flat"
 
@@ -91,10 +91,13 @@ FILES = {
     "objstore": {
         "blob.c": 0,
     },
+    "model": {
+        "model.c": 0,    # the records (model.h)
+        "machine.c": 1,  # the records' state machines
+        "fields.c": 1,   # a job's and an attempt's fields, described once
+    },
     "store": {
-        "model.c": 0,       # the records (model.h)
         "checkpoint.c": 0,  # the WAL's checkpoints, on a thread of their own
-        "machine.c": 1,     # the records' state machines
         "store.c": 1,       # the database: open, write, transactions
         "load.c": 2,        # reading every record back (store_load)
         "flowcache.c": 2,   # the workflow task cache: a table and objects
@@ -173,6 +176,9 @@ CALLBACKS = [
      "sched.h's sched_name_fn: the glue's interned names"),
     ("store/load.c", {"queue", "team", "node", "job", "flow_exec", "flow_run", "fleet_revision"},
      "store.h's loader: the server makes its records (STYLE.md)"),
+    ("model/fields.c", {"fields_desired", "fields_extra_text"},
+     "fields.h's callers: the server puts each desired field in its entry, the store "
+     "gives its memo of a value's text"),
     ("server/state.c", {"wake"},
      "state.h's st->wake: the agent protocol answers a node's long poll"),
     ("server/api_util.c", {"api_idem_seen"},

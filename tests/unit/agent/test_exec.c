@@ -19,7 +19,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "exec_fixture.h"
-#include "store/machine.h"
+#include "model/machine.h"
 
 static char work[64];
 static char node[32];
@@ -70,7 +70,7 @@ static int alive(pid_t pid)
 }
 
 /* The store numbers the agent rank table's states as enum exec_state does
- * (store/machine.h, MACHINE_AGENT_RANK), and the executor's one
+ * (model/machine.h, MACHINE_AGENT_RANK), and the executor's one
  * transition function refuses what the table lacks, keeping the state. */
 TEST(rank_states_are_the_agent_rank_table)
 {

@@ -252,7 +252,7 @@ TEST(entries_follow_the_agents_protocol)
 }
 
 #ifdef ANVIL_FIELD_PROBE
-/* A field described by its entry in store/fields.h alone (the test build's
+/* A field described by its entry in model/fields.h alone (the test build's
  * probe): taken in the body and carried in each rank's desired entry. */
 TEST(a_table_only_field_reaches_the_desired_entry)
 {

@@ -211,7 +211,7 @@ TEST(attempt_columns_round_trip_every_field)
 
 /* An attempt's stop cause: the stored ones (preempted, requeued,
  * rank0_ended) come back; those kept in memory only come back as
- * rank_failed, their outcome then their ranks' (store/machine.h). */
+ * rank_failed, their outcome then their ranks' (model/machine.h). */
 TEST(attempt_stop_cause_round_trips_as_stored)
 {
 	static const enum attempt_stop loads_as[ATTEMPT_STOP_NSTATES] = {

@@ -1,6 +1,6 @@
 /* fields.h - a job's and an attempt's fields, each described once.
  *
- * struct job and struct attempt (store/model.h) cross many places: the
+ * struct job and struct attempt (model/model.h) cross many places: the
  * client's body (POST /v1/jobs), the record the server builds from it, the
  * database row (its columns and its `extra` JSON), each rank's desired
  * entry (server/ranks.c) and what `anvil show --json` and GET /v1/jobs/ID
@@ -35,7 +35,7 @@
  * entries (server/ranks.c), the shown job and attempt (server/state.c) and
  * `anvil run --field` (cli/submit.c) loop over; what a table cannot say
  * (the queue exists, a cwd is absolute, a head and MPI do not go together)
- * server/jobs.c checks next to it. tests/unit/store/test_fields.c checks
+ * server/jobs.c checks next to it. tests/unit/model/test_fields.c checks
  * the client fields against the submit record both ways, and the columns
  * against the schema, so they cannot drift.
  *
@@ -54,7 +54,7 @@
 #include <stdint.h>
 
 #include "base/jv.h"
-#include "store/model.h"
+#include "model/model.h"
 
 enum field_kind {
 	FIELD_INT,   /* int */

@@ -1,4 +1,4 @@
-/* The state machines' tables (store/machine.h): checked against a matrix
+/* The state machines' tables (model/machine.h): checked against a matrix
  * written out here independently, and docs/states.md checked against the
  * tables. */
 #include <stdio.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "../test.h"
-#include "store/machine.h"
-#include "store/model.h"
+#include "model/machine.h"
+#include "model/model.h"
 
 /* Row: from state; column: to state; 'x' allowed, '.' refused. */
 static const char *const job_matrix[JOB_NSTATES] = {

@@ -1,4 +1,4 @@
-/* The job's and the attempt's field tables (store/fields.h): that they
+/* The job's and the attempt's field tables (model/fields.h): that they
  * agree with the submit record and the database's columns, and that a job
  * built from a body comes back from the store the same, shown the same. */
 #include <sqlite3.h>
@@ -10,7 +10,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "proto/wire.h"
-#include "store/fields.h"
+#include "model/fields.h"
 #include "store/store.h"
 
 /* The client-settable fields are the submit record's, both ways, apart

@@ -4,7 +4,7 @@
  * lock) and writes every change through store.h in one transaction per
  * request. These are plain records. Their states change only through the
  * server's transition functions (server/transition.c), which check every
- * move against the tables in store/machine.h; docs/states.md draws them.
+ * move against the tables in model/machine.h; docs/states.md draws them.
  * Fields marked "in memory" are not stored but are the server's record
  * state; what the scheduler glue derives from a record (interned ids) lives
  * in the glue's own table (server/schedule.c), not here.
@@ -45,7 +45,7 @@ enum rank_state {
 
 /* A node's state is two things: whether its agent answers (node->state:
  * NODE_READY or NODE_LOST) and what operators or faults decided
- * (node->admin; both machines in store/machine.h). What users see is
+ * (node->admin; both machines in model/machine.h). What users see is
  * node_shown_state():
  *
  *   ready --cordon--> cordoned --uncordon--> ready
@@ -106,7 +106,7 @@ struct rank {
 	int64_t gpu_idle_ms, gpu_idle_at;
 };
 
-/* Why an attempt is being stopped: the causes of store/machine.h's
+/* Why an attempt is being stopped: the causes of model/machine.h's
  * "attempt stop" table, which also says what each decides (the attempt's
  * final state, whether its job is requeued, its exit status and reason).
  * Each is set at most once, from none. */
@@ -123,7 +123,7 @@ enum attempt_stop {
 	ATTEMPT_STOP_NSTATES
 };
 
-/* A job's cancel request (store/machine.h's "job cancel" table): stored. */
+/* A job's cancel request (model/machine.h's "job cancel" table): stored. */
 enum job_cancel { JOB_CANCEL_NONE, JOB_CANCEL_REQUESTED, JOB_CANCEL_NSTATES };
 
 struct attempt {
@@ -170,7 +170,7 @@ struct attempt {
  * start_ms, end_ms, has_exit/exit_code, cancel_requested and reason (and
  * its attempts) do, and that is all store_put_job_state() writes again
  * (FIELD_CHANGES). Where each field is stored, shown and sent is its entry
- * in store/fields.c. */
+ * in model/fields.c. */
 struct job {
 	int64_t id;
 	char *name;
@@ -226,7 +226,7 @@ struct job {
 	char *head;
 	char *worker;
 	int64_t head_timeout_ms;
-	/* The fields that have no member here (store/fields.h, FIELD_MORE),
+	/* The fields that have no member here (model/fields.h, FIELD_MORE),
 	 * by name; NULL: none set. Stored, shown and sent as their entries
 	 * say. */
 	json_t *more;
@@ -347,7 +347,7 @@ int attempt_kept_rank0_ended(const struct attempt *a);
  * of it: `ending`, and the extra's "preempted" (with preempted_for: the
  * scheduler's job, or 0 for a requeue) and "command_ended". A cause kept
  * in memory only (cancelled, time limit, idle timeout, GPU fault) loads as
- * rank_failed: its outcome is then its ranks' (store/machine.h). */
+ * rank_failed: its outcome is then its ranks' (model/machine.h). */
 enum attempt_stop attempt_stop_loaded(int ending, int preempted, int64_t preempted_for,
                                       int command_ended);
 

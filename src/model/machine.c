@@ -1,8 +1,8 @@
-#include "store/machine.h"
+#include "model/machine.h"
 
 #include <stdio.h>
 
-#include "store/model.h"
+#include "model/model.h"
 
 #define END                                                                                        \
 	{                                                                                          \
@@ -94,7 +94,7 @@ static const struct machine_move admin_moves[] = {
 /* A rank on its node (MACHINE_AGENT_RANK): the agent's executor creates it
  * running when it starts it (or reads its record back after a restart),
  * and it ends once. Numbered as agent/exec.h's enum exec_state, which the
- * store cannot include. Its moves record no event: the agent reports the
+ * model cannot include. Its moves record no event: the agent reports the
  * state, and the server's rank moves (above) follow from the reports. */
 enum { AGENT_RANK_RUNNING, AGENT_RANK_EXITED, AGENT_RANK_FAILED, AGENT_RANK_NSTATES };
 

@@ -37,7 +37,7 @@ enum machine_kind {
 	MACHINE_JOB_CANCEL,   /* a job's cancel request (enum job_cancel) */
 	/* A rank on its node, as the agent's executor runs it (agent/exec.h,
 	 * enum exec_state; the agent's exec_rank_move checks its moves). The
-	 * store cannot name the agent's enum, so the table numbers its states
+	 * model cannot name the agent's enum, so the table numbers its states
 	 * as that enum does, and tests/unit/agent/test_exec.c checks that the
 	 * two agree. */
 	MACHINE_AGENT_RANK,

@@ -1,4 +1,4 @@
-#include "store/fields.h"
+#include "model/fields.h"
 
 #include <pthread.h>
 #include <stdio.h>
