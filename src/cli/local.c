@@ -16,8 +16,8 @@
 #include "cli/cli.h"
 #include "cli/cliconn.h"
 #include "gpu/gpu.h"
-#include "proto/wire.h"
 #include "model/fields.h"
+#include "proto/wire.h"
 
 /* A log being printed as it grows. */
 struct tail {

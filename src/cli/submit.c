@@ -11,8 +11,8 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "cli/verb.h"
-#include "proto/wire.h"
 #include "model/fields.h"
+#include "proto/wire.h"
 
 /* ---- what is never exported ---- */
 

@@ -12,9 +12,9 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "model/fields.h"
 #include "proto/wire.h"
 #include "server/records.h"
-#include "model/fields.h"
 
 /* ---- submission ---- */
 

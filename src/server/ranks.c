@@ -14,9 +14,9 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "model/fields.h"
 #include "proto/wire.h"
 #include "server/records.h"
-#include "model/fields.h"
 
 /* Whether a's stop cause decides `what`, a MACHINE_* outcome flag: the
  * table beside model/machine.h's "attempt stop" moves says what each does. */

@@ -6,8 +6,8 @@
 #ifndef ANVIL_RECORDS_H
 #define ANVIL_RECORDS_H
 
-#include "server/core.h"
 #include "model/machine.h"
+#include "server/core.h"
 
 /* ---- layer 2: ranks.c ---- */
 

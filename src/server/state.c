@@ -10,8 +10,8 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "sched/sched.h"
 #include "model/fields.h"
+#include "sched/sched.h"
 
 void state_lock(struct state *st)
 {

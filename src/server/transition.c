@@ -9,8 +9,8 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "server/core.h"
 #include "model/machine.h"
+#include "server/core.h"
 
 static const struct machine_move *allowed(struct state *st, enum machine_kind k, int64_t id,
                                           int from, int to)

@@ -15,8 +15,8 @@
 #include "base/jv.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "store/checkpoint.h"
 #include "model/fields.h"
+#include "store/checkpoint.h"
 
 #define SCHEMA_VERSION 7
 

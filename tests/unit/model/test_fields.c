@@ -9,8 +9,8 @@
 #include "base/jv.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "proto/wire.h"
 #include "model/fields.h"
+#include "proto/wire.h"
 #include "store/store.h"
 
 /* The client-settable fields are the submit record's, both ways, apart
