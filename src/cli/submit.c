@@ -353,7 +353,7 @@ int submit_after(const char *spec, json_t **out, char *err, size_t errlen)
 			rc = ERR_INVALID;
 		} else {
 			json_t *a = json_pack("{s:I,s:s}", "job", (json_int_t)ref.id, "when", when);
-			if (ref.index >= 0) /* for submit_resolve_after */
+			if (ref.index >= 0) /* resolved by anvil run (verb_run.c) */
 				json_object_set_new(a, "index", json_integer(ref.index));
 			json_array_append_new(after, a);
 		}
