@@ -754,7 +754,11 @@ def main():
     t_begin = time.monotonic()
     listener = StartListener()
     results = {"facts": facts}
-    with tempfile.TemporaryDirectory(prefix="anvil-bench-") as work:
+    # Not under /tmp, and open to all: a fenced rank has a /tmp of its own and
+    # runs as an unprivileged account (docs/security.md), so stamp must be
+    # where that account finds and may execute it.
+    with tempfile.TemporaryDirectory(prefix="anvil-bench-", dir="/var/tmp") as work:
+        os.chmod(work, 0o755)
         try:
             job = Job(args.job, listener.port, work)
             if not args.skip_anvil:
