@@ -414,7 +414,7 @@ static int rank_minors(const struct syncer *s, const struct desired_gpus *gpus, 
 }
 
 /* What runs the rank of d: a job with a head runs its launcher, which runs
- * the rest; an MPI job mpirun on rank 0, a placeholder on the others; a
+ * the rest; an MPI job mpirun on rank 0, `anvil _mpiwait` on the others; a
  * workflow task its wrapper, which runs the command, unless its code is
  * here to start it in directly (*direct); else the command itself. */
 struct rank_argv {

@@ -68,8 +68,23 @@ static int is_dir(const json_t *value)
 	return json_is_string(value) && strcmp(json_string_value(value), "d") == 0;
 }
 
-/* "ls:<sha256>" of the names of dir's entries (sorted, one per line), or
- * NULL when dir is not a directory of the index. */
+/* "ls:<sha256>" of names (sorted here, one per line): a directory's
+ * listing. */
+static json_t *listing_of(const char **names, size_t n)
+{
+	qsort(names, n, sizeof(*names), by_text);
+	struct buf b;
+	buf_init(&b);
+	for (size_t i = 0; i < n; i++)
+		buf_printf(&b, "%s\n", names[i]);
+	char hex[HASH_HEX_LEN + 1];
+	hash_sha256(b.data ? b.data : "", b.len, hex);
+	buf_cleanup(&b);
+	return json_sprintf("ls:%s", hex);
+}
+
+/* dir's listing (listing_of its entries' names), or NULL when dir is not a
+ * directory of the index. */
 static json_t *listing(const json_t *index, const char *dir)
 {
 	if (!is_dir(json_object_get(index, dir)))
@@ -87,16 +102,9 @@ static json_t *listing(const json_t *index, const char *dir)
 		XGROW(names, n, cap);
 		names[n++] = name;
 	}
-	qsort(names, n, sizeof(*names), by_text);
-	struct buf b;
-	buf_init(&b);
-	for (size_t i = 0; i < n; i++)
-		buf_printf(&b, "%s\n", names[i]);
-	char hex[HASH_HEX_LEN + 1];
-	hash_sha256(b.data ? b.data : "", b.len, hex);
-	buf_cleanup(&b);
+	json_t *ls = listing_of(names, n);
 	free(names);
-	return json_sprintf("ls:%s", hex);
+	return ls;
 }
 
 static json_t *value_of(const json_t *index, const char *key)
@@ -157,19 +165,11 @@ void codeset_add_listings(json_t *index)
 			continue;
 		json_t *list = json_object_get(names, k);
 		size_t n = json_array_size(list);
-		const char **sorted = xcalloc(n + 1, sizeof(*sorted));
+		const char **entries = xcalloc(n + 1, sizeof(*entries));
 		for (size_t i = 0; i < n; i++)
-			sorted[i] = json_string_value(json_array_get(list, i));
-		qsort(sorted, n, sizeof(*sorted), by_text);
-		struct buf b;
-		buf_init(&b);
-		for (size_t i = 0; i < n; i++)
-			buf_printf(&b, "%s\n", sorted[i]);
-		char hex[HASH_HEX_LEN + 1];
-		hash_sha256(b.data ? b.data : "", b.len, hex);
-		buf_cleanup(&b);
-		free(sorted);
-		json_t *ls = json_sprintf("ls:%s", hex);
+			entries[i] = json_string_value(json_array_get(list, i));
+		json_t *ls = listing_of(entries, n);
+		free(entries);
 		char *key = k[0] ? xasprintf("%s/", k) : xstrdup("/");
 		json_object_set_new(names, key, ls); /* set aside: index is being walked */
 		free(key);

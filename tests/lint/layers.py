@@ -285,13 +285,13 @@ def visible(files, src):
             direct[f] = set(re.findall(r'^\s*#\s*include\s+"([^"]+)"', fh.read(), re.M))
     seen = {}
     for f in files:
-        todo, out = [f], set()
-        while todo:
-            g = todo.pop()
+        stack, out = [f], set()
+        while stack:
+            g = stack.pop()
             if g in out or g not in direct:
                 continue
             out.add(g)
-            todo.extend(direct[g])
+            stack.extend(direct[g])
         seen[f] = out
     return seen
 
