@@ -19,6 +19,7 @@
 #include "agent/exec_int.h"
 #include "agent/fence.h"
 #include "agent/journal.h"
+#include "agent/lease.h"
 #include "agent/logpool.h"
 #include "agent/shim.h"
 #include "base/err.h"
@@ -251,6 +252,16 @@ static void stop_rank(struct exec_rank *r, int64_t cap_ms)
 	}
 }
 
+int exec_lease_renew(struct exec *e, int64_t end_ms, int64_t len_ms)
+{
+	if (e->lease_fd < 0)
+		return -EBADF;
+	if (end_ms && end_ms <= e->lease_end_ms)
+		return 0; /* an older request's answer: the lease never shrinks */
+	e->lease_end_ms = end_ms;
+	return lease_renew(e->lease_fd, end_ms, len_ms);
+}
+
 int exec_stop(struct exec *e, int64_t attempt_id, int rank, int64_t cap_ms)
 {
 	exec_settle(e);
@@ -436,6 +447,11 @@ int exec_new(const char *work_dir, const char *node_name, struct exec **out)
 	e->work_dir = xstrdup(work_dir);
 	e->null_fd = null_fd;
 	e->epoll_fd = epoll_fd;
+	int lease = lease_open(work_dir);
+	e->lease_fd = lease >= 0 ? fd_above_stdio(lease) : -1;
+	if (lease < 0)
+		log_warn("no lease file: ranks run unfenced by it dir=%s error=\"%s\"", work_dir,
+		         strerror(-lease));
 	e->journal = j;
 	e->spare_dirs = spare_dirs;
 	char self[4096];
@@ -501,6 +517,8 @@ void exec_free(struct exec *e)
 		free(e->doomed[i]);
 	free(e->doomed);
 	close(e->null_fd);
+	if (e->lease_fd >= 0)
+		close(e->lease_fd);
 	close(e->epoll_fd);
 	journal_free(e->journal);
 	free(e->exiting);

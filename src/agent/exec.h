@@ -175,6 +175,12 @@ const char *exec_limit_root(const struct exec *e, enum exec_limit which);
 void exec_set_device_isolation(struct exec *e, int on);
 int exec_device_isolation(const struct exec *e);
 
+/* The node's lease on its ranks (agent/lease.h): renewed to end at end_ms
+ * (CLOCK_BOOTTIME, lease_now_ms) and last len_ms; end_ms 0 removes it (the
+ * ranks run unfenced). An end before the one written last is ignored. 0,
+ * or a negative errno. */
+int exec_lease_renew(struct exec *e, int64_t end_ms, int64_t len_ms);
+
 /* Starts a rank: 0 when it runs, or when it could not start (then it is
  * FAILED with the reason); -EEXIST when the executor knows it already;
  * -EALREADY when it ran here before (its log exists): ranks never rerun. */

@@ -83,6 +83,8 @@ struct exec {
 	struct logpool *logs; /* rank logs made ahead; NULL: each start makes its own */
 	char *cgroup_root;    /* NULL without cgroups */
 	int null_fd;          /* /dev/null for every shim */
+	int lease_fd;         /* WORK_DIR/lease (agent/lease.h), in every launch; -1: none */
+	int64_t lease_end_ms; /* the lease written last (CLOCK_BOOTTIME); 0: none */
 	int epoll_fd;         /* the sockets of the shims running our ranks */
 	struct journal *journal;
 	int loading; /* exec_new is reading the journal */

@@ -229,6 +229,8 @@ static void launch_strings(struct exec *e, struct launch *la, const struct exec_
 	        .msg_exec = la->msgs[1],
 	        .msg_cwd = la->msgs[2],
 	        .fence = la->fence,
+	        .lease_fd = e->lease_fd,
+	        .grace_ms = spec->grace_ms,
 	};
 }
 

@@ -1,6 +1,7 @@
 #include "agent/shim.h"
 
 #include "agent/fence.h"
+#include "agent/lease.h"
 #include "base/sigsafe.h"
 
 #include <errno.h>
@@ -14,15 +15,20 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
 
 #define SPARE_MAGIC   0x6c766e61u /* "anvl" */
 #define SPARE_FIXED   6           /* strings before argv: see encode_launch */
-#define SPARE_FDS     3           /* log_fd, err_fd, record_fd; then the join_fds */
+#define SPARE_FDS     4           /* log_fd, err_fd, record_fd, lease_fd; then the join_fds */
 #define SPARE_FDS_MAX (SPARE_FDS + SHIM_JOIN_MAX)
-#define SPARE_HEADER  (5 * sizeof(uint32_t))
+#define SPARE_HEADER  (7 * sizeof(uint32_t))
+/* decode_launch's lease_fd when the launch has one, until run_spare puts
+ * the received fd there: a launch that has none sends another fd in its
+ * slot, which is closed. */
+#define SPARE_LEASE_FD INT32_MAX
 
 /* What a shim tells the agent on its socket: one datagram each. */
 enum { SHIM_STARTED = 1, SHIM_ENDED = 2 };
@@ -88,7 +94,7 @@ static void close_range_from(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-#define KEEP_MAX (4 + SHIM_JOIN_MAX)
+#define KEEP_MAX (5 + SHIM_JOIN_MAX)
 
 /* Closes every fd above 2 except keep[0..n) (n <= KEEP_MAX; -1 for none);
  * sorts keep. */
@@ -180,6 +186,8 @@ static _Noreturn void run_command(const struct shim_launch *l, int sock)
 			join(l->join_fds[i]);
 	close(sock);
 	close(l->record_fd);
+	if (l->lease_fd >= 0) /* a rank that could write its lease could keep it */
+		close(l->lease_fd);
 	if (l->fence && shim_fenced != 1) {
 		sigsafe_put(2, "anvil: cannot fence the rank: its shim has no mount namespace of "
 		               "its own\n");
@@ -213,18 +221,96 @@ static pid_t spawn_command(const struct shim_launch *l, int sock, pid_t *node)
 	return pid;
 }
 
-/* Waits for the command. A shim that is the init of the rank's PID
- * namespace (agent/fence.h) is also the parent of whatever the command
- * left orphaned there: it reaps those as they come, and once the command
- * has ended it kills the rest (whatever a rank leaves goes with it, as the
- * executor does for its cgroup). */
-static int wait_command(pid_t cmd)
+/* Self-fencing (shim.h): what this shim did about the rank's lease. */
+struct fencing {
+	int fd;           /* the node's lease; -1: none, the rank is not fenced */
+	int64_t grace_ms; /* SIGTERM this long before the lease's end */
+	int termed;       /* SIGTERM sent: SIGKILL at kill_at, whatever comes */
+	int killed;
+	int64_t kill_at; /* CLOCK_BOOTTIME ms */
+};
+
+/* Everything the rank runs: the shim that is the init of its PID
+ * namespace signals every other process in it; else the command's group. */
+static void signal_rank(pid_t cmd, int sig)
+{
+	if (getpid() == 1)
+		kill(-1, sig);
+	else
+		kill(-cmd, sig);
+}
+
+static void say_fenced(int64_t len_ms, int64_t grace_ms)
+{
+	char a[24], b[24];
+	a[23] = b[23] = '\0';
+	sigsafe_put(2, "anvil: this node has not reached the server for the rank's lease (");
+	sigsafe_put(2, sigsafe_fmt_long(a + 23, (long)(len_ms / 1000)));
+	sigsafe_put(2, " s): stopping the rank (SIGTERM, SIGKILL in ");
+	sigsafe_put(2, sigsafe_fmt_long(b + 23, (long)(grace_ms / 1000)));
+	sigsafe_put(2, " s), as the server may start its replacement elsewhere\n");
+}
+
+/* Acts on the lease; how long until it must be looked at again (ms). A
+ * renewal only moves the end later, so sleeping until the SIGTERM that
+ * the end read now would need misses nothing. */
+static int64_t lease_step(struct fencing *f, pid_t cmd)
+{
+	int64_t now = lease_now_ms(), end = 0, len = 0;
+	if (!f->termed) {
+		int r = lease_read(f->fd, &end, &len);
+		if (r <= 0)
+			return r < 0 ? 50 : 1000; /* a write raced us; or no lease (yet) */
+		/* The server holds a sync up to half the node timeout (the
+		 * lease's length), so renewals come that often: SIGTERM no
+		 * earlier than three quarters into the lease leaves a quarter
+		 * of slack for a busy machine. */
+		int64_t grace = f->grace_ms < len / 4 ? f->grace_ms : len / 4;
+		if (now < end - grace)
+			return end - grace - now;
+		f->termed = 1;
+		f->kill_at = end > now ? end : now;
+		say_fenced(len, f->kill_at - now);
+		signal_rank(cmd, f->kill_at > now ? SIGTERM : SIGKILL);
+	}
+	if (!f->killed && now >= f->kill_at) {
+		f->killed = 1;
+		signal_rank(cmd, SIGKILL);
+	}
+	return f->killed ? 1000 : f->kill_at - now;
+}
+
+/* Sleeps up to ms, or until a child changes state (SIGCHLD is blocked). */
+static void nap(int64_t ms)
+{
+	if (ms < 1)
+		ms = 1;
+	if (ms > 60000)
+		ms = 60000;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)(ms % 1000) * 1000000};
+	sigtimedwait(&chld, NULL, &ts);
+}
+
+/* Waits for the command, fencing it by its lease when it has one. A shim
+ * that is the init of the rank's PID namespace (agent/fence.h) is also the
+ * parent of whatever the command left orphaned there: it reaps those as
+ * they come, and once the command has ended it kills the rest (whatever a
+ * rank leaves goes with it, as the executor does for its cgroup). */
+static int wait_command(pid_t cmd, struct fencing *f)
 {
 	int status = 127 << 8, st;
 	for (;;) {
-		pid_t w = waitpid(getpid() == 1 ? -1 : cmd, &st, 0);
+		pid_t w = waitpid(getpid() == 1 ? -1 : cmd, &st, f->fd >= 0 ? WNOHANG : 0);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w == 0) {
+			nap(lease_step(f, cmd));
+			continue;
+		}
 		if (w < 0 || w == cmd) {
 			if (w == cmd)
 				status = st;
@@ -249,6 +335,7 @@ static void block_signals(void)
 	sigaddset(&block, SIGHUP);
 	sigaddset(&block, SIGQUIT);
 	sigaddset(&block, SIGPIPE);
+	sigaddset(&block, SIGCHLD); /* taken by nap(), while a fenced rank runs */
 	sigprocmask(SIG_BLOCK, &block, NULL);
 }
 
@@ -260,7 +347,7 @@ static int run_rank(const struct shim_launch *l, int sock)
 {
 	dup2(l->log_fd, 1);
 	dup2(l->err_fd >= 0 ? l->err_fd : l->log_fd, 2);
-	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd, node_proc}, nkeep = 4;
+	int keep[KEEP_MAX] = {l->cgroup_fd, sock, l->record_fd, node_proc, l->lease_fd}, nkeep = 5;
 	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
 		keep[nkeep++] = l->join_fds[i];
 	close_others(keep, nkeep);
@@ -277,10 +364,13 @@ static int run_rank(const struct shim_launch *l, int sock)
 		put_record(l->record_fd, l->record_key, "shim", (long)node_pid(), "pgid",
 		           (long)node);
 		tell(sock, SHIM_STARTED, node);
-		status = wait_command(cmd);
+		struct fencing f = {.fd = l->lease_fd, .grace_ms = l->grace_ms};
+		status = wait_command(cmd, &f);
 	}
 	put_record(l->record_fd, l->record_key, "wait_status", (long)status, NULL, 0);
 	close(l->record_fd);
+	if (l->lease_fd >= 0)
+		close(l->lease_fd);
 	dup2(0, 1);
 	dup2(0, 2);
 	return status;
@@ -375,7 +465,7 @@ static char *next_string(char **p, char *end)
 /* Decodes what encode_launch wrote; vec has SHIM_SPARE_MAX_STRINGS slots. */
 static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *l)
 {
-	uint32_t h[5];
+	uint32_t h[7];
 	if (len < SPARE_HEADER)
 		return -1;
 	memcpy(h, buf, sizeof(h));
@@ -411,6 +501,8 @@ static int decode_launch(char *buf, size_t len, char **vec, struct shim_launch *
 	        .msg_notfound = fixed[3],
 	        .msg_exec = fixed[4],
 	        .msg_cwd = fixed[5],
+	        .lease_fd = h[6] ? SPARE_LEASE_FD : -1, /* the caller puts the fd */
+	        .grace_ms = h[5],
 	};
 	return 0;
 }
@@ -469,6 +561,10 @@ static _Noreturn void run_spare(int sock, int cgroup_fd, int null_fd, char *buf,
 		l.log_fd = fds[0];
 		l.err_fd = fds[1];
 		l.record_fd = fds[2];
+		if (l.lease_fd == SPARE_LEASE_FD)
+			l.lease_fd = fds[3];
+		else
+			close(fds[3]);
 		for (int i = SPARE_FDS; i < nfds; i++)
 			l.join_fds[l.njoin++] = fds[i];
 		if (join_err)
@@ -562,8 +658,11 @@ static char *encode_launch(const struct shim_launch *l, size_t *len_out)
 		len += strlen(strs[i]) + 1;
 	char *buf = len <= SHIM_SPARE_MAX_REQUEST ? malloc(len) : NULL;
 	if (buf) {
-		uint32_t h[5] = {SPARE_MAGIC, (uint32_t)argc, (uint32_t)envc, l->path != NULL,
-		                 (uint32_t)nfence};
+		uint32_t grace = l->grace_ms < 0            ? 0
+		                 : l->grace_ms > UINT32_MAX ? UINT32_MAX
+		                                            : (uint32_t)l->grace_ms;
+		uint32_t h[7] = {SPARE_MAGIC,      (uint32_t)argc, (uint32_t)envc,  l->path != NULL,
+		                 (uint32_t)nfence, grace,          l->lease_fd >= 0};
 		memcpy(buf, h, sizeof(h));
 		char *p = buf + SPARE_HEADER;
 		for (size_t i = 0; i < n; i++) {
@@ -615,7 +714,8 @@ int shim_spare_send(struct shim *s, const struct shim_launch *l)
 	if (!buf)
 		return -E2BIG;
 	int err_fd = l->err_fd >= 0 ? l->err_fd : l->log_fd;
-	int fds[SPARE_FDS_MAX] = {l->log_fd, err_fd, l->record_fd}, nfds = SPARE_FDS;
+	int lease = l->lease_fd >= 0 ? l->lease_fd : l->log_fd; /* a slot filler: closed */
+	int fds[SPARE_FDS_MAX] = {l->log_fd, err_fd, l->record_fd, lease}, nfds = SPARE_FDS;
 	for (int i = 0; i < l->njoin && i < SHIM_JOIN_MAX; i++)
 		fds[nfds++] = l->join_fds[i];
 	int rc = send_launch(s->sock, buf, len, fds, nfds);

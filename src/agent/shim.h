@@ -43,12 +43,22 @@
  *                        ▲  └──shim_close / agent gone: EOF──► exits 0
  *                        └───────(command ended: SHIM_ENDED)──────┘
  *
+ * Self-fencing: while the command runs, a shim given the node's lease
+ * (lease_fd, agent/lease.h) reads it whenever it could be about to run
+ * out; grace_ms before its end (at most a quarter of its length) the shim sends
+ * SIGTERM to everything the rank runs (its PID namespace, or its process
+ * group), and at its end SIGKILL, and says so on the rank's stderr. It
+ * needs no agent for that: a rank whose agent is dead, stopped or cut off
+ * from the server has stopped by the lease's end, which is when the
+ * server may start its replacement elsewhere (docs/operations.md).
+ *
  * Owned by the executor (exec_launch.c, exec_spares.c), which owns the
  * launch strings and fds.
  */
 #ifndef ANVIL_AGENT_SHIM_H
 #define ANVIL_AGENT_SHIM_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #define SHIM_JOIN_MAX 3 /* the limits' cgroups: cpu, memory, devices */
@@ -70,6 +80,8 @@ struct shim_launch {
 	const char *msg_exec;        /* prefix; the errno text follows */
 	const char *msg_cwd;         /* prefix; the errno text follows */
 	char *const *fence;          /* the rank's fence (agent/fence.h); NULL: none */
+	int lease_fd;                /* the node's lease (agent/lease.h); -1: none */
+	int64_t grace_ms;            /* SIGTERM to SIGKILL when the lease runs out */
 };
 
 /* A shim process and the agent's end of its socket. */

@@ -9,6 +9,7 @@
 #include "agent/desired.h"
 #include "agent/exec.h"
 #include "agent/launch.h"
+#include "agent/lease.h"
 #include "agent/mpi.h"
 #include "agent/serve.h"
 #include "agent/task.h"
@@ -45,6 +46,7 @@ struct call {
 	int active;
 	uint64_t seq;
 	uint64_t identity;        /* the syncer's identity when it was sent */
+	int64_t sent_boot_ms;     /* when it was sent (agent/lease.h's clock) */
 	uint64_t facts_version;   /* of the facts it carried; 0: none */
 	uint64_t health_version;  /* of the health report it carried; 0: none */
 	uint64_t profile_version; /* of the profile status it carried; 0: none */
@@ -71,6 +73,7 @@ struct syncer {
 	json_t *profile_status;
 	uint64_t profile_version;
 	int64_t generation;
+	int64_t lease_ms; /* the ranks' lease, as the last valid answer said; 0: none */
 	uint64_t sent;    /* seq of the latest request sent */
 	int dirty;        /* local state changed since the latest request */
 	int closing;      /* syncer_flush: apply nothing */
@@ -360,6 +363,7 @@ static void send_call(struct syncer *s, struct call *c, int64_t wait_ms)
 	/* The server holds a poll at most wait_ms (capped lower): some slack. */
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(wait_ms + 10000));
 	c->seq = ++s->sent;
+	c->sent_boot_ms = lease_now_ms();
 	c->active = 1;
 	/* a withheld record goes once the request carrying it is answered; this
 	 * one, parked at the server in its place, has the server answer that */
@@ -594,8 +598,19 @@ static void reconcile(struct syncer *s, const json_t *ranks, const json_t *envs)
 
 /* What a 200 answer settles whatever its desired set: the final reports
  * it acknowledges and the records the server took. */
+/* The server answered c: the ranks' lease runs from when c was sent
+ * (agent/lease.h says why not from now). */
+static void renew_lease(struct syncer *s, const struct call *c)
+{
+	int64_t end = s->lease_ms > 0 ? c->sent_boot_ms + s->lease_ms : 0;
+	int rc = exec_lease_renew(s->cfg.exec, end, s->lease_ms);
+	if (rc && rc != -EBADF)
+		log_warn("cannot renew the ranks' lease error=\"%s\"", strerror(-rc));
+}
+
 static void took(struct syncer *s, struct call *c)
 {
+	renew_lease(s, c);
 	for (size_t i = 0; i < c->nacks; i++)
 		exec_ack(s->cfg.exec, c->acks[i].attempt_id, c->acks[i].rank);
 	if (c->facts_version && c->facts_version == s->facts_version) {
@@ -650,6 +665,7 @@ static void answered(struct syncer *s, struct call *c)
 		failure(s, "sync answer: %s", why);
 		goto out;
 	}
+	s->lease_ms = jv_int(o, "lease_ms", 0);
 	took(s, c);
 	/* Answers on the two connections may arrive out of order, and an
 	 * answer is the desired set as of its generation: apply only answers

@@ -276,6 +276,8 @@ static const struct copy {
         {"worker", "worker"},
         {"head-timeout", "head_timeout_ms"},
         {"mpi", "mpi"},
+        {"requeue", "requeue"},
+        {"max-restarts", "max_restarts"},
 };
 
 static json_t *kv_object(const struct cliargs_value *kv)
@@ -530,6 +532,8 @@ int submit_body(const struct cliargs *a, char *const *envp, const char *cwd, jso
 		else
 			rc = ERR_INVALID;
 	}
+	if (rc == 0 && cliargs_has(a, "no-requeue") && cliargs_flag(a, "no-requeue"))
+		wire_set(body, &wire_submit, "requeue", json_false());
 	if (rc == 0)
 		rc = add_cwd(a, cwd, body, err, errlen);
 	if (rc == 0)

@@ -26,6 +26,11 @@ static const struct cliargs_opt opts[] = {
          "with --head: how long to wait for it to answer (default 5m)"},
         {"mpi", 0, CLIARGS_FLAG, NULL,
          "an MPI program: rank 0 runs mpirun over every node, no SSH (see MPI below)"},
+        {"requeue", 0, CLIARGS_FLAG, NULL,
+         "requeue it when a node of its is lost (default: when it is --checkpointing)"},
+        {"no-requeue", 0, CLIARGS_FLAG, NULL, "never requeue it when a node of its is lost"},
+        {"max-restarts", 0, CLIARGS_INT, "N",
+         "requeue it at most N times after lost nodes, then it ends lost (default 3)"},
         {"field", 0, CLIARGS_KV, "NAME=VALUE",
          "set any field of the job the API takes, by its name (repeatable; see docs/cli.md)"},
         {"wait", 'w', CLIARGS_FLAG, NULL,
@@ -67,6 +72,8 @@ static int check_args(const struct verb_ctx *v)
 		return verb_usage_error(v, "--json and --wait do not go together");
 	if (!wait && cliargs_get(a, "rank")->set)
 		return verb_usage_error(v, "--rank only applies with --wait");
+	if (cliargs_flag(a, "requeue") && cliargs_flag(a, "no-requeue"))
+		return verb_usage_error(v, "--requeue and --no-requeue do not go together");
 	if (cliargs_get(a, "rank")->set && cliargs_str(a, "array"))
 		return verb_usage_error(v, "--rank follows one job's output, not an --array's "
 		                           "(anvil logs JOB --rank R reads a member's)");

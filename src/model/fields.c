@@ -177,6 +177,62 @@ static const struct field_codec head_timeout = {.encode = head_timeout_encode,
                                                 .show = head_timeout_show,
                                                 .from_body = head_timeout_from_body};
 
+/* Settings a job may leave unsaid (-1), so that a default applies: whether
+ * it is requeued after a lost node (a boolean when said), and how often. */
+static json_t *requeue_encode(const void *rec)
+{
+	const struct job *j = rec;
+	return j->requeue < 0 ? NULL : json_boolean(j->requeue);
+}
+
+static json_t *requeue_show(const void *rec)
+{
+	json_t *v = requeue_encode(rec);
+	return v ? v : json_null();
+}
+
+static void requeue_decode(void *rec, const json_t *v)
+{
+	((struct job *)rec)->requeue = json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+static void requeue_from_body(void *rec, const json_t *body)
+{
+	requeue_decode(rec, json_object_get(body, "requeue"));
+}
+
+static const struct field_codec requeue = {.encode = requeue_encode,
+                                           .decode = requeue_decode,
+                                           .show = requeue_show,
+                                           .from_body = requeue_from_body};
+
+static json_t *max_restarts_encode(const void *rec)
+{
+	const struct job *j = rec;
+	return j->max_restarts < 0 ? NULL : json_integer(j->max_restarts);
+}
+
+static json_t *max_restarts_show(const void *rec)
+{
+	json_t *v = max_restarts_encode(rec);
+	return v ? v : json_null();
+}
+
+static void max_restarts_decode(void *rec, const json_t *v)
+{
+	((struct job *)rec)->max_restarts = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+}
+
+static void max_restarts_from_body(void *rec, const json_t *body)
+{
+	max_restarts_decode(rec, json_object_get(body, "max_restarts"));
+}
+
+static const struct field_codec max_restarts = {.encode = max_restarts_encode,
+                                                .decode = max_restarts_decode,
+                                                .show = max_restarts_show,
+                                                .from_body = max_restarts_from_body};
+
 /* An attempt's stop cause (model.h, enum attempt_stop) is stored as it
  * always was: the `ending` column (any cause), and in extra `preempted`
  * (preempted or requeued: preempted_for tells which) and `command_ended`
@@ -388,6 +444,11 @@ const struct field fields_job[] = {
 	    .unset = FIELD_SHOW_ARRAY, .codec = &after},
 	{.name = "array", .kind = FIELD_NONE, .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA,
 	    .codec = &array},
+	/* recovery from a lost node (server/ranks.c); -1: not said */
+	{.name = "requeue", .kind = FIELD_INT, JOB(requeue),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .codec = &requeue},
+	{.name = "max_restarts", .kind = FIELD_INT, JOB(max_restarts),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .codec = &max_restarts},
 	/* set by the workflow engine; its ranks get it as ANVIL_TASK (ranks.c) */
 	{.name = "task", .kind = FIELD_JSON, JOB(task), .flags = FIELD_EXTRA | FIELD_SPARSE},
 #ifdef ANVIL_FIELD_PROBE
@@ -431,6 +492,9 @@ const struct field fields_attempt[] = {
 	{.name = "checkpoint_ms", .kind = FIELD_INT64, ATTEMPT(checkpoint_ms),
 	    .flags = FIELD_SHOWN | FIELD_EXTRA, .shown = "checkpoint_time_ms",
 	    .unset = FIELD_SHOW_NULL},
+	{.name = "lease_end_ms", .kind = FIELD_INT64, ATTEMPT(lease_end_ms),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE, .shown = "lease_end_time_ms",
+	    .unset = FIELD_SHOW_OMIT},
 	/* shown as head_addr (server/state.c) */
 	{.name = "head_port", .kind = FIELD_INT, ATTEMPT(head_port),
 	    .flags = FIELD_EXTRA | FIELD_SPARSE},

@@ -134,6 +134,9 @@ static const struct machine_move stop_moves[] = {
          "an application error on one of its GPUs (an XID that ends the job, not the GPU)"},
         {ATTEMPT_STOP_NONE, ATTEMPT_STOP_RANK0_ENDED, NULL,
          "rank 0 of a job with a head or of an MPI job ended by itself"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_NODE_LOST, NULL,
+         "a rank was lost with its node, and its job is requeued: it checkpoints or asked "
+         "for it (requeue), and has restarts left (max_restarts)"},
         END,
 };
 
@@ -174,6 +177,10 @@ static const struct machine_outcome stop_outcomes[ATTEMPT_STOP_NSTATES] = {
         {ATTEMPT_STOP_RANK0_ENDED, MACHINE_RANK_STATUS | MACHINE_RANK0_ONLY,
          "rank 0's: succeeded if it exited 0 (reason \"the command exited 0 on rank 0; ...\", "
          "or mpirun's), else failed with its status; the stopped ranks' ends do not count"},
+        {ATTEMPT_STOP_NODE_LOST, MACHINE_REQUEUES | MACHINE_ENDS_LOST,
+         "lost: its job is pending again (job.requeued), reason \"requeued: rank R on node N "
+         "was lost with its node (restart K of M)\"; its next attempt is placed once the lost "
+         "ranks' lease has run out (lease_end_time_ms)"},
 };
 
 static const struct machine_outcome cancel_outcomes[JOB_CANCEL_NSTATES] = {
@@ -185,8 +192,8 @@ static const struct machine_outcome cancel_outcomes[JOB_CANCEL_NSTATES] = {
 };
 
 static const char *const stop_names[ATTEMPT_STOP_NSTATES] = {
-        "none",       "rank_failed",  "cancelled", "preempted",  "requeued",
-        "time_limit", "idle_timeout", "gpu_fault", "rank0_ended"};
+        "none",       "rank_failed",  "cancelled", "preempted",   "requeued",
+        "time_limit", "idle_timeout", "gpu_fault", "rank0_ended", "node_lost"};
 static const char *const cancel_names[JOB_CANCEL_NSTATES] = {"none", "requested"};
 
 static const char *stop_name(int s)

@@ -74,11 +74,12 @@ enum {
 	MACHINE_RANK_STATUS =
 	        2, /* the first rank to fail gives the job its exit status and reason */
 	MACHINE_RANK0_ONLY = 4, /* only rank 0's end counts (the others were stopped for it) */
+	MACHINE_ENDS_LOST = 8,  /* with MACHINE_REQUEUES: it ends lost, not preempted */
 };
 
 struct machine_outcome {
 	int state;
-	int decides;      /* MACHINE_REQUEUES, MACHINE_RANK_STATUS, MACHINE_RANK0_ONLY */
+	int decides;      /* MACHINE_REQUEUES, MACHINE_RANK_STATUS, ... (above) */
 	const char *what; /* the outcome in words, for the drawing */
 };
 

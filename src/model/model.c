@@ -108,7 +108,9 @@ int attempt_ending(const struct attempt *a)
 
 int attempt_kept_preempted(const struct attempt *a)
 {
-	return a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED;
+	/* a node_lost cause is kept as a requeue: it still requeues after a restart */
+	return a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED ||
+	       a->stop == ATTEMPT_STOP_NODE_LOST;
 }
 
 int attempt_kept_rank0_ended(const struct attempt *a)

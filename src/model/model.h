@@ -120,6 +120,7 @@ enum attempt_stop {
 	ATTEMPT_STOP_IDLE,        /* in memory: a session idle past its queue's idle_timeout */
 	ATTEMPT_STOP_GPU_FAULT,   /* in memory: an application error on one of its GPUs */
 	ATTEMPT_STOP_RANK0_ENDED, /* rank 0 of a job with a head or an MPI job ended by itself */
+	ATTEMPT_STOP_NODE_LOST,   /* a rank was lost with its node and the job is requeued */
 	ATTEMPT_STOP_NSTATES
 };
 
@@ -148,6 +149,10 @@ struct attempt {
 	int limit_warned;
 	int idle_warned;
 	int64_t checkpoint_ms; /* newest checkpoint any rank reported (wall ms); 0 none */
+	/* A rank was lost with its node: when its lease (agent/lease.h) has
+	 * surely run out, so that its ranks there have stopped by themselves
+	 * (wall ms); the job's next attempt is placed no earlier. 0: none. */
+	int64_t lease_end_ms;
 	/* Why it ended, or why it is being stopped to be requeued ("preempted
 	 * for job 7 (higher priority)", "GPU 1 of node node-2 quarantined: ...");
 	 * "" while it runs undisturbed. Stored: the job's own reason moves on
@@ -189,6 +194,11 @@ struct job {
 	int64_t time_limit_ms; /* 0: the queue's default */
 	json_t *constraints;   /* {gpu_type, min_gpu_memory_bytes, pool, selectors} */
 	int checkpointing;
+	/* After a lost node (server/ranks.c): requeue it (1), never (0), or
+	 * as its checkpointing says (-1); at most max_restarts times (-1: the
+	 * default, RANKS_MAX_RESTARTS_DEFAULT). */
+	int requeue;
+	int max_restarts;
 	int64_t cpu_millis;   /* per rank, thousandths of a CPU; 0: no limit */
 	int64_t memory_bytes; /* per rank; 0: no limit */
 	/* Dependencies, as `sbatch --dependency`: [{"job": ID, "when": "ok" |

@@ -45,6 +45,9 @@ static const struct wire_field sync_answer_fields[] = {
          "the node's generation: changes whenever its desired set does"},
         {"node_timeout_ms", JV_INT, 0, 0, INT64_MAX,
          "how long the node may be silent before it is marked lost"},
+        {"lease_ms", JV_INT, 0, 0, INT64_MAX,
+         "the ranks' lease: from when this request was sent, how long the node's ranks may "
+         "run without another answer (self-fencing); absent or 0: no lease"},
         {"ranks", JV_ARRAY, 1, 0, 0,
          "a desired entry (below) for every rank the node should run now"},
         {"profile", JV_OBJECT, 0, 0, 0,
@@ -319,6 +322,11 @@ static const struct wire_field submit_fields[] = {
         {"mpi", JV_BOOL, 0, 0, 0,
          "an MPI program: rank 0 runs `mpirun` over every rank's node with the command, "
          "anvil starting its daemons (below); not with `head` or `session`; default false"},
+        {"requeue", JV_BOOL, 0, 0, 0,
+         "requeued as a new attempt when a rank is lost with its node; default: when it "
+         "checkpoints (`checkpointing`); never for a session"},
+        {"max_restarts", JV_INT, 0, 0, 1000,
+         "how many times it is requeued after a lost node before it ends `lost`; default 3"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 

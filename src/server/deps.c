@@ -115,6 +115,18 @@ static void cancel_never(struct state *st, struct job *j, const char *why)
 	job_to(st, j, JOB_CANCELLED, "job %lld cancelled: %s", (long long)j->id, why);
 }
 
+/* Whether j waits for the lease of its lost attempt (ranks.c): its ranks
+ * on the lost node may still run until it ends, and its next attempt must
+ * not overlap them. Its reason, given at the requeue, says until when. */
+static int lease_holds(struct state *st, const struct job *j, int64_t now)
+{
+	const struct attempt *last = j->nattempts ? j->attempts[j->nattempts - 1] : NULL;
+	if (!last || last->state != JOB_LOST || last->lease_end_ms <= now)
+		return 0;
+	state_hold_until(st, last->lease_end_ms);
+	return 1;
+}
+
 int deps_ready(struct state *st, struct job **out, struct job **held, int *nheld)
 {
 	/* Cancelling one job may make another's dependency impossible: go on
@@ -132,11 +144,14 @@ int deps_ready(struct state *st, struct job **out, struct job **held, int *nheld
 	}
 	json_t *by = running_by_array(st);
 	int n = 0;
+	int64_t now = wall_ms();
 	*nheld = 0;
 	for (int i = 0; i < st->core->npending; i++) {
 		struct job *j = st->core->pending[i];
 		char never[200];
 		if (j->after && deps_of(st, j, never, sizeof(never)) != DEP_HOLDS)
+			continue;
+		if (lease_holds(st, j, now))
 			continue;
 		if (!array_room(j, by))
 			held[(*nheld)++] = j;

@@ -147,6 +147,7 @@ void state_check_nodes(struct state *st, int64_t now)
 	ranks_check_time_limits(st);
 	ranks_check_idle(st);
 	nodes_check_silent(st, now);
+	state_hold_check(st, wall_ms());
 	state_settle(st);
 	flows_step(st);
 	fleet_step(st, wall_ms(), 0);

@@ -56,6 +56,78 @@ static void job_exit(struct job *j, const struct attempt *a)
 	}
 }
 
+/* ---- requeue when a node is lost ---- */
+
+/* How many of j's attempts were lost with a node: its restarts so far
+ * (each lost attempt was requeued, but for the last one of a job that
+ * ended lost). */
+static int restarts_of(const struct job *j)
+{
+	int n = 0;
+	for (int i = 0; i < j->nattempts; i++)
+		n += j->attempts[i]->state == JOB_LOST;
+	return n;
+}
+
+static int max_restarts_of(const struct job *j)
+{
+	return j->max_restarts >= 0 ? j->max_restarts : RANKS_MAX_RESTARTS_DEFAULT;
+}
+
+/* Whether j wants to be requeued when a rank of its is lost with its node:
+ * it said so (requeue), or else it checkpoints. A session is not: its
+ * terminal went with its attempt. */
+static int wants_requeue(const struct job *j)
+{
+	return !j->session && (j->requeue >= 0 ? j->requeue : j->checkpointing);
+}
+
+/* Wall ms by which the ranks on lost node n have surely stopped: its agent
+ * renews their lease with the time it sent each sync, which is before we
+ * saw it (last_seen), so the lease ends at the latest a node timeout after
+ * that; the margin covers the shim's SIGKILL and the clocks' drift. 0 when
+ * ranks hold no lease (--rank-lease off): nothing can be promised. */
+static int64_t lease_end_of(const struct state *st, const struct node *n)
+{
+	if (!st->config.rank_lease)
+		return 0;
+	int64_t left =
+	        n->last_seen_ms + st->config.node_timeout_ms + RANKS_LEASE_MARGIN_MS - now_ms();
+	return wall_ms() + (left > 0 ? left : 0);
+}
+
+/* Rank k of a was lost with its node, and its job is requeued: the gang
+ * stops as one, and ends lost with its job pending again (finish_attempt). */
+static void stop_to_requeue(struct state *st, struct job *j, struct attempt *a,
+                            const struct rank *k)
+{
+	const struct node *n = state_node(st, k->node_id);
+	text_printf(a->end_reason, sizeof(a->end_reason),
+	            "rank %d on %s was lost with its node (restart %d of %d)", k->rank,
+	            n ? n->name : "?", restarts_of(j) + 1, max_restarts_of(j));
+	text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", a->end_reason);
+	attempt_stop_to(st, a, ATTEMPT_STOP_NODE_LOST, k->node_id, "requeued: %s", a->end_reason);
+}
+
+/* j's lost attempt a is requeued: its next attempt waits for a's lease. */
+static void requeue_held(struct state *st, struct job *j, const struct attempt *a)
+{
+	int64_t now = wall_ms();
+	if (a->lease_end_ms <= now) {
+		text_printf(j->reason, sizeof(j->reason), "requeued: %s", a->end_reason);
+		return;
+	}
+	char at[32];
+	time_t t = (time_t)(a->lease_end_ms / 1000);
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || strftime(at, sizeof(at), "%H:%M:%S UTC", &tm) == 0)
+		snprintf(at, sizeof(at), "soon");
+	text_printf(j->reason, sizeof(j->reason),
+	            "requeued: %s; placed from %s, when the lost ranks' lease has run out",
+	            a->end_reason, at);
+	state_hold_until(st, a->lease_end_ms);
+}
+
 static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 {
 	int lost = 0, failed = 0;
@@ -69,19 +141,23 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 		          (k->state == RANK_EXITED && (k->exit_code || k->signal));
 	}
 	/* The cancel request decides over every cause, then the cause. */
-	enum job_state s = j->cancel_requested            ? JOB_CANCELLED
-	                   : decides(a, MACHINE_REQUEUES) ? JOB_PREEMPTED
-	                   : lost                         ? JOB_LOST
-	                   : failed                       ? JOB_FAILED
-	                                                  : JOB_SUCCEEDED;
+	int requeue = !j->cancel_requested && decides(a, MACHINE_REQUEUES);
+	enum job_state s = j->cancel_requested ? JOB_CANCELLED
+	                   : requeue ? (decides(a, MACHINE_ENDS_LOST) ? JOB_LOST : JOB_PREEMPTED)
+	                   : lost    ? JOB_LOST
+	                   : failed  ? JOB_FAILED
+	                             : JOB_SUCCEEDED;
 	if (attempt_to(st, a, s))
 		return;
-	if (s == JOB_PREEMPTED) { /* back in the queue; a new attempt later */
+	if (requeue) { /* back in the queue; a new attempt later */
 		if (!*a->end_reason)
 			text_printf(a->end_reason, sizeof(a->end_reason), "preempted");
-		text_printf(j->reason, sizeof(j->reason), "requeued: %s", a->end_reason);
-		if (job_to(st, j, JOB_PENDING, "attempt %lld %s; job requeued", (long long)a->id,
-		           a->end_reason) == 0)
+		if (s == JOB_LOST)
+			requeue_held(st, j, a);
+		else
+			text_printf(j->reason, sizeof(j->reason), "requeued: %s", a->end_reason);
+		if (job_to(st, j, JOB_PENDING, "attempt %lld %s: %s; job requeued",
+		           (long long)a->id, job_state_name(s), a->end_reason) == 0)
 			state_pending_add(st, j);
 		return;
 	}
@@ -114,7 +190,7 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	j->has_exit = 1;
 	j->exit_code = k->state == RANK_EXITED ? (k->signal ? 128 + k->signal : k->exit_code)
 	               : k->state == RANK_FAILED_START ? 127
-	                                               : 1;
+	                                               : RANKS_EXIT_LOST;
 	if (k->state == RANK_EXITED && k->error[0])
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s", k->rank,
 		            n ? n->name : "?", k->error);
@@ -132,6 +208,12 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	else if (k->state == RANK_FAILED_START && k->error[0]) /* the agent says why */
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s failed to start: %s",
 		            k->rank, n ? n->name : "?", k->error);
+	else if (k->state == RANK_LOST && wants_requeue(j)) /* and has no restart left */
+		text_printf(
+		        j->reason, sizeof(j->reason),
+		        "rank %d on %s was lost with its node; not requeued: it was restarted %d "
+		        "time(s), its max_restarts (its attempts say why each ended)",
+		        k->rank, n ? n->name : "?", restarts_of(j));
 	else
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s %s", k->rank,
 		            n ? n->name : "?",
@@ -149,6 +231,14 @@ static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum r
 	struct job *j = state_job(st, a->job_id);
 	if (!j || rank_to(st, a, k, to))
 		return;
+	/* Lost with its node: the job is requeued when it wants to be and has
+	 * restarts left, unless something stops the attempt already. */
+	if (to == RANK_LOST && !attempt_ending(a) && !j->cancel_requested && wants_requeue(j) &&
+	    restarts_of(j) < max_restarts_of(j)) {
+		stop_to_requeue(st, j, a, k);
+		finish_attempt(st, j, a);
+		return;
+	}
 	int bad = k->state != RANK_EXITED || k->exit_code || k->signal;
 	int ends = bad;
 	enum attempt_stop why = ATTEMPT_STOP_RANK_FAILED;
@@ -482,6 +572,8 @@ static json_t *answer_rest(struct state *st, struct node *n, json_t *envs)
 		wire_set(o, &wire_sync_answer, "envs", json_incref(envs));
 	wire_set(o, &wire_sync_answer, "generation", json_integer(n->generation));
 	wire_set(o, &wire_sync_answer, "node_timeout_ms", json_integer(st->config.node_timeout_ms));
+	wire_set(o, &wire_sync_answer, "lease_ms",
+	         json_integer(st->config.rank_lease ? st->config.node_timeout_ms : 0));
 	if (n->profile) /* a fleet member: what it must converge to (docs/fleet.md) */
 		wire_set(o, &wire_sync_answer, "profile", json_incref(n->profile));
 	return o;
@@ -554,8 +646,12 @@ void ranks_node_lost(struct state *st, struct node *n)
 		struct attempt *a = st->core->active[i];
 		for (int r = 0; r < a->nranks && !job_state_final(a->state); r++) {
 			struct rank *k = &a->ranks[r];
-			if (k->node_id == n->id && !rank_state_final(k->state))
-				rank_end(st, a, k, RANK_LOST);
+			if (k->node_id != n->id || rank_state_final(k->state))
+				continue;
+			int64_t end = lease_end_of(st, n);
+			if (end > a->lease_end_ms)
+				a->lease_end_ms = end;
+			rank_end(st, a, k, RANK_LOST);
 		}
 	}
 }

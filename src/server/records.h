@@ -11,6 +11,17 @@
 
 /* ---- layer 2: ranks.c ---- */
 
+/* A job lost with its node is requeued at most this many times unless it
+ * says otherwise (max_restarts), as Kubernetes' Job backoffLimit bounds
+ * its retries. */
+#define RANKS_MAX_RESTARTS_DEFAULT 3
+/* After a lost node's lease, this long for its ranks' shims to have
+ * killed them (agent/lease.h): they act at the lease's end to the ms. */
+#define RANKS_LEASE_MARGIN_MS 1000
+/* A job lost with its node exits 75 (EX_TEMPFAIL: try again), as
+ * `anvil run --wait` does (docs/cli.md). */
+#define RANKS_EXIT_LOST 75
+
 /* Stops a so that its job goes back to its queue (drain, bad GPU); why is
  * the attempt's end reason. */
 void state_attempt_requeue(struct state *st, struct attempt *a, const char *why);

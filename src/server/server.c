@@ -51,6 +51,7 @@ struct server_config {
 	int64_t join_ttl_ms;
 	int approve_nodes;
 	int bind_node_address;
+	int rank_lease; /* ranks stop themselves a node timeout after their node's last sync */
 	struct connguard_limits http; /* the http-* options */
 	enum log_level level;
 };
@@ -63,6 +64,9 @@ static const char usage[] =
         "  --state-dir DIR      database and tokens (default $ANVIL_HOME/server)\n"
         "  --listen ADDR:PORT   where the API listens (default 127.0.0.1:7070; port 0 = any)\n"
         "  --node-timeout DUR   a node silent this long is lost (default 30s; 1s..1h)\n"
+        "  --rank-lease on|off  a node's ranks stop by themselves when their agent has not\n"
+        "                       reached the server for the node timeout, so a requeued job\n"
+        "                       never overlaps its lost attempt (default on)\n"
         "  --threads N          HTTP worker threads (default 2; 1..64)\n"
         "  --full-sync          fsync every commit (survives power loss, slower)\n"
         "  --home DIR           where to write client.json (default $ANVIL_HOME or ~/.anvil)\n"
@@ -187,6 +191,7 @@ static void config_defaults(struct server_config *c)
 	snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
 	c->port = 7070;
 	c->node_timeout_ms = 30000;
+	c->rank_lease = 1;
 	c->threads = 2;
 	c->preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;
 	c->preempt_max_ratio = SCHED_DEFAULT_PREEMPT_RATIO;
@@ -217,6 +222,10 @@ static const char *set_option(struct server_config *c, const char *f, const char
 		if (parse_duration_ms(v, &c->node_timeout_ms) || c->node_timeout_ms < 1000 ||
 		    c->node_timeout_ms > 3600000)
 			return "is not a duration from 1s to 1h";
+	} else if (strcmp(f, "--rank-lease") == 0) {
+		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+			return "is not on or off";
+		c->rank_lease = strcmp(v, "on") == 0;
 	} else if (strcmp(f, "--threads") == 0) {
 		if (parse_i64(v, 1, 64, &n))
 			return "is not a number from 1 to 64";
@@ -597,7 +606,12 @@ static int open_all(struct server *s, const struct server_config *c)
 	s->state.config.usage_half_life_ms = c->half_life_ms;
 	s->state.config.session_warning_ms = c->session_warning_ms;
 	s->state.config.idem_keep_ms = c->idem_keep_ms;
-	s->max_wait_ms = c->node_timeout_ms / 2;
+	s->state.config.rank_lease = c->rank_lease;
+	/* A lease runs from when its sync was sent (agent/lease.h): held up to
+	 * H, renewals come 2H apart at worst, and a rank is sent SIGTERM a
+	 * quarter of the lease before its end, so 2H must stay below three
+	 * quarters of it. */
+	s->max_wait_ms = c->rank_lease ? c->node_timeout_ms / 4 : c->node_timeout_ms / 2;
 	char uploads[PATH_MAX + 32];
 	if ((rc = open_objects(s, c, uploads, sizeof(uploads))))
 		return rc;
@@ -631,13 +645,14 @@ int server_main(int argc, char **argv)
 		       "full-sync=%s preempt-min-runtime=%lldms preempt-max-ratio=%lld "
 		       "preempt-loss-pct=%lld preempt-restart-cost=%lldms object-max-size=%lld "
 		       "join-token-ttl=%lldms approve-nodes=%s bind-node-address=%s "
-		       "idempotency-keep=%lldms %s\n",
+		       "idempotency-keep=%lldms rank-lease=%s %s\n",
 		       config_file, c.state_dir, c.bind, c.port, (long long)c.node_timeout_ms,
 		       c.full_sync ? "on" : "off", (long long)c.preempt_min_runtime_ms,
 		       (long long)c.preempt_max_ratio, (long long)c.preempt_loss_pct,
 		       (long long)c.preempt_restart_cost_ms, (long long)c.object_max,
 		       (long long)c.join_ttl_ms, c.approve_nodes ? "on" : "off",
-		       c.bind_node_address ? "on" : "off", (long long)c.idem_keep_ms, http);
+		       c.bind_node_address ? "on" : "off", (long long)c.idem_keep_ms,
+		       c.rank_lease ? "on" : "off", http);
 		return 0;
 	}
 	log_init("server", c.level);

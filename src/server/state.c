@@ -309,6 +309,21 @@ void state_want_schedule(struct state *st)
 	st->core->need_schedule = 1;
 }
 
+void state_hold_until(struct state *st, int64_t until)
+{
+	int64_t *w = &st->core->hold_wake_ms;
+	if (!*w || until < *w)
+		*w = until;
+}
+
+void state_hold_check(struct state *st, int64_t now)
+{
+	if (st->core->hold_wake_ms && now >= st->core->hold_wake_ms) {
+		st->core->hold_wake_ms = 0; /* the cycle's deps_ready sets the next */
+		state_want_schedule(st);
+	}
+}
+
 void state_bump(struct state *st, struct node *n)
 {
 	if (!n)
@@ -388,6 +403,7 @@ int state_core_open(struct state *st, const char *db_path, int full_sync, int64_
 {
 	memset(st, 0, sizeof(*st));
 	st->config.node_timeout_ms = node_timeout_ms;
+	st->config.rank_lease = 1;
 	st->config.usage_half_life_ms = 24 * 3600 * 1000LL;
 	st->config.aging_ms = 60 * 1000;
 	st->config.preempt_min_runtime_ms = SCHED_DEFAULT_MIN_RUNTIME_MS;

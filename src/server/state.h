@@ -63,6 +63,10 @@ struct team {
 /* Settings the server sets after state_open (defaults: state_open). */
 struct state_config {
 	int64_t node_timeout_ms;
+	/* Whether each sync answer gives the node's ranks a lease of the node
+	 * timeout (agent/lease.h): they stop by themselves when their agent
+	 * has not reached us for that long. On by default (state_open). */
+	int rank_lease;
 	int64_t usage_half_life_ms;
 	int64_t aging_ms;
 	int64_t preempt_min_runtime_ms;  /* sched_config.min_runtime_ms */

@@ -1,7 +1,8 @@
 """Failures of the control plane and of agents: a server killed with SIGKILL
 and restarted loses nothing; an agent killed and restarted re-adopts its
 ranks; an agent silent past the node timeout has its node and jobs marked
-lost, and when it comes back its stale ranks are stopped."""
+lost, and when it comes back its stale ranks are stopped (with rank leases
+off; by default they stop themselves, test_recovery.py)."""
 import os
 import time
 
@@ -63,7 +64,10 @@ def test_agent_sigkill_and_restart_readopts_ranks():
 
 
 def test_silent_agent_marks_node_and_job_lost_then_stops_stale_ranks():
-    with cluster(agents=1, gpus=2, node_timeout="2s", name="lost") as c:
+    # Without rank leases (by default a rank stops itself: test_recovery.py)
+    # the stale rank runs on until its agent is back, which stops it.
+    with cluster(agents=1, gpus=2, node_timeout="2s", name="lost",
+                 server_args=["--rank-lease", "off"]) as c:
         marker = os.path.join(c.dir, "pid")
         j = c.submit(["sh", "-c", "echo $$ > %s; exec sleep 120" % marker], gpus=1)
         read_pid(marker)

@@ -135,7 +135,7 @@ FILES = {
         # leaves: each knows no other file of the agent
         "bundles.c": 0, "converge_run.c": 0, "devbpf.c": 0, "fence.c": 0, "gpuwatch.c": 0,
         "desired.c": 0, "holder.c": 0, "ident.c": 0, "journal.c": 0, "logpool.c": 0,
-        "readset.c": 0,
+        "readset.c": 0, "lease.c": 0,
         "cgroup.c": 1, "converge.c": 1, "shim.c": 1, "streams.c": 1, "task.c": 1,
         # the executor: one module (exec_int.h)
         "exec.c": 2, "exec_fence.c": "exec.c", "exec_journal.c": "exec.c",

@@ -132,6 +132,9 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                      "--head-timeout",
 	                      "2m",
 	                      "--mpi", /* the server refuses it with --head; the client copies */
+	                      "--requeue",
+	                      "--max-restarts",
+	                      "5",
 	                      "--",
 	                      "python3",
 	                      "train.py",
@@ -147,7 +150,8 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                "\"memory_bytes\":17179869184,"
 	                "\"head\":\"ray start --head --port=$ANVIL_HEAD_PORT --block\","
 	                "\"worker\":\"ray start --address=$ANVIL_HEAD_ADDR --block\","
-	                "\"head_timeout_ms\":120000,\"mpi\":true,\"cwd\":\"/data\","
+	                "\"head_timeout_ms\":120000,\"mpi\":true,\"requeue\":true,"
+	                "\"max_restarts\":5,\"cwd\":\"/data\","
 	                "\"env\":{\"A\":\"1\"}}");
 	/* every field of the table but "exported" (nothing was), "after" and
 	 * "array" (their own syntax: below) and "session" (anvil shell's, not
@@ -167,6 +171,23 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	b = build(bad, NULL, "/");
 	CHECK_INT(b.rc, ERR_INVALID);
 	CHECK_STR(b.err, "--cpus: \"half\" is not a number like 0.5 or 4");
+	built_free(&b);
+}
+
+/* --no-requeue sends requeue false; neither option sends nothing, so that
+ * the server's default (requeue a checkpointing job) holds. */
+TEST(no_requeue_sends_false_and_no_option_leaves_the_default)
+{
+	const char *no[] = {"--no-requeue", "true", NULL};
+	struct built b = build(no, NULL, "/");
+	CHECK_INT(b.rc, 0);
+	CHECK(json_is_false(json_object_get(b.body, "requeue")));
+	built_free(&b);
+	const char *none[] = {"--checkpointing", "true", NULL};
+	b = build(none, NULL, "/");
+	CHECK_INT(b.rc, 0);
+	CHECK(json_object_get(b.body, "requeue") == NULL);
+	CHECK(json_object_get(b.body, "max_restarts") == NULL);
 	built_free(&b);
 }
 

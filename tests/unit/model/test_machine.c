@@ -65,16 +65,17 @@ static const char *const admin_matrix[NODE_NSTATES] = {
 
 /* An attempt's stop cause is set once, from none, and never changes. */
 static const char *const stop_matrix[ATTEMPT_STOP_NSTATES] = {
-        /*              none rfail canc pre req time idle gpu rank0 */
-        /* none      */ ".xxxxxxxx",
-        /* rank_fail */ ".........",
-        /* cancelled */ ".........",
-        /* preempted */ ".........",
-        /* requeued  */ ".........",
-        /* time      */ ".........",
-        /* idle      */ ".........",
-        /* gpu_fault */ ".........",
-        /* rank0     */ ".........",
+        /*              none rfail canc pre req time idle gpu rank0 lost */
+        /* none      */ ".xxxxxxxxx",
+        /* rank_fail */ "..........",
+        /* cancelled */ "..........",
+        /* preempted */ "..........",
+        /* requeued  */ "..........",
+        /* time      */ "..........",
+        /* idle      */ "..........",
+        /* gpu_fault */ "..........",
+        /* rank0     */ "..........",
+        /* node_lost */ "..........",
 };
 
 static const char *const cancel_matrix[JOB_CANCEL_NSTATES] = {
@@ -154,7 +155,7 @@ TEST(stop_and_cancel_events)
 }
 
 /* What each cause decides, written out again: requeue (R), the first
- * failing rank's status (S), rank 0's end only (0). */
+ * failing rank's status (S), rank 0's end only (0), ends lost (L). */
 TEST(stop_outcomes_are_the_list)
 {
 	static const char *const decides[ATTEMPT_STOP_NSTATES] = {
@@ -162,7 +163,7 @@ TEST(stop_outcomes_are_the_list)
 	        [ATTEMPT_STOP_CANCELLED] = "",     [ATTEMPT_STOP_PREEMPTED] = "R",
 	        [ATTEMPT_STOP_REQUEUED] = "R",     [ATTEMPT_STOP_TIME_LIMIT] = "",
 	        [ATTEMPT_STOP_IDLE] = "",          [ATTEMPT_STOP_GPU_FAULT] = "S",
-	        [ATTEMPT_STOP_RANK0_ENDED] = "S0",
+	        [ATTEMPT_STOP_RANK0_ENDED] = "S0", [ATTEMPT_STOP_NODE_LOST] = "RL",
 	};
 	for (int s = 0; s < ATTEMPT_STOP_NSTATES; s++) {
 		const struct machine_outcome *o = machine_outcome(MACHINE_ATTEMPT_STOP, s);
@@ -174,6 +175,8 @@ TEST(stop_outcomes_are_the_list)
 		          strchr(decides[s], 'S') != NULL);
 		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_RANK0_ONLY),
 		          strchr(decides[s], '0') != NULL);
+		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_ENDS_LOST),
+		          strchr(decides[s], 'L') != NULL);
 	}
 	for (int s = 0; s < JOB_CANCEL_NSTATES; s++)
 		CHECK_INT(machine_outcome(MACHINE_JOB_CANCEL, s)->state, s);

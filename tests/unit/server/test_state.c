@@ -392,7 +392,7 @@ TEST(a_silent_node_loses_its_ranks_and_the_job)
 	sfx_sync(f, n0);
 	CHECK_INT(a->state, JOB_LOST);
 	CHECK_INT(j->state, JOB_LOST);
-	CHECK_INT(j->exit_code, 1);
+	CHECK_INT(j->exit_code, 75); /* EX_TEMPFAIL, as anvil run --wait says */
 	CHECK_STR(j->reason, want);
 	CHECK_INT(used(f, n0), 0);
 	CHECK_INT(f->st.core->nactive, 0);
