@@ -10,7 +10,8 @@ static const struct wire_field sync_request_fields[] = {
         {"generation", JV_INT, 0, 0, INT64_MAX,
          "the generation of the last answer the agent applied"},
         {"wait_ms", JV_INT, 0, 0, 600000,
-         "how long the server may hold the poll (capped at half the node timeout)"},
+         "how long the server may hold the poll (capped at a quarter of the node timeout; half "
+         "with `--rank-lease off`)"},
         {"facts", JV_OBJECT, 0, 0, 0, "the node's facts (below register), while they changed"},
         {"ranks", JV_ARRAY, 0, 0, 100000,
          "a report (below) of every rank started and not yet acknowledged"},

@@ -86,7 +86,10 @@ class Hosts:
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.key)
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(self.dir, "host_key"))
         shutil.copy(self.key + ".pub", os.path.join(self.dir, "authorized_keys"))
-        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
+        # sshd's privilege separation directory: sshd refuses one that is group- or
+        # world-writable, which the harness's umask 0 would make of a new one
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        os.chmod("/run/sshd", 0o755)
 
     def addr(self, i):
         return self.hosts[i]["net"] + ".2"
