@@ -321,6 +321,32 @@ int cgroup_limit_memory(const char *path, int64_t bytes)
 	return cgroup_write(path, "memory.limit_in_bytes", text);
 }
 
+int cgroup_oom_kills(const char *path)
+{
+	/* v1 memory.oom_control and v2 memory.events both carry the line
+	 * "oom_kill N" (v1 since Linux 4.13). */
+	char name[PATH_MAX + 32];
+	snprintf(name, sizeof(name), "%s/%s", path,
+	         cgroup_is_v2(path) ? "memory.events" : "memory.oom_control");
+	struct buf b;
+	buf_init(&b);
+	int rc = read_file(name, 4096, &b);
+	long long n = -1;
+	for (const char *line = rc == 0 ? b.data : NULL; line && n < 0;) {
+		char *end = NULL;
+		if (strncmp(line, "oom_kill ", 9) == 0)
+			n = strtoll(line + 9, &end, 10);
+		if (n >= 0 && (end == line + 9 || (*end != '\n' && *end != '\0')))
+			n = -1; /* not a number */
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	buf_cleanup(&b);
+	if (rc)
+		return rc;
+	return n < 0 ? -ENODATA : n > INT_MAX ? INT_MAX : (int)n;
+}
+
 int cgroup_limit_gpus(const char *path, const int *minors, int n)
 {
 	if (cgroup_is_v2(path)) /* no devices files there: an eBPF program */

@@ -114,4 +114,10 @@ int cgroup_limit_memory(const char *path, int64_t bytes);
  * cgroup: v1 "devices" rules, or on v2 devbpf_limit_gpus. */
 int cgroup_limit_gpus(const char *path, const int *minors, int n);
 
+/* How many processes the kernel's OOM killer has killed in the memory
+ * cgroup at path (v1 memory.oom_control, v2 memory.events: "oom_kill");
+ * read before the cgroup is removed. The count, or -errno (-ENODATA: the
+ * kernel does not say). */
+int cgroup_oom_kills(const char *path);
+
 #endif

@@ -152,12 +152,28 @@ static void log_final(const struct exec_rank *r)
 		         r->signal);
 }
 
+/* The kernel's OOM kills in the rank's memory cgroup, read as it ends,
+ * before its cgroups are removed, and journaled only when there are any
+ * (rare): a restarted agent that finds the cgroup gone still reports why
+ * the rank died (syncer: oom_kills). */
+static void note_oom(struct exec *e, struct exec_rank *r)
+{
+	int n = exec_limits_oom(r);
+	if (n <= r->oom_kills)
+		return;
+	r->oom_kills = n;
+	exec_journal_put(e, json_pack("{s:I,s:i,s:i}", "attempt_id", (json_int_t)r->attempt_id,
+	                              "rank", r->rank, "oom_kills", n));
+}
+
 /* The command ended (found by polling, or at adoption when !live).
  * Whatever the rank left behind goes with it: everything in its cgroup,
  * else its process group, but only while we watched it end (an adopted
  * rank's group may be long gone and its id reused). */
 static void finish(struct exec *e, struct exec_rank *r, int st, const char *lost, int live)
 {
+	if (!lost && r->state == EXEC_RUNNING)
+		note_oom(e, r);
 	exec_set_final(r, st, lost);
 	e->ctx_version++;
 	if (r->session) { /* the holder removes it, unless it was killed */
@@ -299,6 +315,7 @@ static void ended(struct exec *e, struct exec_rank *r, int st)
 {
 	r->wait_status = st;
 	r->have_status = 1;
+	note_oom(e, r);
 	if (exec_spares_reuse(e, r)) {
 		exec_set_final(r, st, NULL);
 		e->ctx_version++;
@@ -589,6 +606,7 @@ void exec_get(const struct exec *e, size_t i, struct exec_status *out)
 	        .pid = (int)r->pgid,
 	        .exit_code = r->exit_code,
 	        .signal = r->signal,
+	        .oom_kills = r->oom_kills,
 	        .error = r->error,
 	        .acked = r->acked,
 	};

@@ -92,6 +92,7 @@ struct exec_status {
 	int pid;           /* the command's process group id; 0 when unknown */
 	int exit_code;     /* EXITED: the exit code, or 128 + signal */
 	int signal;        /* EXITED: the signal that ended it, or 0 */
+	int oom_kills;     /* EXITED: processes the kernel killed for its memory limit */
 	const char *error; /* FAILED: why; borrowed until the next exec_ call */
 	int acked;         /* the final state was acknowledged (exec_ack) */
 };

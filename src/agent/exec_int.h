@@ -48,6 +48,7 @@ struct exec_rank {
 	int spare;    /* the shim came from a spare: it is in the rank's cgroup */
 	enum exec_state state;
 	int exit_code, signal;
+	int oom_kills;                /* EXITED: the kernel's OOM kills in its memory cgroup */
 	int wait_status, have_status; /* what the shim recorded */
 	int lost;                     /* EXITED without a status: error says why */
 	char *error;
@@ -192,6 +193,7 @@ void exec_fence_load(struct exec *e);
 
 /* exec_limits.c */
 int exec_limits_left(const struct exec_rank *r);
+int exec_limits_oom(const struct exec_rank *r);
 void exec_limits_tidy(struct exec_rank *r);
 void exec_limits_setup(struct exec *e, const char *group, int i);
 void exec_limits_inline(struct exec *e, struct exec_rank *r, const struct exec_spec *spec);

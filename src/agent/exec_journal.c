@@ -38,6 +38,8 @@ static json_t *record_line(const struct exec_rank *r, int with_end)
 		json_object_set_new(o, "wait_status", json_integer(r->wait_status));
 	else if (with_end && r->lost)
 		json_object_set_new(o, "lost", json_string(r->error ? r->error : "lost"));
+	if (with_end && r->oom_kills > 0)
+		json_object_set_new(o, "oom_kills", json_integer(r->oom_kills));
 	if (with_end && r->pgid > 0 && r->shim != 0)
 		json_object_set_new(o, "pgid", json_integer(r->pgid));
 	return o;
@@ -91,6 +93,9 @@ static void load_fields(struct exec_rank *r, const json_t *o, uint64_t seq)
 		r->error = xstrdup(error ? error : lost);
 		r->lost = !error;
 	}
+	int64_t oom = jv_int(o, "oom_kills", 0); /* note_oom's, exec.c */
+	if (oom > r->oom_kills && oom <= INT32_MAX)
+		r->oom_kills = (int)oom;
 	if (json_is_integer(json_object_get(o, "pgid")) && !json_object_get(o, "shim"))
 		r->pgid = (pid_t)jv_int(o, "pgid", 0); /* a snapshot's: the group is gone */
 	learn(r, o);

@@ -28,6 +28,23 @@ int exec_limits_left(const struct exec_rank *r)
 	return 0;
 }
 
+/* How many of the rank's processes the kernel killed for passing its
+ * memory limit, from whichever of its cgroups is a memory one (a v1
+ * hierarchy mounted with others shares a directory; on v2, its own). */
+int exec_limits_oom(const struct exec_rank *r)
+{
+	int most = 0;
+	for (int i = 0; i < EXEC_LIMITS + 1; i++) {
+		const char *path = i < EXEC_LIMITS    ? r->limits[i]
+		                   : r->inline_limits ? r->cgroup
+		                                      : NULL;
+		int n = path ? cgroup_oom_kills(path) : 0;
+		if (n > most)
+			most = n;
+	}
+	return most;
+}
+
 /* A final rank's limits' cgroups go, and whatever it left in them. */
 void exec_limits_tidy(struct exec_rank *r)
 {

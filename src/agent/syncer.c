@@ -258,6 +258,8 @@ static json_t *report(struct syncer *s, struct call *c, const struct exec_status
 		wire_set(o, r, "state", json_string("exited"));
 		wire_set(o, r, "exit_code", json_integer(st->exit_code));
 		wire_set(o, r, "signal", json_integer(st->signal));
+		if (st->oom_kills > 0)
+			wire_set(o, r, "oom_kills", json_integer(st->oom_kills));
 		char why[256];
 		if (st->error) /* lost: what the agent knows of why */
 			wire_set(o, r, "error", json_string(st->error));

@@ -17,6 +17,10 @@
  *
  * --tail N: the first read of each stream asks for its last N lines
  * (tail=N), and the answer's X-Anvil-Next-Offset says where to go on from.
+ *
+ * Every loop here goes on only while bytes come, so it ends only if each
+ * answer's next offset moves past its bytes: one that does not (a peer's
+ * mistake) ends the read with an error (next_offset), never a loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,9 +131,38 @@ static const char *stream_name(const struct stream *s)
 	return s->err ? "stderr" : "stdout";
 }
 
+/* Where s goes on after an answer of len bytes: the peer's
+ * X-Anvil-Next-Offset, or the offset read from plus len without one. An
+ * offset that does not move past the bytes it came with (or goes back) is
+ * the peer's mistake, the server's or the node agent's: read again from
+ * there, it would answer the same bytes for ever, so it is refused (-1,
+ * said) instead of followed. A tail ends at least its own length in. */
+static int next_offset(struct follow *f, const struct stream *s, size_t len, int64_t *at)
+{
+	char next[32];
+	int64_t from = s->tail_due ? 0 : s->offset;
+	int64_t least = s->tail_due ? (int64_t)len : from + (len > 0);
+	if (!cliconn_header(&f->v->conn, "X-Anvil-Next-Offset", next, sizeof(next)) ||
+	    parse_i64(next, 0, INT64_MAX, at) != 0)
+		*at = from + (int64_t)len;
+	if (*at >= least)
+		return 0;
+	char where[48] = "as its last lines";
+	if (!s->tail_due)
+		snprintf(where, sizeof(where), "from offset %lld", (long long)from);
+	fprintf(stderr,
+	        "anvil: cannot read rank %d's %s: the server sent %zu bytes %s with "
+	        "X-Anvil-Next-Offset %lld, which %s (a fault of the server or of the node's "
+	        "agent); stopping rather than reading them again\n",
+	        s->rank, stream_name(s), len, where, (long long)*at,
+	        len ? "does not advance past them" : "goes back");
+	return -1;
+}
+
 /* Reads one chunk of s and prints the lines it completes. CLI_EXIT_OK
  * with *got bytes and *status; CLI_EXIT_UNREACHABLE (printed) on
- * transport. */
+ * transport; CLI_EXIT_FAILED (printed) when the peer's next offset does
+ * not advance. */
 static int read_chunk(struct follow *f, struct stream *s, int *status, size_t *got)
 {
 	char path[200];
@@ -147,13 +180,12 @@ static int read_chunk(struct follow *f, struct stream *s, int *status, size_t *g
 		return CLI_EXIT_UNREACHABLE;
 	}
 	if (*status >= 200 && *status <= 299) {
-		char next[32];
 		int64_t at;
-		if (cliconn_header(&f->v->conn, "X-Anvil-Next-Offset", next, sizeof(next)) &&
-		    parse_i64(next, 0, INT64_MAX, &at) == 0)
-			s->offset = at;
-		else
-			s->offset += (int64_t)body.len;
+		if (next_offset(f, s, body.len, &at) != 0) {
+			buf_cleanup(&body);
+			return CLI_EXIT_FAILED;
+		}
+		s->offset = at;
 		s->tail_due = 0;
 		*got = body.len;
 		lines_feed(&s->lines, body.data, body.len, &f->out);

@@ -89,6 +89,7 @@ struct rank {
 	int pid;
 	int exit_code;
 	int signal;
+	int oom_kills; /* in memory: its agent's count of OOM kills at its end */
 	char error[128];
 	/* A job with a head: why its launcher ended it ("the head exited with
 	 * status 1 before the command ended"); "" otherwise. */

@@ -28,6 +28,9 @@ static const struct wire_field report_fields[] = {
         {"pid", JV_INT, 0, 0, INT32_MAX, "the rank's process, once it runs"},
         {"exit_code", JV_INT, 0, 0, 255, "with `exited`: the exit status (255 when lost)"},
         {"signal", JV_INT, 0, 0, 128, "with `exited`: the signal that killed it, else 0"},
+        {"oom_kills", JV_INT, 0, 1, INT32_MAX,
+         "with `exited`: how many of the rank's processes the kernel killed for passing its "
+         "memory limit (its memory cgroup's `oom_kill`); left out when none"},
         {"error", JV_STRING, 0, 0, 4096,
          "with `failed_to_start`, or `exited` when the agent lost the rank: why"},
         {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX,

@@ -47,6 +47,16 @@
  * the longest wait for its head to answer (a day). */
 #define WIRE_MAX_SHELL           16384
 #define WIRE_MAX_HEAD_TIMEOUT_MS (24LL * 3600 * 1000)
+/* What one exec of a job's command can take (the submission's "command"
+ * and "env"): each argument and each environment string NAME=VALUE at most
+ * WIRE_MAX_ARG bytes with its NUL (Linux's MAX_ARG_STRLEN; a longer one is
+ * E2BIG at the exec), and all of them together, with their NULs, at most
+ * WIRE_MAX_EXEC: a quarter of ARG_MAX's usual 2 MiB (a quarter of an 8 MiB
+ * stack), which leaves room for the pointers and what the agent adds, and
+ * under the 1 MiB cap on a request's body, so that a body can reach it and
+ * be told (a workflow's rendered run can too). */
+#define WIRE_MAX_ARG  131072
+#define WIRE_MAX_EXEC (512 << 10)
 /* A notice's text (a desired entry's "notice"): within a NOTICE frame's
  * cap (proto/stream.h, STREAM_TEXT_MAX). */
 #define WIRE_MAX_NOTICE 1024

@@ -37,6 +37,48 @@ static int check_env(const json_t *env, char *err, size_t errlen)
 	return 0;
 }
 
+/* One exec's strings within what Linux takes (proto/wire.h, WIRE_MAX_ARG
+ * and WIRE_MAX_EXEC): past them the rank's exec fails with E2BIG ("Argument
+ * list too long", exit code 127) on its node, so the job could never run.
+ * The variables the agent adds are not counted; the total's bound leaves
+ * them room. */
+static int check_exec_size(const json_t *body, char *err, size_t errlen)
+{
+	size_t total = 0, i, n;
+	const char *key;
+	json_t *v;
+	json_array_foreach (json_object_get(body, "command"), i, v) {
+		n = json_string_length(v) + 1;
+		total += n;
+		if (n > WIRE_MAX_ARG) {
+			snprintf(err, errlen,
+			         "field 'command[%zu]': %zu bytes, over the limit of %d bytes "
+			         "for one argument (Linux's MAX_ARG_STRLEN, %d with its NUL)",
+			         i, n - 1, WIRE_MAX_ARG - 1, WIRE_MAX_ARG);
+			return ERR_INVALID;
+		}
+	}
+	json_object_foreach ((json_t *)json_object_get(body, "env"), key, v) {
+		n = strlen(key) + 1 + json_string_length(v) + 1;
+		total += n;
+		if (n > WIRE_MAX_ARG) {
+			snprintf(err, errlen,
+			         "field 'env': '%.64s' is %zu bytes as NAME=VALUE, over the "
+			         "limit of %d bytes for one environment string (Linux's "
+			         "MAX_ARG_STRLEN, %d with its NUL)",
+			         key, n - 1, WIRE_MAX_ARG - 1, WIRE_MAX_ARG);
+			return ERR_INVALID;
+		}
+	}
+	if (total <= WIRE_MAX_EXEC)
+		return 0;
+	snprintf(err, errlen,
+	         "fields 'command' and 'env': %zu bytes together (each string with its NUL), "
+	         "over the limit of %d bytes for one exec",
+	         total, WIRE_MAX_EXEC);
+	return ERR_INVALID;
+}
+
 /* "exported" names variables of "env" (their values are not shown back:
  * state_job_json), once each. */
 static int check_exported(const json_t *body, char *err, size_t errlen)
@@ -240,6 +282,8 @@ static int check_semantics(struct state *st, const json_t *body, char *err, size
 		}
 	}
 	int rc = check_env(json_object_get(body, "env"), err, errlen);
+	if (rc == 0)
+		rc = check_exec_size(body, err, errlen);
 	if (rc == 0)
 		rc = check_exported(body, err, errlen);
 	if (rc == 0)

@@ -183,10 +183,24 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 	       j->exit_code);
 }
 
+/* A job's memory limit as a user reads it: "limit 64 MiB", "limit 1.5 GiB". */
+static void limit_words(int64_t bytes, char *out, size_t n)
+{
+	int64_t unit = bytes >= 1LL << 30 ? 1LL << 30 : 1LL << 20;
+	const char *name = unit == 1LL << 30 ? "GiB" : "MiB";
+	if (bytes % unit == 0)
+		snprintf(out, n, "limit %lld %s", (long long)(bytes / unit), name);
+	else
+		snprintf(out, n, "limit %.1f %s", (double)bytes / (double)unit, name);
+}
+
 /* The job's exit status and reason when rank k is the first to fail. */
 static void first_failure(struct state *st, struct job *j, const struct rank *k)
 {
 	const struct node *n = state_node(st, k->node_id);
+	char limit[64] = "no memory limit";
+	if (j->memory_bytes > 0)
+		limit_words(j->memory_bytes, limit, sizeof(limit));
 	j->has_exit = 1;
 	j->exit_code = k->state == RANK_EXITED ? (k->signal ? 128 + k->signal : k->exit_code)
 	               : k->state == RANK_FAILED_START ? 127
@@ -194,6 +208,11 @@ static void first_failure(struct state *st, struct job *j, const struct rank *k)
 	if (k->state == RANK_EXITED && k->error[0])
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s was lost: %s", k->rank,
 		            n ? n->name : "?", k->error);
+	else if (k->state == RANK_EXITED && k->oom_kills > 0) /* its agent read its cgroup */
+		text_printf(j->reason, sizeof(j->reason),
+		            "rank %d on %s ran out of memory (%s): the kernel killed %d of "
+		            "its processes",
+		            k->rank, n ? n->name : "?", limit, k->oom_kills);
 	else if (k->state == RANK_EXITED && k->reason[0]) /* its launcher says why */
 		text_printf(j->reason, sizeof(j->reason), "rank %d on %s: %s", k->rank,
 		            n ? n->name : "?", k->reason);
@@ -330,6 +349,7 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		to = RANK_EXITED;
 		k->exit_code = (int)jv_int(rep, "exit_code", 0);
 		k->signal = (int)jv_int(rep, "signal", 0);
+		k->oom_kills = (int)jv_int(rep, "oom_kills", 0);
 		const char *lost = jv_str(rep, "error", NULL); /* the agent lost it: why */
 		if (lost)
 			text_printf(k->error, sizeof(k->error), "%s", lost);

@@ -385,10 +385,46 @@ def test_cli_prints_the_reason_and_fails():
         alive(c)
 
 
+def test_commands_that_cannot_exec_are_refused_with_their_size():
+    """A command argument or NAME=VALUE over Linux's MAX_ARG_STRLEN, or all of
+    them past the exec's total, is a 400 naming the field, the size and the
+    limit (not a job that fails with 'Argument list too long'), from the
+    API, `anvil run` and a workflow's run; what fits runs."""
+    with cluster(agents=1, gpus=1, name="bigargs") as c:
+        expect(c, 400, "field 'command[3]': 900000 bytes, over the limit of 131071 bytes for "
+               "one argument (Linux's MAX_ARG_STRLEN, 131072 with its NUL)",
+               body={"command": ["sh", "-c", "true", "x" * 900000]})
+        expect(c, 400, "field 'env': 'BIG' is 900004 bytes as NAME=VALUE, over the limit of "
+               "131071 bytes", body={"command": ["true"], "env": {"BIG": "x" * 900000}})
+        assert c.api("GET", "/v1/jobs")["jobs"] == []
+        # Each fits (the CLI's own exec takes them), together they do not.
+        part = "x" * 120000
+        p = c.cli("run", "--", "sh", "-c", "true", part, part, part, part, part)
+        assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+        assert "fields 'command' and 'env':" in p.stderr, p.stderr[-2000:]
+        assert "over the limit of 524288 bytes for one exec" in p.stderr, p.stderr[-2000:]
+        # The longest argument there is runs.
+        p = c.cli("run", "--wait", "--", "sh", "-c", "echo ${#1}", "sh", "x" * 131071)
+        assert p.returncode == 0 and "131071" in p.stdout, (p.returncode, p.stderr[-2000:])
+        # A workflow's run goes through the same validation.
+        d = tempfile.mkdtemp(dir=c.dir)
+        spec = os.path.join(d, "big.yaml")
+        with open(spec, "w") as f:
+            f.write("name: big\ntasks:\n  t:\n    command: 'true'\n    env: {BIG: %s}\n"
+                    % ("x" * 900000))
+        p = c.cli("wf", "run", "--code", d, "--wait", spec, timeout=60)
+        assert p.returncode == 1, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+        x = c.api("GET", "/v1/workflows/1")["workflow"]
+        why = x["run_list"][0]["why"]
+        assert "its job was refused: field 'env': 'BIG' is 900004 bytes" in why, why
+        alive(c)
+
+
 run_tests([test_job_bodies_rejected_with_field_and_reason, test_agent_protocol_rejects_garbage,
            test_agent_records_checked_entry_by_entry,
            test_random_bytes_never_crash_the_server, test_cli_prints_the_reason_and_fails,
            test_damaged_state_files_stop_the_server_with_a_reason,
            test_reasons_cut_to_fit_stay_utf8,
            test_agent_without_its_journal_stops_and_reports_the_rank,
-           test_full_disk_refuses_submissions_whole])
+           test_full_disk_refuses_submissions_whole,
+           test_commands_that_cannot_exec_are_refused_with_their_size])

@@ -85,6 +85,34 @@ def test_cpu_and_memory_limits_apply_inside_the_rank():
         assert value(log, "memory.limit_in_bytes") == str(96 << 20), log
 
 
+def test_a_rank_past_its_memory_limit_is_reported_out_of_memory():
+    """A rank the kernel OOM-kills at its memory limit: the job's reason says
+    so, with the limit, in `anvil show` and `anvil jobs` (from the OOM
+    kills in the rank's memory cgroup); the exit code stays the kill's."""
+    if not (v1_hierarchy("memory") and os.geteuid() == 0):
+        print("SKIP: needs root and the v1 memory hierarchy")
+        return
+    with cluster(agents=1, gpus=1, name="oom") as c:
+        # The shell keeps 256 MB in a variable: far past 64 MiB.
+        p = c.cli("run", "--json", "--memory", "64M", "--", "sh", "-c",
+                  "x=$(head -c 256000000 /dev/zero | tr '\\0' a); echo survived", check=True)
+        jid = json.loads(p.stdout)["job"]["id"]
+        done = c.wait_job(jid)
+        want = "ran out of memory (limit 64 MiB)"
+        assert done["state"] == "failed", done
+        assert want in done["reason"], done
+        assert done["exit_code"] == 137, done
+        assert "survived" not in c.cli("logs", str(jid), check=True).stdout
+        shown = c.cli("show", str(jid), check=True).stdout
+        assert want in shown, shown
+        listed = c.cli("jobs", check=True).stdout
+        assert "out of memory" in listed, listed
+        # A rank killed by a signal of its own is not called out of memory.
+        j = c.submit(["sh", "-c", "kill -9 $$"], gpus=1, memory_bytes=64 << 20)
+        other = c.wait_job(j["id"])
+        assert other["exit_code"] == 137 and "memory" not in other["reason"], other
+
+
 def test_bad_limits_are_refused_with_the_field():
     with cluster(agents=1, gpus=1, name="badlimits") as c:
         for body, field, words in [
@@ -196,6 +224,7 @@ def test_cgroup_v2_ranks_limits_and_isolation():
 
 
 run_tests([test_cpu_and_memory_limits_apply_inside_the_rank,
+           test_a_rank_past_its_memory_limit_is_reported_out_of_memory,
            test_bad_limits_are_refused_with_the_field,
            test_device_isolation_lets_a_rank_open_only_its_gpus,
            test_cgroup_v2_ranks_limits_and_isolation])

@@ -3,12 +3,19 @@
 Lines labeled "R: " when the job has several ranks, stdout and stderr kept
 apart end to end (the agent's two logs, the API's stream=, the CLI's two
 streams), whole lines across chunk boundaries, the failing rank's last
-lines, and logs that survive an agent restart."""
+lines, and logs that survive an agent restart; and against a fake server
+whose X-Anvil-Next-Offset does not advance, a CLI that stops saying so."""
+import http.server
+import json
 import os
 import re
+import subprocess
+import tempfile
+import threading
 import time
+import urllib.parse
 
-from harness import ApiError, cluster, run_tests, wait_for
+from harness import ANVIL, ApiError, cluster, run_tests, wait_for
 
 RANK1_FAILS = ('if [ "$NODE_RANK" = 1 ]; then echo out-1; sleep 1; echo boom >&2; exit 3; fi; '
                'echo zero-out; sleep 30')
@@ -223,10 +230,87 @@ def test_follow_goes_on_to_the_next_attempt():
                          "err-2"], err
 
 
+class StuckOffsetServer(http.server.ThreadingHTTPServer):
+    """A server that answers a job and, for its logs, bytes with an
+    X-Anvil-Next-Offset that stays where the read began (a peer's mistake:
+    a client that believed it would read the same bytes for ever)."""
+
+    def __init__(self, state, tail_next=None):
+        super().__init__(("127.0.0.1", 0), StuckOffsetHandler)
+        self.state = state
+        self.tail_next = tail_next  # the offset a tail read answers; None: 0
+        self.log_reads = 0
+
+
+class StuckOffsetHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, body, ctype, headers=()):
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(url.query)
+        if url.path == "/v1/jobs/1":
+            job = {"id": 1, "state": self.server.state, "nodes": 1, "exit_code": 0,
+                   "reason": "", "attempts": [{"number": 1, "ranks": []}]}
+            self.answer(json.dumps({"job": job}), "application/json")
+        elif url.path == "/v1/jobs/1/logs":
+            self.server.log_reads += 1
+            at = q.get("offset", ["0"])[0]
+            if "tail" in q:
+                at = str(self.server.tail_next or 0)
+            self.answer("the same line again\n", "text/plain",
+                        [("X-Anvil-Next-Offset", at), ("X-Anvil-Attempt", "1"),
+                         ("X-Anvil-Job-State", self.server.state)])
+        else:
+            self.send_error(404)
+
+
+def logs_against(srv, *args):
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        with tempfile.TemporaryDirectory() as home:
+            env = dict(os.environ, ANVIL_HOME=home, ANVIL_TOKEN="t",
+                       ANVIL_SERVER="http://127.0.0.1:%d" % srv.server_address[1])
+            start = time.time()
+            p = subprocess.run([ANVIL, "logs"] + list(args) + ["1"], capture_output=True,
+                               text=True, env=env, timeout=20)
+            return p, time.time() - start
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_logs_stop_when_the_next_offset_does_not_advance():
+    """`anvil logs` (and -f, and --tail) against a server whose next offset
+    stays put: exits 1 at once, naming the offset that did not advance,
+    instead of reading the same bytes for ever."""
+    for state, args, tail_next in [("succeeded", [], None), ("running", ["-f"], None),
+                                   ("succeeded", ["--tail", "5"], 3)]:
+        srv = StuckOffsetServer(state, tail_next)
+        p, took = logs_against(srv, *args)
+        assert p.returncode == 1, (args, p.returncode, p.stdout[-500:], p.stderr)
+        want = "X-Anvil-Next-Offset %d, which does not advance" % (tail_next or 0)
+        assert want in p.stderr and "rank 0's stdout" in p.stderr, (args, p.stderr)
+        assert took < 10 and srv.log_reads <= 3, (args, took, srv.log_reads)
+        assert "the same line again" not in p.stdout, (args, p.stdout[-500:])
+
+
 run_tests([test_run_wait_labels_every_rank_and_exits_with_the_failing_code,
            test_a_quickly_failing_gang_keeps_its_start_time,
            test_run_wait_on_one_rank_ends_with_the_failing_ranks_last_lines,
            test_stdout_and_stderr_stay_apart, test_rank_selects_one_and_labels_mark_many,
            test_tail_per_rank_and_with_follow, test_follow_a_running_multi_rank_job_until_it_ends,
            test_a_line_split_across_chunks_comes_out_whole, test_logs_survive_an_agent_restart,
-           test_follow_goes_on_to_the_next_attempt])
+           test_follow_goes_on_to_the_next_attempt,
+           test_logs_stop_when_the_next_offset_does_not_advance])

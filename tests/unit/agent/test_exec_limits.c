@@ -128,6 +128,9 @@ TEST(memory_limit_in_the_ranks_own_cgroup)
 		CHECK_CONTAINS(path, "/anvil/");
 		CHECK_CONTAINS(dir, path); /* LROOT/1-0 is the rank's memory cgroup */
 		CHECK_CONTAINS(log, "\n67108864\nend\n");
+		struct exec_status st;
+		CHECK_INT(exec_find(e, 1, 0, &st), 0);
+		CHECK_INT(st.oom_kills, 0); /* within its limit */
 		check_removed(e, dir);
 	}
 	free(log);
@@ -156,6 +159,8 @@ TEST(memory_limit_is_enforced)
 		sleep_ms(10);
 	} while (st.state == EXEC_RUNNING);
 	CHECK_INT(st.signal, SIGKILL);
+	/* read from the rank's memory cgroup before it was removed */
+	CHECK(st.oom_kills >= 1);
 	char *path = exec_log_path(work, 11, 0, EXEC_STDOUT);
 	struct buf b;
 	buf_init(&b);

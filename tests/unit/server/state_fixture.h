@@ -50,6 +50,8 @@ struct sfx_proc {
 	int reported; /* reported at least once */
 	/* EXITED: its launcher's words (a job with a head); NULL: none */
 	const char *reason;
+	/* EXITED: processes the kernel killed at its memory limit (oom_kills) */
+	int oom_kills;
 	/* RUNNING, a session's rank: how long its GPUs have been idle, sent as
 	 * gpu_idle_ms when has_idle (sfx_set_idle) */
 	int has_idle;
@@ -335,6 +337,8 @@ static inline json_t *sfx_report_of(const struct sfx_proc *p)
 		wire_set(o, r, "signal", json_integer(p->signal));
 		if (p->reason)
 			wire_set(o, r, "reason", json_string(p->reason));
+		if (p->oom_kills)
+			wire_set(o, r, "oom_kills", json_integer(p->oom_kills));
 	} else {
 		wire_set(o, r, "state", json_string("failed_to_start"));
 		wire_set(o, r, "error", json_string("exec: no such file"));

@@ -290,6 +290,39 @@ TEST(every_rank_exiting_zero_succeeds_and_frees_the_gpus)
 	sfx_close(f);
 }
 
+/* A rank the kernel killed at its memory limit (its agent counted the
+ * OOM kills in its memory cgroup) fails the job with that reason, in the
+ * limit's words, and the exit status of the kill. */
+TEST(a_rank_killed_at_its_memory_limit_says_out_of_memory)
+{
+	struct sfx *f = sfx_open(1, 2);
+	struct job *j = sfx_submit_running(
+	        f, "{\"command\": [\"train\"], \"gpus\": 1, \"memory_bytes\": 67108864}");
+	struct attempt *a = sfx_attempt(j);
+	struct sfx_proc *p = sfx_proc(f, 0, a->id, 0);
+	p->state = SFX_EXITED;
+	p->signal = 9;
+	p->oom_kills = 1;
+	sfx_sync(f, 0);
+	CHECK_INT(j->state, JOB_FAILED);
+	CHECK_INT(j->exit_code, 137);
+	CHECK_STR(j->reason, "rank 0 on node-1 ran out of memory (limit 64 MiB): the kernel "
+	                     "killed 1 of its processes");
+	/* A shell whose child was killed exits 137 by itself: the same reason. */
+	struct job *k = sfx_submit_running(
+	        f, "{\"command\": [\"train\"], \"gpus\": 1, \"memory_bytes\": 1610612736}");
+	a = sfx_attempt(k);
+	p = sfx_proc(f, 0, a->id, 0);
+	p->state = SFX_EXITED;
+	p->exit_code = 137;
+	p->oom_kills = 2;
+	sfx_sync(f, 0);
+	CHECK_INT(k->exit_code, 137);
+	CHECK_STR(k->reason, "rank 0 on node-1 ran out of memory (limit 1.5 GiB): the kernel "
+	                     "killed 2 of its processes");
+	sfx_close(f);
+}
+
 TEST(a_rank_exiting_non_zero_stops_the_gang_and_fails_the_job)
 {
 	struct sfx *f = sfx_open(2, 2);
