@@ -15,6 +15,8 @@
  *   anvil _mpiwait                the other ranks of an MPI job (agent/mpi.h)
  *   anvil _task ... -- CMD        a workflow task's rank: bundle, inputs,
  *                                 checkpoint, outputs (agent/task.h)
+ *   anvil _restore --key K -- CMD a checkpointing job's rank: its newest uploaded
+ *                                 checkpoint restored, then CMD (agent/ckpt.h)
  *   anvil _converge ...           one run of a fleet profile's steps, as the
  *                                 agent runs them (agent/converge.h)
  *
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/ckpt.h"
 #include "agent/converge.h"
 #include "agent/holder.h"
 #include "agent/launch.h"
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
 		return mpi_wait_main(argc - 1, argv + 1);
 	if (strcmp(role, "_task") == 0)
 		return task_main(argc - 1, argv + 1);
+	if (strcmp(role, "_restore") == 0)
+		return ckpt_restore_main(argc - 1, argv + 1);
 	if (strcmp(role, "_converge") == 0)
 		return converge_main(argc - 1, argv + 1);
 	if (strcmp(role, "_rsh") == 0)

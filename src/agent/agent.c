@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/bundles.h"
+#include "agent/ckptsync.h"
 #include "agent/converge.h"
 #include "agent/desired.h"
 #include "agent/exec.h"
@@ -78,6 +79,7 @@ struct agent {
 	struct serve_stats stats;
 	struct httpc *http;
 	struct syncer *sync;
+	struct ckptsync *ckpt; /* uploads checkpoints as they are written; NULL: none */
 	json_t *facts;
 	struct ident id;
 	char refused[512];           /* the last refusal of a registration, logged once; "": none */
@@ -537,9 +539,43 @@ static void rank_env(void *ctx, uint64_t mask, json_t *env)
 
 /* Tells the watcher which GPUs the desired ranks use (resets wait for
  * idle GPUs; the metrics name the job on each). */
+/* Tells the checkpoint uploader which checkpointing ranks 0 run here. */
+static void watch_checkpoints(struct agent *a, const struct desired_rank *ranks, size_t nranks)
+{
+	struct ckptsync_watch *w = xcalloc(nranks ? nranks : 1, sizeof(*w));
+	char **dirs = xcalloc(nranks ? nranks : 1, sizeof(*dirs));
+	size_t n = 0;
+	for (size_t i = 0; i < nranks; i++) {
+		const struct desired_rank *d = &ranks[i];
+		const char *token = desired_var(d, "ANVIL_EXEC_TOKEN", NULL);
+		if (d->rank != 0 || !token || !desired_var(d, "ANVIL_CHECKPOINTING", NULL) ||
+		    desired_var(d, "ANVIL_TASK", NULL)) /* a task's wrapper saves its own */
+			continue;
+		dirs[n] = exec_checkpoint_dir(a->o.work_dir, d->job_id);
+		w[n] = (struct ckptsync_watch){.attempt_id = d->attempt_id,
+		                               .job_id = d->job_id,
+		                               .dir = dirs[n],
+		                               .token = token,
+		                               .restored = d->restore};
+		n++;
+	}
+	ckptsync_set(a->ckpt, w, n);
+	for (size_t i = 0; i < n; i++)
+		free(dirs[i]);
+	free(dirs);
+	free(w);
+}
+
+static json_t *checkpoint_of(void *ctx, int64_t attempt_id)
+{
+	struct agent *a = ctx;
+	return ckptsync_newest(a->ckpt, attempt_id);
+}
+
 static void on_desired(void *ctx, const struct desired_rank *ranks, size_t nranks)
 {
 	struct agent *a = ctx;
+	watch_checkpoints(a, ranks, nranks);
 	if (!a->watch)
 		return;
 	struct gpuwatch_use use[GPU_MAX];
@@ -702,10 +738,12 @@ static int setup(struct agent *a)
 	                           .gpu_idle_ms = gpu_idle_ms,
 	                           .notice = notice,
 	                           .on_profile = on_profile,
+	                           .checkpoint = checkpoint_of,
 	                           .gpu_minors = a->gpu_minors,
 	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};
 	a->sync = syncer_new(&sc);
+	a->ckpt = ckptsync_start(a->o.server);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
 	/* a status kept from before a restart goes with the first sync */
@@ -839,6 +877,7 @@ static void shutdown_ranks(struct agent *a)
 static void teardown(struct agent *a)
 {
 	syncer_free(a->sync);
+	ckptsync_stop(a->ckpt);
 	httpc_free(a->http);
 	serve_stop(a->serve);
 	converge_stop(a->converge);

@@ -39,6 +39,7 @@ static const struct field {
         {"gpus", T_GPUS, AT(gpus), 1, 0},
         {"env", T_JSON, AT(env), 1, 0},
         {"notice", T_JSON, AT(notice), 1, 0},
+        {"restore", T_STR, AT(restore), 1, 0},
         {"command", T_STRV, AT(command), 0, 0},
         {"cwd", T_STR, AT(cwd), 0, 0},
         {"grace_ms", T_I64, AT(grace_ms), 0, 10000},

@@ -63,6 +63,7 @@ struct desired_rank {
 	struct desired_gpus gpus;
 	const json_t *env;    /* its own variables, the server's; NULL: none */
 	const json_t *notice; /* a session's notice (desired_notice); NULL: none */
+	const char *restore;  /* the checkpoint restored at its start (agent/ckpt.h); NULL: none */
 	/* deepened: read for a rank to start (desired_deepen) */
 	struct desired_strv command;
 	const char *cwd; /* NULL: the attempt's output directory */

@@ -241,6 +241,11 @@ static json_t *report(struct syncer *s, struct call *c, const struct exec_status
 	json_t *o = json_object();
 	wire_set(o, r, "attempt_id", json_integer(st->attempt_id));
 	wire_set(o, r, "rank", json_integer(st->rank));
+	json_t *up = st->rank == 0 && s->cfg.checkpoint
+	                     ? s->cfg.checkpoint(s->cfg.ctx, st->attempt_id)
+	                     : NULL;
+	if (up) /* level-triggered: the newest, in every report */
+		wire_set(o, r, "checkpoint", up);
 	if (st->state == EXEC_RUNNING) {
 		wire_set(o, r, "state", json_string(st->pid ? "running" : "starting"));
 		if (st->pid)
@@ -426,10 +431,31 @@ static int rank_minors(const struct syncer *s, const struct desired_gpus *gpus, 
 struct rank_argv {
 	char **launch, **mpi, **task;
 	char *direct;
+	char **restore; /* `anvil _restore --key K --` before the rest (agent/ckpt.h) */
 };
 
-static const char *const *rank_argv(struct syncer *s, const struct desired_rank *d,
-                                    struct rank_argv *a)
+/* argv under `anvil _restore` when the rank restores a checkpoint first. */
+static const char *const *restored(const struct desired_rank *d, struct rank_argv *a,
+                                   const char *const *argv)
+{
+	if (!d->restore || !argv)
+		return argv;
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	a->restore = xcalloc(n + 6, sizeof(char *));
+	a->restore[0] = xstrdup(launch_self());
+	a->restore[1] = xstrdup("_restore");
+	a->restore[2] = xstrdup("--key");
+	a->restore[3] = xstrdup(d->restore);
+	a->restore[4] = xstrdup("--");
+	for (size_t i = 0; i < n; i++)
+		a->restore[5 + i] = xstrdup(argv[i]);
+	return (const char *const *)a->restore;
+}
+
+static const char *const *rank_argv_of(struct syncer *s, const struct desired_rank *d,
+                                       struct rank_argv *a)
 {
 	const char *work_dir = exec_work_dir(s->cfg.exec);
 	*a = (struct rank_argv){0};
@@ -444,8 +470,17 @@ static const char *const *rank_argv(struct syncer *s, const struct desired_rank 
 	return d->command.v;
 }
 
+static const char *const *rank_argv(struct syncer *s, const struct desired_rank *d,
+                                    struct rank_argv *a)
+{
+	return restored(d, a, rank_argv_of(s, d, a));
+}
+
 static void rank_argv_free(struct rank_argv *a)
 {
+	for (size_t i = 0; a->restore && a->restore[i]; i++)
+		free(a->restore[i]);
+	free(a->restore);
 	launch_argv_free(a->launch);
 	mpi_argv_free(a->mpi);
 	task_argv_free(a->task);
@@ -454,15 +489,16 @@ static void rank_argv_free(struct rank_argv *a)
 
 /* The rank's environment: its entry's (agent/desired.h, desired_envv) and
  * the agent's own variables (NCCL's; the server's address for an MPI job,
- * where `anvil _rsh` execs into the other ranks, and for a workflow task,
- * whose wrapper moves objects), unless the job set them. */
+ * where `anvil _rsh` execs into the other ranks, for a workflow task,
+ * whose wrapper moves objects, and for a rank that restores a checkpoint
+ * first), unless the job set them. */
 static char **rank_env(struct syncer *s, const struct desired_rank *d, const json_t *envs,
                        char *why, size_t whylen)
 {
 	json_t *extra = json_object();
 	if (s->cfg.rank_env)
 		s->cfg.rank_env(s->cfg.ctx, d->gpus.mask, extra);
-	if ((d->mpi || d->task) && s->cfg.server)
+	if ((d->mpi || d->task || d->restore) && s->cfg.server)
 		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
 	char **envv = desired_envv(d, envs, extra, why, whylen);
 	json_decref(extra);

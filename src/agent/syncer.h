@@ -76,6 +76,10 @@ struct syncer_config {
 	 * call (NULL when the answer has none; agent/converge.h,
 	 * converge_set_profile); must not block */
 	void (*on_profile)(void *ctx, const json_t *profile);
+	/* optional: the newest checkpoint uploaded for an attempt, which rank
+	 * 0's report carries (agent/ckptsync.h, ckptsync_newest; a new
+	 * reference or NULL); must not block */
+	json_t *(*checkpoint)(void *ctx, int64_t attempt_id);
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);

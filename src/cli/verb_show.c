@@ -2,6 +2,7 @@
  * (GET /v1/jobs/ID). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/util.h"
 #include "cli/cli.h"
@@ -151,6 +152,40 @@ static void end_line(const json_t *a, struct buf *out)
 	buf_adds(out, "\n");
 }
 
+/* "1.5 MiB", "12 KiB", "300 B". */
+static void say_bytes(char *out, size_t n, int64_t b)
+{
+	if (b >= (1LL << 30))
+		snprintf(out, n, "%.1f GiB", (double)b / (double)(1LL << 30));
+	else if (b >= (1LL << 20))
+		snprintf(out, n, "%.1f MiB", (double)b / (double)(1LL << 20));
+	else if (b >= 1024)
+		snprintf(out, n, "%lld KiB", (long long)(b / 1024));
+	else
+		snprintf(out, n, "%lld B", (long long)b);
+}
+
+/* The checkpoints its rank 0's agent uploaded, oldest first:
+ * "  checkpoint step-3: 1.0 MiB in 2 files (12 KiB sent), written 14:02:10 UTC". */
+static void checkpoint_lines(const json_t *a, struct buf *out)
+{
+	size_t i;
+	const json_t *c;
+	json_array_foreach (json_object_get(a, "checkpoints"), i, c) {
+		char size[32], sent[32], at[32] = "?";
+		say_bytes(size, sizeof(size), verb_int(c, "bytes", 0));
+		say_bytes(sent, sizeof(sent), verb_int(c, "sent_bytes", 0));
+		time_t t = (time_t)(verb_int(c, "time_ms", 0) / 1000);
+		struct tm tm;
+		if (gmtime_r(&t, &tm))
+			strftime(at, sizeof(at), "%H:%M:%S UTC", &tm);
+		buf_adds(out, "  checkpoint ");
+		verb_add_clean(out, verb_str(c, "name"));
+		buf_printf(out, ": %s in %lld file(s) (%s sent), written %s\n", size,
+		           (long long)verb_int(c, "files", 0), sent, at);
+	}
+}
+
 static void render_attempt(const json_t *a, struct buf *out)
 {
 	buf_printf(out, "\nattempt %lld (id %lld): %s", (long long)verb_int(a, "number", 0),
@@ -191,6 +226,7 @@ static void render_attempt(const json_t *a, struct buf *out)
 	}
 	clitable_render(t, out);
 	clitable_free(t);
+	checkpoint_lines(a, out);
 }
 
 void verb_show_render(const json_t *job, int64_t now_ms, struct buf *out)

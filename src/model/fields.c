@@ -492,6 +492,8 @@ const struct field fields_attempt[] = {
 	{.name = "checkpoint_ms", .kind = FIELD_INT64, ATTEMPT(checkpoint_ms),
 	    .flags = FIELD_SHOWN | FIELD_EXTRA, .shown = "checkpoint_time_ms",
 	    .unset = FIELD_SHOW_NULL},
+	{.name = "checkpoints", .kind = FIELD_JSON, ATTEMPT(checkpoints),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE, .unset = FIELD_SHOW_ARRAY},
 	{.name = "lease_end_ms", .kind = FIELD_INT64, ATTEMPT(lease_end_ms),
 	    .flags = FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE, .shown = "lease_end_time_ms",
 	    .unset = FIELD_SHOW_OMIT},

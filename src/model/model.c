@@ -137,6 +137,7 @@ void attempt_free(struct attempt *a)
 		free(a->ranks[r].desired_text);
 	}
 	free(a->ranks);
+	json_decref(a->checkpoints);
 	free(a);
 }
 

@@ -154,6 +154,10 @@ struct attempt {
 	 * surely run out, so that its ranks there have stopped by themselves
 	 * (wall ms); the job's next attempt is placed no earlier. 0: none. */
 	int64_t lease_end_ms;
+	/* The checkpoints its rank 0's agent uploaded (server/ranks.c), oldest
+	 * first, the last RANKS_CHECKPOINTS_KEPT: [{"name", "key", "bytes",
+	 * "sent_bytes", "files", "time_ms"}]; NULL: none. */
+	json_t *checkpoints;
 	/* Why it ended, or why it is being stopped to be requeued ("preempted
 	 * for job 7 (higher priority)", "GPU 1 of node node-2 quarantined: ...");
 	 * "" while it runs undisturbed. Stored: the job's own reason moves on

@@ -35,6 +35,8 @@ static const struct wire_field report_fields[] = {
          "with `failed_to_start`, or `exited` when the agent lost the rank: why"},
         {"checkpoint_ms", JV_INT, 0, 0, INT64_MAX,
          "wall-clock time of the rank's newest checkpoint"},
+        {"checkpoint", JV_OBJECT, 0, 0, 0,
+         "rank 0 of a checkpointing job: the newest checkpoint its agent uploaded (below)"},
         {"reason", JV_STRING, 0, 0, 255,
          "with `exited`, in a job with a head: why its launcher ended it (which process "
          "ended first)"},
@@ -131,6 +133,9 @@ static const struct wire_field desired_fields[] = {
         {"as_root", JV_BOOL, 0, 0, 0,
          "its queue runs its ranks as root (`run_as_root`); absent: as the agent's rank "
          "account"},
+        {"restore", JV_STRING, 0, 1, 512,
+         "a checkpointing job's newest uploaded checkpoint (its manifest's key), restored into "
+         "`ANVIL_CHECKPOINT_DIR` before the command starts; absent: none"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 

@@ -19,7 +19,8 @@
  * Who may: the admin token, everything; an attempt's exec token (with
  * X-Anvil-Attempt: its id) while the attempt is not final, content keys
  * and the named keys at or under its job's checkpoint key (the task
- * document's "checkpoint"), nothing else. The state lock is held only to
+ * document's "checkpoint"), and for a checkpointing job ckpt/JOB/...
+ * (its uploaded checkpoints, agent/ckpt.h), nothing else. The state lock is held only to
  * check that; the store's calls run outside it, on the HTTP thread.
  */
 #include <errno.h>
@@ -72,9 +73,12 @@ int api_objects_exec_ok(struct state *st, const char *token, int64_t attempt_id,
 	char hex[HASH_HEX_LEN + 1];
 	const struct attempt *a = state_attempt(st, attempt_id);
 	const struct job *j = a ? state_job(st, a->job_id) : NULL;
+	char ckpt[40];
+	snprintf(ckpt, sizeof(ckpt), "ckpt/%lld", (long long)(j ? j->id : 0));
 	return a && j && token && a->exec_token[0] && !job_state_final(a->state) &&
 	       secret_equal(token, a->exec_token) &&
-	       (objects_key_hash(key, hex) || under(key, jv_str(j->task, "checkpoint", NULL)));
+	       (objects_key_hash(key, hex) || under(key, jv_str(j->task, "checkpoint", NULL)) ||
+	        (j->checkpointing && under(key, ckpt)));
 }
 
 /* Whether req carries the exec token of a live attempt that may touch k. */

@@ -316,6 +316,55 @@ static void rank_running(struct state *st, struct job *j, struct attempt *a, str
 	       a->nranks);
 }
 
+/* ---- uploaded checkpoints ---- */
+
+/* Rank 0's agent says which checkpoint it uploaded last (docs/api.md,
+ * "checkpoint" in a report): added to a's list unless it is there, the
+ * oldest dropped past RANKS_CHECKPOINTS_KEPT. */
+static void add_checkpoint(struct state *st, struct job *j, struct attempt *a, const json_t *c)
+{
+	const char *key = jv_str(c, "key", NULL), *name = jv_str(c, "name", NULL);
+	char prefix[40];
+	int n = snprintf(prefix, sizeof(prefix), "ckpt/%lld/", (long long)j->id);
+	if (!key || !name || strncmp(key, prefix, (size_t)n) != 0 || strcmp(key + n, name) != 0)
+		return; /* only its own job's, named as the agent names them */
+	size_t i;
+	json_t *have;
+	json_array_foreach (a->checkpoints, i, have)
+		if (strcmp(jv_str(have, "key", ""), key) == 0 &&
+		    jv_int(have, "time_ms", 0) == jv_int(c, "time_ms", -1))
+			return;
+	if (!a->checkpoints)
+		a->checkpoints = json_array();
+	json_t *e = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "name", name, "key", key, "bytes",
+	                      (json_int_t)jv_int(c, "bytes", 0), "sent_bytes",
+	                      (json_int_t)jv_int(c, "sent_bytes", 0), "files",
+	                      (json_int_t)jv_int(c, "files", 0), "time_ms",
+	                      (json_int_t)jv_int(c, "time_ms", 0));
+	json_array_append_new(a->checkpoints, e);
+	while (json_array_size(a->checkpoints) > RANKS_CHECKPOINTS_KEPT)
+		json_array_remove(a->checkpoints, 0);
+	state_mark_job(st, j);
+}
+
+/* The newest checkpoint j's earlier attempts uploaded (its key), which a
+ * new attempt's ranks restore (agent/ckpt.h); NULL: none. */
+static const char *newest_checkpoint(const struct job *j, const struct attempt *now)
+{
+	const char *key = NULL;
+	int64_t best = -1;
+	for (int i = 0; i < j->nattempts; i++) {
+		const struct attempt *a = j->attempts[i];
+		size_t n = json_array_size(a->checkpoints);
+		const json_t *c = n && a != now ? json_array_get(a->checkpoints, n - 1) : NULL;
+		if (c && jv_int(c, "time_ms", 0) > best) {
+			best = jv_int(c, "time_ms", 0);
+			key = jv_str(c, "key", NULL);
+		}
+	}
+	return key;
+}
+
 static void apply_report(struct state *st, struct node *n, const json_t *rep)
 {
 	struct attempt *a = state_attempt(st, jv_int(rep, "attempt_id", 0));
@@ -339,6 +388,9 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 		a->checkpoint_ms = ckpt;
 		state_mark_job(st, j);
 	}
+	const json_t *up = json_object_get(rep, "checkpoint");
+	if (j && j->checkpointing && r == 0 && json_is_object(up))
+		add_checkpoint(st, j, a, up);
 	if (strcmp(s, "running") == 0 || strcmp(s, "starting") == 0) {
 		if (k->state == RANK_ASSIGNED)
 			rank_running(st, j, a, k);
@@ -546,6 +598,9 @@ static json_t *desired_entry(struct state *st, const struct job *j, const struct
 	}
 	if (j->task && jv_bool(j->task, "wrap", 1)) /* under `anvil _task` (agent/task.c) */
 		wire_set(d, r, "task", json_true());
+	const char *restore = j->checkpointing && !j->task ? newest_checkpoint(j, a) : NULL;
+	if (restore) /* agent/ckpt.h: restored before the command starts */
+		wire_set(d, r, "restore", json_string(restore));
 	if (j->mpi && k->rank == 0) {
 		json_t *hosts = json_array();
 		for (int i = 0; i < a->nranks; i++) {

@@ -21,6 +21,9 @@
 /* A job lost with its node exits 75 (EX_TEMPFAIL: try again), as
  * `anvil run --wait` does (docs/cli.md). */
 #define RANKS_EXIT_LOST 75
+/* How many uploaded checkpoints an attempt lists (the newest last); the
+ * next attempt restores the newest of all its job's attempts. */
+#define RANKS_CHECKPOINTS_KEPT 3
 
 /* Stops a so that its job goes back to its queue (drain, bad GPU); why is
  * the attempt's end reason. */

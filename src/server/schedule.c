@@ -442,8 +442,10 @@ static struct attempt *start_attempt(struct state *st, struct job *j,
 	/* An MPI job's ranks exec into each other with a secret of their own
 	 * (docs/cli.md, "MPI"), new for each attempt: a requeued attempt's
 	 * token cannot reach the next one. A workflow task's wrapper uses its
-	 * attempt's token for the objects and outputs it reads and writes. */
-	if (j->mpi || j->task)
+	 * attempt's token for the objects and outputs it reads and writes, and
+	 * a checkpointing job's agent and restore for its checkpoints
+	 * (ckpt/JOB/..., agent/ckpt.h). */
+	if (j->mpi || j->task || j->checkpointing)
 		random_hex(a->exec_token, (sizeof(a->exec_token) - 1) / 2);
 	state_index_attempt(st, j, a);
 	state_active_add(st, a);

@@ -160,7 +160,64 @@ def test_no_requeue_keeps_a_checkpointing_job_lost():
         assert both.returncode == 2 and "do not go together" in both.stderr, both.stderr
 
 
-run_tests([test_a_lost_node_requeues_a_checkpointing_gang_elsewhere_without_overlap,
+# A training loop that resumes: it starts from the newest checkpoint in
+# $ANVIL_CHECKPOINT_DIR (restored there by anvil on a new node), says so,
+# and writes step-N every 0.2 s as a directory renamed into place, with the
+# step and a 1 MiB file that never changes (so later uploads send only the
+# step file).
+TRAINER = r"""
+set -e
+d=$ANVIL_CHECKPOINT_DIR
+last=$(ls "$d" | grep '^step-' | sed 's/step-//' | sort -n | tail -1)
+step=${last:-0}
+echo "attempt $ANVIL_ATTEMPT on $ANVIL_NODE resumed from step $step" >> %(out)s
+head -c 1048576 /dev/zero | tr '\0' 'w' > /tmp/weights
+while :; do
+  step=$((step+1))
+  mkdir "$d/.step-$step.tmp"
+  cp /tmp/weights "$d/.step-$step.tmp/weights"
+  echo $step > "$d/.step-$step.tmp/state"
+  mv "$d/.step-$step.tmp" "$d/step-$step"
+  sleep 0.2
+done
+"""
+
+
+def test_checkpoints_are_uploaded_as_written_and_restored_on_another_node():
+    with cluster(agents=2, gpus=1, node_timeout="3s", name="ckptup") as c:
+        out = os.path.join(c.dir, "resumed")
+        j = c.submit(["sh", "-c", TRAINER % {"out": out}], gpus=1, checkpointing=True,
+                     grace_ms=1000)["id"]
+        wait_for(lambda: two_running(c, j), what="running")
+        wait_for(lambda: len(c.job(j)["attempts"][0].get("checkpoints") or []) >= 2,
+                 timeout=30, what="two checkpoints uploaded")
+        first = c.job(j)["attempts"][0]
+        cks = first["checkpoints"]
+        assert all(k["key"] == "ckpt/%d/%s" % (j, k["name"]) for k in cks), cks
+        assert cks[-1]["bytes"] > 1048576 and cks[-1]["files"] == 2, cks
+        # incremental: the unchanged 1 MiB file went once
+        assert cks[-1]["sent_bytes"] < 4096, cks
+        show = c.cli("show", str(j), check=True).stdout
+        assert "checkpoint %s: 1.0 MiB in 2 file(s)" % cks[-1]["name"] in show, show
+        node = node_of(c, j)
+        c.kill_agent(agent_index(node))
+        wait_for(lambda: two_running(c, j, attempts=2), timeout=30, what="second attempt")
+        wait_for(lambda: os.path.exists(out) and len(open(out).read().splitlines()) == 2,
+                 what="the second attempt's start")
+        lines = open(out).read().splitlines()
+        assert lines[0].startswith("attempt 1 on %s resumed from step 0" % node), lines
+        resumed = int(lines[1].rsplit(" ", 1)[1])
+        uploaded = max(int(k["name"].split("-")[1]) for k in c.job(j)["attempts"][0]["checkpoints"])
+        assert node_of(c, j) != node and lines[1].startswith("attempt 2 on "), lines
+        assert resumed >= uploaded >= 2, (resumed, uploaded, lines)
+        err = open(os.path.join(c.work_dir(agent_index(node_of(c, j))), "logs",
+                                "%d-0.err" % c.job(j)["attempts"][1]["id"])).read()
+        assert "restored into" in err, err
+        c.cli("cancel", str(j), check=True)
+
+
+run_tests([test_checkpoints_are_uploaded_as_written_and_restored_on_another_node,
+           test_a_lost_node_requeues_a_checkpointing_gang_elsewhere_without_overlap,
            test_a_stopped_agents_ranks_stop_themselves_before_the_replacement_starts,
            test_max_restarts_exhausted_ends_lost_with_the_reason_and_75,
            test_no_requeue_keeps_a_checkpointing_job_lost])

@@ -135,8 +135,8 @@ FILES = {
         # leaves: each knows no other file of the agent
         "bundles.c": 0, "converge_run.c": 0, "devbpf.c": 0, "fence.c": 0, "gpuwatch.c": 0,
         "desired.c": 0, "holder.c": 0, "ident.c": 0, "journal.c": 0, "logpool.c": 0,
-        "readset.c": 0, "lease.c": 0,
-        "cgroup.c": 1, "converge.c": 1, "shim.c": 1, "streams.c": 1, "task.c": 1,
+        "readset.c": 0, "lease.c": 0, "ckpt.c": 0,
+        "cgroup.c": 1, "ckptsync.c": 1, "converge.c": 1, "shim.c": 1, "streams.c": 1, "task.c": 1,
         # the executor: one module (exec_int.h)
         "exec.c": 2, "exec_fence.c": "exec.c", "exec_journal.c": "exec.c",
         "exec_launch.c": "exec.c", "exec_limits.c": "exec.c", "exec_spares.c": "exec.c",
@@ -183,7 +183,8 @@ CALLBACKS = [
      "state.h's st->wake: the agent protocol answers a node's long poll"),
     ("server/api_util.c", {"api_idem_seen"},
      "server.h's api_idem_remake: a create's handler answers its repeat"),
-    ("agent/syncer.c", {"rank_env", "on_desired", "gpu_idle_ms", "notice", "on_profile"},
+    ("agent/syncer.c", {"rank_env", "on_desired", "gpu_idle_ms", "notice", "on_profile",
+                         "checkpoint"},
      "syncer.h's hooks: the agent applies what the server says"),
     ("agent/bundles.c", {"bundles_sweep_start"},
      "bundles.h's question whether an attempt still runs: the agent knows"),
