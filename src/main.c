@@ -17,6 +17,7 @@
  *                                 checkpoint, outputs (agent/task.h)
  *   anvil _restore --key K -- CMD a checkpointing job's rank: its newest uploaded
  *                                 checkpoint restored, then CMD (agent/ckpt.h)
+ *   anvil _stacks --out F ...     a hung rank's stacks, into its log (agent/hang.h)
  *   anvil _converge ...           one run of a fleet profile's steps, as the
  *                                 agent runs them (agent/converge.h)
  *
@@ -31,6 +32,7 @@
 #include "agent/agent.h"
 #include "agent/ckpt.h"
 #include "agent/converge.h"
+#include "agent/hang.h"
 #include "agent/holder.h"
 #include "agent/launch.h"
 #include "agent/mpi.h"
@@ -65,6 +67,8 @@ int main(int argc, char **argv)
 		return task_main(argc - 1, argv + 1);
 	if (strcmp(role, "_restore") == 0)
 		return ckpt_restore_main(argc - 1, argv + 1);
+	if (strcmp(role, "_stacks") == 0)
+		return hang_stacks_main(argc - 1, argv + 1);
 	if (strcmp(role, "_converge") == 0)
 		return converge_main(argc - 1, argv + 1);
 	if (strcmp(role, "_rsh") == 0)

@@ -19,7 +19,9 @@
 #include "agent/exec.h"
 #include "agent/fence.h"
 #include "agent/gpuwatch.h"
+#include "agent/hang.h"
 #include "agent/ident.h"
+#include "agent/launch.h"
 #include "agent/serve.h"
 #include "agent/streams.h"
 #include "agent/syncer.h"
@@ -80,6 +82,7 @@ struct agent {
 	struct httpc *http;
 	struct syncer *sync;
 	struct ckptsync *ckpt; /* uploads checkpoints as they are written; NULL: none */
+	struct hang *hang;     /* hang detection of ranks with a hang timeout */
 	json_t *facts;
 	struct ident id;
 	char refused[512];           /* the last refusal of a registration, logged once; "": none */
@@ -566,6 +569,11 @@ static void watch_checkpoints(struct agent *a, const struct desired_rank *ranks,
 	free(w);
 }
 
+static int64_t hung_ms(void *ctx, int64_t attempt_id, int rank)
+{
+	return hang_ms(((struct agent *)ctx)->hang, attempt_id, rank);
+}
+
 static json_t *checkpoint_of(void *ctx, int64_t attempt_id)
 {
 	struct agent *a = ctx;
@@ -576,6 +584,7 @@ static void on_desired(void *ctx, const struct desired_rank *ranks, size_t nrank
 {
 	struct agent *a = ctx;
 	watch_checkpoints(a, ranks, nranks);
+	hang_set(a->hang, ranks, nranks);
 	if (!a->watch)
 		return;
 	struct gpuwatch_use use[GPU_MAX];
@@ -739,11 +748,13 @@ static int setup(struct agent *a)
 	                           .notice = notice,
 	                           .on_profile = on_profile,
 	                           .checkpoint = checkpoint_of,
+	                           .hung_ms = hung_ms,
 	                           .gpu_minors = a->gpu_minors,
 	                           .ngpu_minors = gpu_count(a->gpus),
 	                           .ctx = a};
 	a->sync = syncer_new(&sc);
 	a->ckpt = ckptsync_start(a->o.server);
+	a->hang = hang_new(a->exec, launch_self(), gpu_idle_ms, a);
 	syncer_set_identity(a->sync, a->id.node_id, a->id.secret);
 	syncer_set_facts(a->sync, json_incref(a->facts));
 	/* a status kept from before a restart goes with the first sync */
@@ -835,9 +846,12 @@ static void run(struct agent *a)
 		}
 		if (syncer_needs_register(a->sync))
 			reregister(a);
+		if (hang_check(a->hang, now_ms()))
+			syncer_changed(a->sync);
 		syncer_step(a->sync);
 		publish(a);
 		int64_t t = earliest(exec_next_poll_ms(a->exec), syncer_next_ms(a->sync));
+		t = earliest(t, hang_next_ms(a->hang, now_ms()));
 		int fds[4] = {a->sigfd, exec_fd(a->exec), gpuwatch_fd(a->watch),
 		              converge_fd(a->converge)};
 		int ready[4] = {0, 0, 0, 0};
@@ -878,6 +892,7 @@ static void teardown(struct agent *a)
 {
 	syncer_free(a->sync);
 	ckptsync_stop(a->ckpt);
+	hang_free(a->hang);
 	httpc_free(a->http);
 	serve_stop(a->serve);
 	converge_stop(a->converge);

@@ -40,6 +40,7 @@ static const struct field {
         {"env", T_JSON, AT(env), 1, 0},
         {"notice", T_JSON, AT(notice), 1, 0},
         {"restore", T_STR, AT(restore), 1, 0},
+        {"hang_timeout_ms", T_I64, AT(hang_timeout_ms), 1, 0},
         {"command", T_STRV, AT(command), 0, 0},
         {"cwd", T_STR, AT(cwd), 0, 0},
         {"grace_ms", T_I64, AT(grace_ms), 0, 10000},

@@ -64,6 +64,7 @@ struct desired_rank {
 	const json_t *env;    /* its own variables, the server's; NULL: none */
 	const json_t *notice; /* a session's notice (desired_notice); NULL: none */
 	const char *restore;  /* the checkpoint restored at its start (agent/ckpt.h); NULL: none */
+	int64_t hang_timeout_ms; /* no progress this long: hung (agent/hang.h); 0: never */
 	/* deepened: read for a rank to start (desired_deepen) */
 	struct desired_strv command;
 	const char *cwd; /* NULL: the attempt's output directory */

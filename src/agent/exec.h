@@ -121,6 +121,9 @@ const struct fence *exec_fence(const struct exec *e);
  * when fenced), where the session holder's socket and the launcher's end
  * line go; removed once the rank is forgotten. free() it. */
 char *exec_rank_dir(const char *work_dir, int64_t attempt_id, int rank);
+/* ANVIL_HEARTBEAT_FILE of a rank (agent/hang.h): .anvil-heartbeat in its
+ * own directory, as the node sees it. free() it. */
+char *exec_heartbeat_path(const char *work_dir, int64_t attempt_id, int rank);
 /* ROOT of the ranks' cgroups (agent/cgroup.h); NULL without cgroups. */
 const char *exec_cgroup_root(const struct exec *e);
 /* The work dir the executor was opened over (borrowed for its life). */

@@ -70,6 +70,14 @@ const char *exec_env_get(const struct strv *s, const char *key)
 	return NULL;
 }
 
+char *exec_heartbeat_path(const char *work_dir, int64_t attempt_id, int rank)
+{
+	char *dir = exec_rank_dir(work_dir, attempt_id, rank);
+	char *p = xasprintf("%s/.anvil-heartbeat", dir);
+	free(dir);
+	return p;
+}
+
 char *exec_session_socket(const struct exec *e, int64_t attempt_id, int rank)
 {
 	char *dir = exec_rank_dir(e->work_dir, attempt_id, rank);
@@ -103,6 +111,9 @@ static void build_env(const struct exec *e, struct strv *env, const struct exec_
 		exec_env_set(env, xasprintf("ANVIL_CHECKPOINT_DIR=%s", ckpt_dir));
 	if (session_socket)
 		exec_env_set(env, xasprintf("%s=%s", EXEC_SESSION_ENV, session_socket));
+	char *beat = exec_heartbeat_path(e->work_dir, spec->attempt_id, spec->rank);
+	exec_env_set(env, xasprintf("ANVIL_HEARTBEAT_FILE=%s", beat)); /* agent/hang.h */
+	free(beat);
 	exec_fence_env(e, spec, env);
 }
 

@@ -257,6 +257,10 @@ static json_t *report(struct syncer *s, struct call *c, const struct exec_status
 		int64_t idle = st->pid ? session_idle_ms(s, st) : -1;
 		if (idle >= 0)
 			wire_set(o, r, "gpu_idle_ms", json_integer(idle));
+		int64_t hung =
+		        s->cfg.hung_ms ? s->cfg.hung_ms(s->cfg.ctx, st->attempt_id, st->rank) : 0;
+		if (hung > 0)
+			wire_set(o, r, "hung_ms", json_integer(hung));
 		return o;
 	}
 	if (st->state == EXEC_EXITED) {
@@ -487,6 +491,25 @@ static void rank_argv_free(struct rank_argv *a)
 	free(a->direct);
 }
 
+/* PyTorch's NCCL process group tears the process down on an NCCL error
+ * instead of hanging (TORCH_NCCL_ASYNC_ERROR_HANDLING=1); with a hang
+ * timeout, its watchdog gives up, and a collective timeout is offered
+ * (ANVIL_COLLECTIVE_TIMEOUT_S, for init_process_group's timeout), at three
+ * quarters of it, so that NCCL's own error comes before anvil's. */
+static void nccl_defaults(const struct desired_rank *d, json_t *extra)
+{
+	if (!d->gpus.mask)
+		return;
+	json_object_set_new(extra, "TORCH_NCCL_ASYNC_ERROR_HANDLING", json_string("1"));
+	if (d->hang_timeout_ms <= 0)
+		return;
+	int64_t s = d->hang_timeout_ms * 3 / 4 / 1000;
+	char v[24];
+	snprintf(v, sizeof(v), "%lld", (long long)(s > 0 ? s : 1));
+	json_object_set_new(extra, "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", json_string(v));
+	json_object_set_new(extra, "ANVIL_COLLECTIVE_TIMEOUT_S", json_string(v));
+}
+
 /* The rank's environment: its entry's (agent/desired.h, desired_envv) and
  * the agent's own variables (NCCL's; the server's address for an MPI job,
  * where `anvil _rsh` execs into the other ranks, for a workflow task,
@@ -500,6 +523,7 @@ static char **rank_env(struct syncer *s, const struct desired_rank *d, const jso
 		s->cfg.rank_env(s->cfg.ctx, d->gpus.mask, extra);
 	if ((d->mpi || d->task || d->restore) && s->cfg.server)
 		json_object_set_new(extra, "ANVIL_SERVER", json_string(s->cfg.server));
+	nccl_defaults(d, extra);
 	char **envv = desired_envv(d, envs, extra, why, whylen);
 	json_decref(extra);
 	return envv;

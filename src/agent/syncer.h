@@ -80,6 +80,9 @@ struct syncer_config {
 	 * 0's report carries (agent/ckptsync.h, ckptsync_newest; a new
 	 * reference or NULL); must not block */
 	json_t *(*checkpoint)(void *ctx, int64_t attempt_id);
+	/* optional: how long a running rank made no progress once it is
+	 * declared hung (agent/hang.h, hang_ms), else 0 */
+	int64_t (*hung_ms)(void *ctx, int64_t attempt_id, int rank);
 };
 
 struct syncer *syncer_new(const struct syncer_config *cfg);

@@ -278,6 +278,7 @@ static const struct copy {
         {"mpi", "mpi"},
         {"requeue", "requeue"},
         {"max-restarts", "max_restarts"},
+        {"hang-timeout", "hang_timeout_ms"},
 };
 
 static json_t *kv_object(const struct cliargs_value *kv)

@@ -449,6 +449,9 @@ const struct field fields_job[] = {
 	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .codec = &requeue},
 	{.name = "max_restarts", .kind = FIELD_INT, JOB(max_restarts),
 	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_EXTRA, .codec = &max_restarts},
+	{.name = "hang_timeout_ms", .kind = FIELD_INT64, JOB(hang_timeout_ms),
+	    .flags = FIELD_CLIENT | FIELD_SHOWN | FIELD_DESIRED | FIELD_EXTRA | FIELD_SPARSE,
+	    .unset = FIELD_SHOW_NULL},
 	/* set by the workflow engine; its ranks get it as ANVIL_TASK (ranks.c) */
 	{.name = "task", .kind = FIELD_JSON, JOB(task), .flags = FIELD_EXTRA | FIELD_SPARSE},
 #ifdef ANVIL_FIELD_PROBE
@@ -492,6 +495,8 @@ const struct field fields_attempt[] = {
 	{.name = "checkpoint_ms", .kind = FIELD_INT64, ATTEMPT(checkpoint_ms),
 	    .flags = FIELD_SHOWN | FIELD_EXTRA, .shown = "checkpoint_time_ms",
 	    .unset = FIELD_SHOW_NULL},
+	{.name = "restart", .kind = FIELD_INT, ATTEMPT(restart),
+	    .flags = FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE, .unset = FIELD_SHOW_OMIT},
 	{.name = "checkpoints", .kind = FIELD_JSON, ATTEMPT(checkpoints),
 	    .flags = FIELD_SHOWN | FIELD_EXTRA | FIELD_SPARSE, .unset = FIELD_SHOW_ARRAY},
 	{.name = "lease_end_ms", .kind = FIELD_INT64, ATTEMPT(lease_end_ms),

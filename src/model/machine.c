@@ -138,6 +138,9 @@ static const struct machine_move stop_moves[] = {
         {ATTEMPT_STOP_NONE, ATTEMPT_STOP_NODE_LOST, NULL,
          "a rank was lost with its node, and its job is requeued: it checkpoints or asked "
          "for it (requeue), and has restarts left (max_restarts)"},
+        {ATTEMPT_STOP_NONE, ATTEMPT_STOP_HUNG, "job.hung",
+         "a rank made no progress for the job's hang timeout (its stacks are in its log), and "
+         "its job is requeued as for node_lost"},
         END,
 };
 
@@ -182,6 +185,9 @@ static const struct machine_outcome stop_outcomes[ATTEMPT_STOP_NSTATES] = {
          "lost: its job is pending again (job.requeued), reason \"requeued: rank R on node N "
          "was lost with its node (restart K of M)\"; its next attempt is placed once the lost "
          "ranks' lease has run out (lease_end_time_ms)"},
+        {ATTEMPT_STOP_HUNG, MACHINE_REQUEUES | MACHINE_ENDS_FAILED,
+         "failed: its job is pending again (job.requeued), reason \"requeued: rank R on node N "
+         "made no progress for D (hung; restart K of M)\""},
 };
 
 static const struct machine_outcome cancel_outcomes[JOB_CANCEL_NSTATES] = {
@@ -193,8 +199,8 @@ static const struct machine_outcome cancel_outcomes[JOB_CANCEL_NSTATES] = {
 };
 
 static const char *const stop_names[ATTEMPT_STOP_NSTATES] = {
-        "none",       "rank_failed",  "cancelled", "preempted",   "requeued",
-        "time_limit", "idle_timeout", "gpu_fault", "rank0_ended", "node_lost"};
+        "none",         "rank_failed", "cancelled",   "preempted", "requeued", "time_limit",
+        "idle_timeout", "gpu_fault",   "rank0_ended", "node_lost", "hung"};
 static const char *const cancel_names[JOB_CANCEL_NSTATES] = {"none", "requested"};
 
 static const char *stop_name(int s)

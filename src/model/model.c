@@ -110,7 +110,7 @@ int attempt_kept_preempted(const struct attempt *a)
 {
 	/* a node_lost cause is kept as a requeue: it still requeues after a restart */
 	return a->stop == ATTEMPT_STOP_PREEMPTED || a->stop == ATTEMPT_STOP_REQUEUED ||
-	       a->stop == ATTEMPT_STOP_NODE_LOST;
+	       a->stop == ATTEMPT_STOP_NODE_LOST || a->stop == ATTEMPT_STOP_HUNG;
 }
 
 int attempt_kept_rank0_ended(const struct attempt *a)

@@ -122,6 +122,7 @@ enum attempt_stop {
 	ATTEMPT_STOP_GPU_FAULT,   /* in memory: an application error on one of its GPUs */
 	ATTEMPT_STOP_RANK0_ENDED, /* rank 0 of a job with a head or an MPI job ended by itself */
 	ATTEMPT_STOP_NODE_LOST,   /* a rank was lost with its node and the job is requeued */
+	ATTEMPT_STOP_HUNG,        /* a rank made no progress for its hang timeout: requeued */
 	ATTEMPT_STOP_NSTATES
 };
 
@@ -154,6 +155,10 @@ struct attempt {
 	 * surely run out, so that its ranks there have stopped by themselves
 	 * (wall ms); the job's next attempt is placed no earlier. 0: none. */
 	int64_t lease_end_ms;
+	/* Which restart of its job this attempt's failure caused (its node
+	 * lost, a rank hung: server/ranks.c), 1 for the first; 0: none. Its
+	 * job's restarts are the attempts with one. */
+	int restart;
 	/* The checkpoints its rank 0's agent uploaded (server/ranks.c), oldest
 	 * first, the last RANKS_CHECKPOINTS_KEPT: [{"name", "key", "bytes",
 	 * "sent_bytes", "files", "time_ms"}]; NULL: none. */
@@ -204,6 +209,7 @@ struct job {
 	 * default, RANKS_MAX_RESTARTS_DEFAULT). */
 	int requeue;
 	int max_restarts;
+	int64_t hang_timeout_ms; /* a rank without progress this long is hung; 0: never */
 	int64_t cpu_millis;   /* per rank, thousandths of a CPU; 0: no limit */
 	int64_t memory_bytes; /* per rank; 0: no limit */
 	/* Dependencies, as `sbatch --dependency`: [{"job": ID, "when": "ok" |

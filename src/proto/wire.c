@@ -37,6 +37,9 @@ static const struct wire_field report_fields[] = {
          "wall-clock time of the rank's newest checkpoint"},
         {"checkpoint", JV_OBJECT, 0, 0, 0,
          "rank 0 of a checkpointing job: the newest checkpoint its agent uploaded (below)"},
+        {"hung_ms", JV_INT, 0, 1, INT64_MAX,
+         "with `running`: the rank made no progress this long, past its job's hang timeout, "
+         "and its stacks are in its stderr log"},
         {"reason", JV_STRING, 0, 0, 255,
          "with `exited`, in a job with a head: why its launcher ended it (which process "
          "ended first)"},
@@ -133,6 +136,8 @@ static const struct wire_field desired_fields[] = {
         {"as_root", JV_BOOL, 0, 0, 0,
          "its queue runs its ranks as root (`run_as_root`); absent: as the agent's rank "
          "account"},
+        {"hang_timeout_ms", JV_INT, 0, 1000, INT64_MAX,
+         "the job's hang timeout (agent/hang.h); absent: none"},
         {"restore", JV_STRING, 0, 1, 512,
          "a checkpointing job's newest uploaded checkpoint (its manifest's key), restored into "
          "`ANVIL_CHECKPOINT_DIR` before the command starts; absent: none"},
@@ -335,7 +340,11 @@ static const struct wire_field submit_fields[] = {
          "requeued as a new attempt when a rank is lost with its node; default: when it "
          "checkpoints (`checkpointing`); never for a session"},
         {"max_restarts", JV_INT, 0, 0, 1000,
-         "how many times it is requeued after a lost node before it ends `lost`; default 3"},
+         "how many times it is requeued after a lost node or a hang before it ends; default 3"},
+        {"hang_timeout_ms", JV_INT, 0, 1000, 366LL * 24 * 3600 * 1000,
+         "a rank that makes no progress this long (its log, its heartbeat file, its GPUs) is "
+         "hung: its stacks are recorded and the job is requeued as after a lost node; default: "
+         "never"},
         {NULL, 0, 0, 0, 0, NULL},
 };
 

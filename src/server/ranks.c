@@ -58,14 +58,13 @@ static void job_exit(struct job *j, const struct attempt *a)
 
 /* ---- requeue when a node is lost ---- */
 
-/* How many of j's attempts were lost with a node: its restarts so far
- * (each lost attempt was requeued, but for the last one of a job that
- * ended lost). */
+/* How many times j was requeued after a failure (a lost node, a hang):
+ * its attempts stopped for one (attempt->restart). */
 static int restarts_of(const struct job *j)
 {
 	int n = 0;
 	for (int i = 0; i < j->nattempts; i++)
-		n += j->attempts[i]->state == JOB_LOST;
+		n += j->attempts[i]->restart > 0;
 	return n;
 }
 
@@ -96,17 +95,58 @@ static int64_t lease_end_of(const struct state *st, const struct node *n)
 	return wall_ms() + (left > 0 ? left : 0);
 }
 
-/* Rank k of a was lost with its node, and its job is requeued: the gang
- * stops as one, and ends lost with its job pending again (finish_attempt). */
+/* Whether j is requeued after a failure of its attempt: it wants it and
+ * has restarts left. */
+static int requeues(const struct job *j)
+{
+	return !j->cancel_requested && wants_requeue(j) && restarts_of(j) < max_restarts_of(j);
+}
+
+/* Rank k of a was lost with its node (why: ATTEMPT_STOP_NODE_LOST) or
+ * hung (ATTEMPT_STOP_HUNG, what: how long without progress), and its job
+ * is requeued: the gang stops as one, and ends lost or failed with its
+ * job pending again (finish_attempt). */
 static void stop_to_requeue(struct state *st, struct job *j, struct attempt *a,
-                            const struct rank *k)
+                            const struct rank *k, enum attempt_stop why, const char *what)
 {
 	const struct node *n = state_node(st, k->node_id);
-	text_printf(a->end_reason, sizeof(a->end_reason),
-	            "rank %d on %s was lost with its node (restart %d of %d)", k->rank,
-	            n ? n->name : "?", restarts_of(j) + 1, max_restarts_of(j));
+	a->restart = restarts_of(j) + 1;
+	if (why == ATTEMPT_STOP_HUNG)
+		text_printf(a->end_reason, sizeof(a->end_reason),
+		            "rank %d on %s made no progress for %s (hung; restart %d of %d)",
+		            k->rank, n ? n->name : "?", what, a->restart, max_restarts_of(j));
+	else
+		text_printf(a->end_reason, sizeof(a->end_reason),
+		            "rank %d on %s was lost with its node (restart %d of %d)", k->rank,
+		            n ? n->name : "?", a->restart, max_restarts_of(j));
 	text_printf(j->reason, sizeof(j->reason), "stopping to requeue: %s", a->end_reason);
-	attempt_stop_to(st, a, ATTEMPT_STOP_NODE_LOST, k->node_id, "requeued: %s", a->end_reason);
+	attempt_stop_to(st, a, why, k->node_id, "requeued: %s", a->end_reason);
+}
+
+static void say_span(char *out, size_t n, int64_t ms);
+
+/* Rank k of a running attempt made no progress for hung_ms, past its
+ * job's hang timeout (its agent recorded its stacks): requeued as after a
+ * lost node, or the job fails with that reason (exit status 124, as
+ * timeout(1) says a command ran out of time). */
+static void rank_hung(struct state *st, struct job *j, struct attempt *a, const struct rank *k,
+                      int64_t hung_ms)
+{
+	char span[32];
+	say_span(span, sizeof(span), hung_ms);
+	if (requeues(j)) {
+		stop_to_requeue(st, j, a, k, ATTEMPT_STOP_HUNG, span);
+		return;
+	}
+	const struct node *n = state_node(st, k->node_id);
+	j->has_exit = 1;
+	j->exit_code = 124;
+	text_printf(j->reason, sizeof(j->reason),
+	            "rank %d on %s made no progress for %s: hung (its stacks are in its stderr, "
+	            "anvil logs %lld)%s",
+	            k->rank, n ? n->name : "?", span, (long long)j->id,
+	            wants_requeue(j) ? "; not requeued: no restart left (max_restarts)" : "");
+	attempt_stop_to(st, a, ATTEMPT_STOP_RANK_FAILED, k->node_id, "rank %d hung", k->rank);
 }
 
 /* j's lost attempt a is requeued: its next attempt waits for a's lease. */
@@ -128,6 +168,14 @@ static void requeue_held(struct state *st, struct job *j, const struct attempt *
 	state_hold_until(st, a->lease_end_ms);
 }
 
+/* The final state of an attempt whose cause requeues its job. */
+static enum job_state requeued_as(const struct attempt *a)
+{
+	return decides(a, MACHINE_ENDS_LOST)     ? JOB_LOST
+	       : decides(a, MACHINE_ENDS_FAILED) ? JOB_FAILED
+	                                         : JOB_PREEMPTED;
+}
+
 static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 {
 	int lost = 0, failed = 0;
@@ -143,10 +191,10 @@ static void finish_attempt(struct state *st, struct job *j, struct attempt *a)
 	/* The cancel request decides over every cause, then the cause. */
 	int requeue = !j->cancel_requested && decides(a, MACHINE_REQUEUES);
 	enum job_state s = j->cancel_requested ? JOB_CANCELLED
-	                   : requeue ? (decides(a, MACHINE_ENDS_LOST) ? JOB_LOST : JOB_PREEMPTED)
-	                   : lost    ? JOB_LOST
-	                   : failed  ? JOB_FAILED
-	                             : JOB_SUCCEEDED;
+	                   : requeue           ? requeued_as(a)
+	                   : lost              ? JOB_LOST
+	                   : failed            ? JOB_FAILED
+	                                       : JOB_SUCCEEDED;
 	if (attempt_to(st, a, s))
 		return;
 	if (requeue) { /* back in the queue; a new attempt later */
@@ -252,9 +300,8 @@ static void rank_end(struct state *st, struct attempt *a, struct rank *k, enum r
 		return;
 	/* Lost with its node: the job is requeued when it wants to be and has
 	 * restarts left, unless something stops the attempt already. */
-	if (to == RANK_LOST && !attempt_ending(a) && !j->cancel_requested && wants_requeue(j) &&
-	    restarts_of(j) < max_restarts_of(j)) {
-		stop_to_requeue(st, j, a, k);
+	if (to == RANK_LOST && !attempt_ending(a) && requeues(j)) {
+		stop_to_requeue(st, j, a, k, ATTEMPT_STOP_NODE_LOST, NULL);
 		finish_attempt(st, j, a);
 		return;
 	}
@@ -391,6 +438,10 @@ static void apply_report(struct state *st, struct node *n, const json_t *rep)
 	const json_t *up = json_object_get(rep, "checkpoint");
 	if (j && j->checkpointing && r == 0 && json_is_object(up))
 		add_checkpoint(st, j, a, up);
+	int64_t hung = jv_int(rep, "hung_ms", 0);
+	if (j && j->hang_timeout_ms > 0 && hung > 0 && !attempt_ending(a) &&
+	    strcmp(s, "running") == 0 && k->state == RANK_RUNNING)
+		rank_hung(st, j, a, k, hung);
 	if (strcmp(s, "running") == 0 || strcmp(s, "starting") == 0) {
 		if (k->state == RANK_ASSIGNED)
 			rank_running(st, j, a, k);

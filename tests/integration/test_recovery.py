@@ -5,6 +5,7 @@ one; a rank whose agent cannot reach the server stops by itself once its
 lease runs out (self-fencing), even with its agent stopped; a job that has
 used its --max-restarts ends lost, with exit status 75 and the reason; and
 --no-requeue keeps a checkpointing job from being requeued."""
+import json
 import os
 import signal
 import time
@@ -122,7 +123,7 @@ def test_max_restarts_exhausted_ends_lost_with_the_reason_and_75():
     with cluster(agents=2, gpus=1, node_timeout="2s", name="maxrs") as c:
         r = c.cli("run", "--gpus", "1", "--requeue", "--max-restarts", "1", "--json", "--",
                   "sleep", "600", check=True)
-        j = __import__("json").loads(r.stdout)["job"]["id"]
+        j = json.loads(r.stdout)["job"]["id"]
         for attempt in (1, 2):
             wait_for(lambda: two_running(c, j, attempts=attempt), timeout=30,
                      what="attempt %d running" % attempt)
@@ -148,7 +149,7 @@ def test_no_requeue_keeps_a_checkpointing_job_lost():
     with cluster(agents=2, gpus=1, node_timeout="2s", name="norq") as c:
         r = c.cli("run", "--gpus", "1", "--checkpointing", "--no-requeue", "--json", "--",
                   "sleep", "600", check=True)
-        j = __import__("json").loads(r.stdout)["job"]["id"]
+        j = json.loads(r.stdout)["job"]["id"]
         wait_for(lambda: two_running(c, j), what="running")
         assert c.job(j)["requeue"] is False
         c.kill_agent(agent_index(node_of(c, j)))
@@ -216,7 +217,42 @@ def test_checkpoints_are_uploaded_as_written_and_restored_on_another_node():
         c.cli("cancel", str(j), check=True)
 
 
+def test_a_hung_rank_has_its_stacks_kept_and_is_requeued():
+    with cluster(agents=1, gpus=1, name="hang") as c:
+        # prints once, then sits in a sleep: no output, no heartbeat, idle GPU
+        r = c.cli("run", "--gpus", "1", "--requeue", "--hang-timeout", "3s", "--json", "--",
+                  "sh", "-c", "env | grep -E 'NCCL|COLLECTIVE'; exec sleep 600", check=True)
+        j = json.loads(r.stdout)["job"]["id"]
+        wait_for(lambda: len(c.job(j)["attempts"]) >= 2, timeout=30, what="requeued after its hang")
+        first = c.job(j)["attempts"][0]
+        assert first["state"] == "failed", first
+        assert "made no progress for 3s (hung; restart 1 of 3)" in first["end_reason"], first
+        log = os.path.join(c.work_dir(0), "logs", "%d-0" % first["id"])
+        out = open(log + ".log").read()
+        assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in out and "ANVIL_COLLECTIVE_TIMEOUT_S=2" in out, out
+        err = open(log + ".err").read()
+        assert "declared hung; the stacks of its" in err, err
+        assert "--- pid " in err and "(sleep), waiting in" in err, err
+        events = c.api("GET", "/v1/events?job=%d" % j)["events"]
+        assert any(e["kind"] == "job.hung" for e in events), events
+        c.cli("cancel", str(j), check=True)
+
+
+def test_a_heartbeat_keeps_a_quiet_rank_alive_and_a_hang_without_requeue_fails():
+    with cluster(agents=1, gpus=1, name="beat") as c:
+        beat = c.submit(["sh", "-c", "for i in $(seq 12); do touch $ANVIL_HEARTBEAT_FILE; "
+                         "sleep 0.5; done"], gpus=1, hang_timeout_ms=2000)["id"]
+        done = c.wait_job(beat, timeout=30)
+        assert done["state"] == "succeeded" and len(done["attempts"]) == 1, done
+        hung = c.submit(["sleep", "600"], gpus=1, hang_timeout_ms=2000)["id"]
+        done = c.wait_job(hung, timeout=30)
+        assert done["state"] == "failed" and done["exit_code"] == 124, done
+        assert "made no progress for 2s: hung (its stacks are in its stderr" in done["reason"], done
+
+
 run_tests([test_checkpoints_are_uploaded_as_written_and_restored_on_another_node,
+           test_a_hung_rank_has_its_stacks_kept_and_is_requeued,
+           test_a_heartbeat_keeps_a_quiet_rank_alive_and_a_hang_without_requeue_fails,
            test_a_lost_node_requeues_a_checkpointing_gang_elsewhere_without_overlap,
            test_a_stopped_agents_ranks_stop_themselves_before_the_replacement_starts,
            test_max_restarts_exhausted_ends_lost_with_the_reason_and_75,

@@ -135,6 +135,8 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                      "--requeue",
 	                      "--max-restarts",
 	                      "5",
+	                      "--hang-timeout",
+	                      "10m",
 	                      "--",
 	                      "python3",
 	                      "train.py",
@@ -151,7 +153,7 @@ TEST(every_option_is_one_field_of_the_servers_table)
 	                "\"head\":\"ray start --head --port=$ANVIL_HEAD_PORT --block\","
 	                "\"worker\":\"ray start --address=$ANVIL_HEAD_ADDR --block\","
 	                "\"head_timeout_ms\":120000,\"mpi\":true,\"requeue\":true,"
-	                "\"max_restarts\":5,\"cwd\":\"/data\","
+	                "\"max_restarts\":5,\"hang_timeout_ms\":600000,\"cwd\":\"/data\","
 	                "\"env\":{\"A\":\"1\"}}");
 	/* every field of the table but "exported" (nothing was), "after" and
 	 * "array" (their own syntax: below) and "session" (anvil shell's, not

@@ -65,17 +65,18 @@ static const char *const admin_matrix[NODE_NSTATES] = {
 
 /* An attempt's stop cause is set once, from none, and never changes. */
 static const char *const stop_matrix[ATTEMPT_STOP_NSTATES] = {
-        /*              none rfail canc pre req time idle gpu rank0 lost */
-        /* none      */ ".xxxxxxxxx",
-        /* rank_fail */ "..........",
-        /* cancelled */ "..........",
-        /* preempted */ "..........",
-        /* requeued  */ "..........",
-        /* time      */ "..........",
-        /* idle      */ "..........",
-        /* gpu_fault */ "..........",
-        /* rank0     */ "..........",
-        /* node_lost */ "..........",
+        /*              none rfail canc pre req time idle gpu rank0 lost hung */
+        /* none      */ ".xxxxxxxxxx",
+        /* rank_fail */ "...........",
+        /* cancelled */ "...........",
+        /* preempted */ "...........",
+        /* requeued  */ "...........",
+        /* time      */ "...........",
+        /* idle      */ "...........",
+        /* gpu_fault */ "...........",
+        /* rank0     */ "...........",
+        /* node_lost */ "...........",
+        /* hung      */ "...........",
 };
 
 static const char *const cancel_matrix[JOB_CANCEL_NSTATES] = {
@@ -141,6 +142,7 @@ TEST(stop_and_cancel_events)
 	        [ATTEMPT_STOP_TIME_LIMIT] = "job.timeout",
 	        [ATTEMPT_STOP_IDLE] = "job.idle_timeout",
 	        [ATTEMPT_STOP_GPU_FAULT] = "job.gpu_fault",
+	        [ATTEMPT_STOP_HUNG] = "job.hung",
 	};
 	for (int s = 1; s < ATTEMPT_STOP_NSTATES; s++) {
 		const struct machine_move *m =
@@ -155,7 +157,8 @@ TEST(stop_and_cancel_events)
 }
 
 /* What each cause decides, written out again: requeue (R), the first
- * failing rank's status (S), rank 0's end only (0), ends lost (L). */
+ * failing rank's status (S), rank 0's end only (0), ends lost (L), ends
+ * failed (F). */
 TEST(stop_outcomes_are_the_list)
 {
 	static const char *const decides[ATTEMPT_STOP_NSTATES] = {
@@ -164,6 +167,7 @@ TEST(stop_outcomes_are_the_list)
 	        [ATTEMPT_STOP_REQUEUED] = "R",     [ATTEMPT_STOP_TIME_LIMIT] = "",
 	        [ATTEMPT_STOP_IDLE] = "",          [ATTEMPT_STOP_GPU_FAULT] = "S",
 	        [ATTEMPT_STOP_RANK0_ENDED] = "S0", [ATTEMPT_STOP_NODE_LOST] = "RL",
+	        [ATTEMPT_STOP_HUNG] = "RF",
 	};
 	for (int s = 0; s < ATTEMPT_STOP_NSTATES; s++) {
 		const struct machine_outcome *o = machine_outcome(MACHINE_ATTEMPT_STOP, s);
@@ -177,6 +181,8 @@ TEST(stop_outcomes_are_the_list)
 		          strchr(decides[s], '0') != NULL);
 		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_ENDS_LOST),
 		          strchr(decides[s], 'L') != NULL);
+		CHECK_INT(machine_decides(MACHINE_ATTEMPT_STOP, s, MACHINE_ENDS_FAILED),
+		          strchr(decides[s], 'F') != NULL);
 	}
 	for (int s = 0; s < JOB_CANCEL_NSTATES; s++)
 		CHECK_INT(machine_outcome(MACHINE_JOB_CANCEL, s)->state, s);

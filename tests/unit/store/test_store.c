@@ -226,6 +226,7 @@ TEST(attempt_stop_cause_round_trips_as_stored)
 	        [ATTEMPT_STOP_RANK0_ENDED] = ATTEMPT_STOP_RANK0_ENDED,
 	        /* kept as a requeue, so that it still requeues after a restart */
 	        [ATTEMPT_STOP_NODE_LOST] = ATTEMPT_STOP_REQUEUED,
+	        [ATTEMPT_STOP_HUNG] = ATTEMPT_STOP_REQUEUED,
 	};
 	for (int s = 0; s < ATTEMPT_STOP_NSTATES; s++) {
 		struct tmpdb d;
