@@ -73,8 +73,8 @@ enum {
 	MACHINE_REQUEUES = 1, /* it ends preempted and its job is pending again */
 	MACHINE_RANK_STATUS =
 	        2, /* the first rank to fail gives the job its exit status and reason */
-	MACHINE_RANK0_ONLY = 4, /* only rank 0's end counts (the others were stopped for it) */
-	MACHINE_ENDS_LOST = 8,  /* with MACHINE_REQUEUES: it ends lost, not preempted */
+	MACHINE_RANK0_ONLY = 4,   /* only rank 0's end counts (the others were stopped for it) */
+	MACHINE_ENDS_LOST = 8,    /* with MACHINE_REQUEUES: it ends lost, not preempted */
 	MACHINE_ENDS_FAILED = 16, /* with MACHINE_REQUEUES: it ends failed, not preempted */
 };
 

@@ -210,8 +210,8 @@ struct job {
 	int requeue;
 	int max_restarts;
 	int64_t hang_timeout_ms; /* a rank without progress this long is hung; 0: never */
-	int64_t cpu_millis;   /* per rank, thousandths of a CPU; 0: no limit */
-	int64_t memory_bytes; /* per rank; 0: no limit */
+	int64_t cpu_millis;      /* per rank, thousandths of a CPU; 0: no limit */
+	int64_t memory_bytes;    /* per rank; 0: no limit */
 	/* Dependencies, as `sbatch --dependency`: [{"job": ID, "when": "ok" |
 	 * "any" | "failed"}], or NULL. The job waits until each holds. */
 	json_t *after;
