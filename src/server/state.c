@@ -135,6 +135,8 @@ int state_put_queue(struct state *st, const json_t *body, char *err, size_t errl
 		rc = store_put_queue(st->core->store, name, q->priority, extra);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
+	if (rc) /* else the next flush's begin finds this transaction open */
+		store_rollback(st->core->store);
 	json_decref(extra);
 	st->core->need_schedule = 1;
 	return rc;
@@ -181,6 +183,8 @@ int state_put_team(struct state *st, const char *name, int weight)
 		rc = store_put_team(st->core->store, name, extra);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
+	if (rc) /* else the next flush's begin finds this transaction open */
+		store_rollback(st->core->store);
 	json_decref(extra);
 	st->core->need_schedule = 1;
 	return rc;
@@ -240,9 +244,12 @@ int state_flush_end(struct state *st, int rc)
 	else
 		store_rollback(st->core->store);
 	if (rc) {
-		/* the housekeeping retries every 50 ms: say it once in 10 s */
+		/* the housekeeping retries every 50 ms: say it once in 10 s
+		 * (docs/operations.md), count each on /metrics */
 		int64_t now = now_ms();
 		st->core->flush_failures++;
+		st->stats.flush_failures++;
+		st->stats.unwritten = 1;
 		if (st->core->flush_failed_logged_ms == 0 ||
 		    now - st->core->flush_failed_logged_ms >= 10000) {
 			log_error("state flush failed: %s (%lld failure(s) since the last word; "
@@ -254,6 +261,7 @@ int state_flush_end(struct state *st, int rc)
 		}
 		return rc;
 	}
+	st->stats.unwritten = 0;
 	if (st->core->flush_failed_logged_ms) {
 		log_info("state flush works again");
 		st->core->flush_failed_logged_ms = 0;

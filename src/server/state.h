@@ -81,8 +81,10 @@ struct state_stats {
 	uint64_t submitted_total;
 	uint64_t placed_total;
 	uint64_t sched_passes;
-	uint64_t sched_skipped; /* cycles skipped: nothing could be placed */
-	uint64_t refused_moves; /* state changes the machines refused: a bug if not 0 */
+	uint64_t sched_skipped;  /* cycles skipped: nothing could be placed */
+	uint64_t refused_moves;  /* state changes the machines refused: a bug if not 0 */
+	uint64_t flush_failures; /* flushes that could not write (a full disk): retried */
+	int unwritten;           /* the last flush failed: changes wait in memory */
 	double sched_seconds;
 };
 
