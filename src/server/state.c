@@ -325,8 +325,27 @@ void state_bump(struct state *st, struct node *n)
 	/* the rest of its row is marked by whatever changes it */
 	n->gen_dirty = 1;
 	st->core->nodes_dirty = 1;
-	if (st->wake)
-		st->wake(st, n);
+	/* Its agent is told once the change is written (state_wake_written),
+	 * never before: a change a node acted on that the database then lost
+	 * (a full disk, then a restart) would be undone on the server only,
+	 * and a cancelled job, its rank stopped, would read as failed. */
+	n->wake_held = 1;
+	st->core->wakes_held = 1;
+}
+
+void state_wake_written(struct state *st)
+{
+	if (!st->core->wakes_held)
+		return;
+	st->core->wakes_held = 0;
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (!n->wake_held)
+			continue;
+		n->wake_held = 0;
+		if (st->wake)
+			st->wake(st, n);
+	}
 }
 
 /* ---- loading ---- */
