@@ -750,6 +750,19 @@ out:
 	json_decref(o);
 }
 
+/* Whether c's 503 is the server's own "your desired set is not stored
+ * yet" (server/agentproto.c), not a proxy's: its error body, code busy. */
+static int held_answer(const struct call *c)
+{
+	json_t *o = NULL;
+	char why[64];
+	if (!c->answer.len || jv_parse_object(c->answer.data, c->answer.len, &o, why, sizeof(why)))
+		return 0;
+	int busy = strcmp(jv_str(json_object_get(o, "error"), "code", ""), "busy") == 0;
+	json_decref(o);
+	return busy;
+}
+
 static void call_done(struct syncer *s, struct call *c, CURLcode cc)
 {
 	long status = 0;
@@ -762,6 +775,12 @@ static void call_done(struct syncer *s, struct call *c, CURLcode cc)
 			failure(s, "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
 	} else if (status == 200) {
 		answered(s, c);
+	} else if (status == 503 && held_answer(c)) {
+		/* the server has us, and holds a change it cannot store yet:
+		 * our ranks keep running, and so does their lease */
+		renew_lease(s, c);
+		if (latest)
+			failure(s, "HTTP 503: %.300s", c->answer.data ? c->answer.data : "");
 	} else if (status == 401 && c->identity != s->identity) {
 		/* sent with the identity before the last registration: stale */
 	} else if (status == 401) {

@@ -23,6 +23,9 @@ static const struct err_entry table[] = {
         {-ENOENT, "not_found", "no such file or directory", 404},
         {-ENOMEM, "no_memory", "out of memory", 503},
         {-EIO, "io", "input/output error", 500},
+        /* the server's disk: the request was fine, the room is not there */
+        {-ENOSPC, "no_space", "no space left on the server's disk", 507},
+        {-EDQUOT, "no_space", "the server's disk quota is exceeded", 507},
 };
 
 static const struct err_entry *find(int code)

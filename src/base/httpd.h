@@ -28,6 +28,11 @@
  * libmicrohttpd's own messages go to the guard, which logs each kind at
  * most once a minute.
  *
+ * A request's path and query arguments arrive decoded, except that an
+ * escape of a control byte (%00 to %1F, %7F) is left as written: a NUL
+ * would end the C string early and the handler would read another name
+ * than the client sent. A handler that finds such an escape refuses it.
+ *
  * Handlers run on MHD's thread pool, so they may run concurrently; the
  * handler's owner protects its own state. httpd keeps per-route request
  * counts and latency histograms (set req->route to a static label) and

@@ -334,6 +334,8 @@ struct node {
 	                       * server started */
 	int dirty;            /* the row changed since the last flush */
 	int gen_dirty;        /* its generation did: alone, flush writes only that */
+	int wake_held;        /* its desired set changed and is not written yet: its agent
+	                       * is told once it is (state_bump, server/state.c) */
 	void *waiter;         /* the suspended long poll, if any (server/agentproto.c) */
 	int64_t waiter_deadline_ms;
 	int64_t waiter_gen;

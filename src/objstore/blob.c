@@ -87,6 +87,9 @@ int blob_key_check(const char *key, char *err, size_t errlen)
 	         strcmp(key, "sha256") == 0 || strcmp(key, "staging") == 0)
 		why = "sha256/ and staging/ are the store's own (content keys, uploads)";
 	for (const char *c = key; !why && *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			why = "no control bytes (a newline, a tab, ...)";
+	for (const char *c = key; !why && *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 		      (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-' || *c == '/'))
 			why = "letters, digits and . _ - / only";
@@ -256,14 +259,51 @@ int blob_put_file(struct blob_store *s, const char *path, char key[80], struct b
 	return rc;
 }
 
-int blob_put_named(struct blob_store *s, const char *key, const void *data, size_t len,
-                   struct blob_info *info)
+int blob_key_conflict(struct blob_store *s, const char *key, char *other, size_t len)
+{
+	char *path = path_of(s, key);
+	char *rel = path + strlen(s->dir) + 1; /* the key, in its file's name */
+	struct stat sb;
+	int rc = 0;
+	/* an object at a prefix (a/b's a) is a file where a directory must be */
+	for (char *p = strchr(rel, '/'); p && rc == 0; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		int found = stat(path, &sb) == 0;
+		if (found && !S_ISDIR(sb.st_mode)) {
+			snprintf(other, len, "%s", rel);
+			rc = ERR_CONFLICT;
+		}
+		*p = '/';
+		if (!found)
+			break; /* nor anything deeper */
+	}
+	/* objects under it (a's a/b) are a directory where its file must be;
+	 * an empty one, what deleting them left, is removed */
+	if (rc == 0 && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && rmdir(path) < 0) {
+		snprintf(other, len, "%s/", rel);
+		rc = ERR_CONFLICT;
+	}
+	free(path);
+	return rc;
+}
+
+/* A named put's checks: the key's rules, and no object in its way. */
+static int named_ok(struct blob_store *s, const char *key)
 {
 	char err[128];
 	if (blob_key_check(key, err, sizeof(err)))
 		return ERR_INVALID;
+	return blob_key_conflict(s, key, err, sizeof(err));
+}
+
+int blob_put_named(struct blob_store *s, const char *key, const void *data, size_t len,
+                   struct blob_info *info)
+{
+	int rc = named_ok(s, key);
+	if (rc)
+		return rc;
 	char *tmpsrc = xasprintf("%s/staging/src-%d-%lu", s->dir, (int)getpid(), unique());
-	int rc = make_parents(tmpsrc);
+	rc = make_parents(tmpsrc);
 	int fd = rc ? -1 : open(tmpsrc, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		rc = rc ? rc : -errno;
@@ -291,14 +331,14 @@ int blob_put_named(struct blob_store *s, const char *key, const void *data, size
 int blob_put_named_file(struct blob_store *s, const char *key, const char *path,
                         struct blob_info *info)
 {
-	char err[128];
-	if (blob_key_check(key, err, sizeof(err)))
-		return ERR_INVALID;
+	int rc = named_ok(s, key);
+	if (rc)
+		return rc;
 	int in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -errno;
 	char *final = path_of(s, key);
-	int rc = copy_atomic(in, final, info);
+	rc = copy_atomic(in, final, info);
 	close(in);
 	if (rc == 0)
 		rc = write_meta(s, key, info);

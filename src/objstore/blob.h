@@ -75,5 +75,11 @@ int blob_stat(struct blob_store *s, const char *key, struct blob_info *info);
 int blob_delete(struct blob_store *s, const char *key);
 /* 0 when key is one a named put accepts, else ERR_INVALID with why. */
 int blob_key_check(const char *key, char *err, size_t errlen);
+/* 0 when a named put of key has room in the store's tree, else
+ * ERR_CONFLICT with the key in its way in other: an object at a prefix of
+ * key ("a" for "a/b"), or "KEY/" when objects lie under key. A key is an
+ * object or a prefix of objects, never both (a file cannot also be a
+ * directory). The named puts check it themselves. */
+int blob_key_conflict(struct blob_store *s, const char *key, char *other, size_t len);
 
 #endif

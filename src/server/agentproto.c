@@ -1,6 +1,8 @@
 /* agentproto.c - /v1/agent/register and the level-triggered /v1/agent/sync
  * long poll. A node has at most one waiting poll (node->waiter); a newer
- * sync, a change to the node's desired set, or the deadline answers it. */
+ * sync, a change to the node's desired set once it is written
+ * (state_wake_written), or the deadline answers it. A desired set with a
+ * change not written yet is never sent (answer()). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +184,16 @@ int agentproto_register(struct server *s, struct httpd_req *req)
 
 static void answer(struct state *st, struct node *n, struct httpd_req *req)
 {
+	if (n->wake_held) {
+		/* Its desired set changed and the change is not written yet
+		 * (state_bump): the agent keeps what it runs, retries, and
+		 * hears of it once it is written, never of a change that a
+		 * restart could take back. */
+		httpd_error(req, ERR_BUSY,
+		            "the node's desired set changed and is not stored yet (the server "
+		            "cannot write its state: see its log); ask again");
+		return;
+	}
 	char *text = state_desired_text(st, n);
 	httpd_json(req, 200, text);
 	free(text);

@@ -23,6 +23,7 @@
  * (its uploaded checkpoints, agent/ckpt.h), nothing else. The state lock is held only to
  * check that; the store's calls run outside it, on the HTTP thread.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,9 +53,33 @@ struct object_key {
 	char hex[HASH_HEX_LEN + 1];
 };
 
+/* The first escape of a control byte in a path (httpd leaves them as
+ * written: base/httpd.h), or NULL. */
+static const char *control_escape(const char *s)
+{
+	for (const char *p = strchr(s, '%'); p; p = strchr(p + 1, '%')) {
+		if (!isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
+			continue;
+		char hex[3] = {p[1], p[2], '\0'};
+		unsigned long v = strtoul(hex, NULL, 16);
+		if (v < 0x20 || v == 0x7f)
+			return p;
+	}
+	return NULL;
+}
+
 static int parse_key(const char *rest, struct object_key *k, char *err, size_t errlen)
 {
 	k->given = rest;
+	const char *ctl = control_escape(rest);
+	if (ctl) {
+		/* refused, not cut: decoded, a%00b would be stored as a */
+		snprintf(err, errlen,
+		         "object key '%.200s': holds %.3s, %s; a key is letters, digits and "
+		         ". _ - / only",
+		         rest, ctl, strncmp(ctl, "%00", 3) == 0 ? "a NUL byte" : "a control byte");
+		return ERR_INVALID;
+	}
 	if (objects_key_canon(rest, k->key, sizeof(k->key), err, errlen))
 		return ERR_INVALID;
 	k->content = objects_key_hash(k->key, k->hex);
@@ -165,6 +190,11 @@ static void store_failed(struct httpd_req *req, const struct object_key *k, int 
 		         "object %s is corrupt in the store (its size or hash "
 		         "differs from its record)",
 		         k->key);
+	else if (rc == -ENOSPC || rc == -EDQUOT)
+		snprintf(msg, sizeof(msg),
+		         "object %s: cannot %s it: %s (make room in the state directory's "
+		         "file system, then send it again)",
+		         k->key, what, err_msg(rc));
 	else
 		snprintf(msg, sizeof(msg), "object %s: cannot %s it: %s", k->key, what,
 		         err_msg(rc));
@@ -234,10 +264,26 @@ static json_t *put_named(struct server *s, struct httpd_req *req, const struct o
                          int *status)
 {
 	struct blob_info info;
-	/* one named put at a time: two of one key could mix data and record */
+	char other[KEY_MAX + 2];
+	/* one named put at a time: two of one key could mix data and record,
+	 * and a and a/b could each pass the other's check */
 	pthread_mutex_lock(&s->objects_mu);
-	int rc = blob_put_named_file(s->state.objects, k->key, req->body_path, &info);
+	int rc = blob_key_conflict(s->state.objects, k->key, other, sizeof(other));
+	if (rc == 0)
+		rc = blob_put_named_file(s->state.objects, k->key, req->body_path, &info);
 	pthread_mutex_unlock(&s->objects_mu);
+	if (rc == ERR_CONFLICT) {
+		char msg[2 * KEY_MAX + 200];
+		snprintf(msg, sizeof(msg),
+		         "object key '%s': %s '%s'; a key is an object or a prefix of objects, "
+		         "never both",
+		         k->key,
+		         other[strlen(other) - 1] == '/' ? "is a prefix of the objects under"
+		                                         : "is under the existing object",
+		         other);
+		httpd_error(req, rc, msg);
+		return NULL;
+	}
 	if (rc) {
 		store_failed(req, k, rc, "store");
 		return NULL;

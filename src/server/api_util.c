@@ -1,5 +1,6 @@
 /* api_util.c - what the API files share: JSON answers, path ids, bodies,
  * flushing before an answer, a create's Idempotency-Key. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,18 @@ int64_t api_path_id(const char *seg, size_t len)
 int api_flush_or_fail(struct state *st, struct httpd_req *req)
 {
 	int rc = state_flush(st);
-	if (rc)
-		httpd_error(req, rc, "cannot persist the change");
+	if (rc == 0)
+		return 0;
+	/* The change is made in memory and cannot be taken back whole; what
+	 * holds is that no agent acts on it before it is written (state.h):
+	 * the answer says exactly that (docs/operations.md, "The server"). */
+	char msg[400];
+	snprintf(msg, sizeof(msg),
+	         "accepted but not yet stored: %s; the server keeps it in memory and writes it "
+	         "as soon as it can (it retries every 50 ms), and no node acts on it before "
+	         "then; if the server restarts first, it is lost: send it again",
+	         rc == -ENOSPC || rc == -EDQUOT ? "the server's disk is full" : err_msg(rc));
+	httpd_error(req, rc, msg);
 	return rc;
 }
 

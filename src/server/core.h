@@ -80,6 +80,7 @@ struct state_core {
 	int nevents, capevents;
 	int need_schedule;              /* a change may let work start: run a cycle */
 	int64_t hold_wake_ms;           /* the earliest hold's end (wall ms); 0: none */
+	int wakes_held;                 /* some node's wake_held is set (state_bump) */
 	int64_t flush_failed_logged_ms; /* when a failed flush was last logged; 0: none failing */
 	int64_t flush_failures;         /* failed flushes since then */
 	struct scratch *glue;           /* made by the glue's first use, freed by it */
@@ -143,6 +144,9 @@ void state_want_schedule(struct state *st);             /* run a cycle when sett
  * earliest such time (now, wall ms) has passed. */
 void state_hold_until(struct state *st, int64_t until);
 void state_hold_check(struct state *st, int64_t now);
+/* After a flush that wrote everything (state_flush): the nodes whose
+ * desired sets changed (state_bump) are woken now, with what is stored. */
+void state_wake_written(struct state *st);
 /* Interns s for the scheduler (names); 0 for NULL or "". */
 uint32_t state_intern(struct state *st, const char *s);
 void state_index_job(struct state *st, struct job *j);

@@ -103,6 +103,7 @@ int state_flush(struct state *st)
 	if (c->fleet_dirty)
 		fleet_flushed(st);
 	c->fleet_dirty = 0;
+	state_wake_written(st);
 	return 0;
 }
 

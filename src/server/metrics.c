@@ -75,6 +75,15 @@ void server_metrics(struct server *s, struct buf *out)
 	           "# TYPE anvil_state_refused_moves_total counter\n"
 	           "anvil_state_refused_moves_total %llu\n",
 	           (unsigned long long)st->stats.refused_moves);
+	buf_printf(out,
+	           "# HELP anvil_state_flush_failures_total Writes of the state that failed (a "
+	           "full disk); each is retried, the log says so once in 10 s.\n"
+	           "# TYPE anvil_state_flush_failures_total counter\n"
+	           "anvil_state_flush_failures_total %llu\n",
+	           (unsigned long long)st->stats.flush_failures);
+	gauge(out, "anvil_state_unwritten",
+	      "1 while changes wait in memory because the last write of the state failed.");
+	buf_printf(out, "anvil_state_unwritten %d\n", st->stats.unwritten);
 	state_unlock(st);
 	httpd_metrics(s->http, "anvil", out);
 }

@@ -78,6 +78,8 @@ json_t *api_body(struct httpd_req *req, const struct jv_field *fields);
 /* "Authorization: Bearer WANT", compared in constant time; NULL or ""
  * want (a revoked secret): no. */
 int api_token_ok(struct httpd_req *req, const char *want);
+/* state_flush: 0, or the error answered: the change stays in memory, is
+ * written by a later flush, and reaches no agent before (state.h). */
 int api_flush_or_fail(struct state *st, struct httpd_req *req);
 /* Answers the node's waiting sync poll, if any, with 401 and why, not its
  * desired set: the poll belongs to a registration that is over (the node

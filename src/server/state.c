@@ -135,6 +135,8 @@ int state_put_queue(struct state *st, const json_t *body, char *err, size_t errl
 		rc = store_put_queue(st->core->store, name, q->priority, extra);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
+	if (rc) /* else the next flush's begin finds this transaction open */
+		store_rollback(st->core->store);
 	json_decref(extra);
 	st->core->need_schedule = 1;
 	return rc;
@@ -181,6 +183,8 @@ int state_put_team(struct state *st, const char *name, int weight)
 		rc = store_put_team(st->core->store, name, extra);
 	if (rc == 0)
 		rc = store_commit(st->core->store);
+	if (rc) /* else the next flush's begin finds this transaction open */
+		store_rollback(st->core->store);
 	json_decref(extra);
 	st->core->need_schedule = 1;
 	return rc;
@@ -240,9 +244,12 @@ int state_flush_end(struct state *st, int rc)
 	else
 		store_rollback(st->core->store);
 	if (rc) {
-		/* the housekeeping retries every 50 ms: say it once in 10 s */
+		/* the housekeeping retries every 50 ms: say it once in 10 s
+		 * (docs/operations.md), count each on /metrics */
 		int64_t now = now_ms();
 		st->core->flush_failures++;
+		st->stats.flush_failures++;
+		st->stats.unwritten = 1;
 		if (st->core->flush_failed_logged_ms == 0 ||
 		    now - st->core->flush_failed_logged_ms >= 10000) {
 			log_error("state flush failed: %s (%lld failure(s) since the last word; "
@@ -254,6 +261,7 @@ int state_flush_end(struct state *st, int rc)
 		}
 		return rc;
 	}
+	st->stats.unwritten = 0;
 	if (st->core->flush_failed_logged_ms) {
 		log_info("state flush works again");
 		st->core->flush_failed_logged_ms = 0;
@@ -332,8 +340,27 @@ void state_bump(struct state *st, struct node *n)
 	/* the rest of its row is marked by whatever changes it */
 	n->gen_dirty = 1;
 	st->core->nodes_dirty = 1;
-	if (st->wake)
-		st->wake(st, n);
+	/* Its agent is told once the change is written (state_wake_written),
+	 * never before: a change a node acted on that the database then lost
+	 * (a full disk, then a restart) would be undone on the server only,
+	 * and a cancelled job, its rank stopped, would read as failed. */
+	n->wake_held = 1;
+	st->core->wakes_held = 1;
+}
+
+void state_wake_written(struct state *st)
+{
+	if (!st->core->wakes_held)
+		return;
+	st->core->wakes_held = 0;
+	for (int i = 0; i < st->nnodes; i++) {
+		struct node *n = st->nodes[i];
+		if (!n->wake_held)
+			continue;
+		n->wake_held = 0;
+		if (st->wake)
+			st->wake(st, n);
+	}
 }
 
 /* ---- loading ---- */

@@ -11,7 +11,10 @@
  * priority, job priority, then FIFO); `active` holds attempts that are not
  * final. The desired set of a node - what its agent should run - is every
  * non-final rank on it of an active attempt that is not ending; any change
- * to it bumps node->generation and wakes the node's long poll.
+ * to it bumps node->generation, and the flush that writes the change wakes
+ * the node's long poll: an agent never acts on a change that is not
+ * stored (a flush that fails on a full disk holds it back, and a restart
+ * before it is written loses it on both sides alike).
  */
 #ifndef ANVIL_STATE_H
 #define ANVIL_STATE_H
@@ -85,8 +88,10 @@ struct state_stats {
 	uint64_t submitted_total;
 	uint64_t placed_total;
 	uint64_t sched_passes;
-	uint64_t sched_skipped; /* cycles skipped: nothing could be placed */
-	uint64_t refused_moves; /* state changes the machines refused: a bug if not 0 */
+	uint64_t sched_skipped;  /* cycles skipped: nothing could be placed */
+	uint64_t refused_moves;  /* state changes the machines refused: a bug if not 0 */
+	uint64_t flush_failures; /* flushes that could not write (a full disk): retried */
+	int unwritten;           /* the last flush failed: changes wait in memory */
 	double sched_seconds;
 };
 
@@ -109,7 +114,7 @@ struct state {
 	 * where workflow outputs, checkpoints and code bundles are kept. NULL
 	 * in tests without one: a cached result is then trusted unchecked. */
 	struct blob_store *objects;
-	/* called (lock held) whenever a node's desired set changed */
+	/* called (lock held) when a change to a node's desired set is written */
 	void (*wake)(struct state *st, struct node *n);
 	struct state_core *core;
 };

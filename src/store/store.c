@@ -153,6 +153,7 @@ struct memo {
 struct store {
 	sqlite3 *db;
 	struct checkpointer *ckpt; /* NULL: SQLite checkpoints in the commits */
+	int opened;                /* store_open is done: failures are the caller's to say */
 	sqlite3_stmt *st[ST_N];
 	struct put put[PUT_N];
 	struct memo memo[FIELDS_MAX]; /* by the field's index in fields_job */
@@ -180,10 +181,28 @@ const char *store_error(struct store *st)
 	return sqlite3_errmsg(st->db);
 }
 
+/* The code of the last failure: a full disk (SQLITE_FULL, or a write's
+ * ENOSPC or EDQUOT underneath) is -ENOSPC or -EDQUOT, which base/err.h
+ * answers with 507; anything else -EIO. */
+static int code_of(struct store *st)
+{
+	int sys = sqlite3_system_errno(st->db);
+	if (sys == EDQUOT)
+		return -EDQUOT;
+	return sqlite3_errcode(st->db) == SQLITE_FULL || sys == ENOSPC ? -ENOSPC : -EIO;
+}
+
+/* While the store opens, a failure stops the server: said here. Once
+ * open, the caller decides (store_error() has the message): a flush that
+ * fails on a full disk is retried every 50 ms, and a line each time here
+ * would flood the log the caller rate-limits (server/state.c). */
 static int fail(struct store *st, const char *what)
 {
-	log_error("sqlite %s failed: %s", what, sqlite3_errmsg(st->db));
-	return -EIO;
+	if (st->opened)
+		log_debug("sqlite %s failed: %s", what, sqlite3_errmsg(st->db));
+	else
+		log_error("sqlite %s failed: %s", what, sqlite3_errmsg(st->db));
+	return code_of(st);
 }
 
 static int exec_sql(struct store *st, const char *sql)
@@ -286,6 +305,7 @@ out:
 		store_close(st);
 		return rc;
 	}
+	st->opened = 1;
 	*out = st;
 	return 0;
 }

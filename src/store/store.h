@@ -110,7 +110,10 @@ struct store_loader {
 
 int store_load(struct store *st, const struct store_loader *l);
 
-/* Last error message from SQLite, for logs. */
+/* Last error message from SQLite, for logs. Once the store is open its
+ * calls do not log their failures (only at debug level): the caller
+ * says them. A failure is -ENOSPC or -EDQUOT when the disk is full or
+ * over quota, else -EIO. */
 const char *store_error(struct store *st);
 
 #endif

@@ -98,7 +98,7 @@ class Cluster:
 
     def __init__(self, agents=2, gpus=4, node_timeout="30s", name="cluster", server_args=(),
                  agent_args=(), topo=False, gpu_reset_ms=None, agent_env=None, hosts=None,
-                 server_env=None):
+                 server_env=None, state_tmpfs=None):
         self.dir = tempfile.mkdtemp(prefix="anvil-it-%s-" % name)
         self.home = os.path.join(self.dir, "home")
         self.state_dir = os.path.join(self.dir, "state")
@@ -116,7 +116,15 @@ class Cluster:
         self.server = None
         self.port = 0
         self.agents = {}
+        # state_tmpfs: a size ("4m"): STATE_DIR is a file system of its own,
+        # which fill_state_disk() fills (unmounted by stop())
+        self.state_mounted = False
         try:
+            if state_tmpfs:
+                os.makedirs(self.state_dir)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + state_tmpfs, "tmpfs",
+                                self.state_dir], check=True)
+                self.state_mounted = True
             self.start_server()
             for i in range(agents):
                 self.start_agent(i)
@@ -217,6 +225,24 @@ class Cluster:
                 self.server.wait(15)
             except subprocess.TimeoutExpired:
                 self.server.kill()
+        if self.state_mounted:
+            subprocess.run(["umount", self.state_dir], check=False)
+            self.state_mounted = False
+
+    def fill_state_disk(self):
+        """Fills STATE_DIR's file system (state_tmpfs) to its last byte with a
+        file of its own; free_state_disk() removes it."""
+        fd = os.open(os.path.join(self.state_dir, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * 65536)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def free_state_disk(self):
+        os.unlink(os.path.join(self.state_dir, "filler"))
 
     def log(self, name):
         try:

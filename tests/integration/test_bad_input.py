@@ -338,7 +338,7 @@ def test_full_disk_refuses_submissions_whole():
                 accepted += 1
             except urllib.error.HTTPError as e:
                 msg = json.loads(e.read())["error"]["message"]
-                assert e.code == 500 and "nothing was submitted" in msg, (e.code, msg)
+                assert e.code == 507 and "nothing was submitted" in msg, (e.code, msg)
                 refused += 1
                 if refused == 20:
                     break

@@ -109,6 +109,7 @@ def test_looser_modes_of_an_older_version_are_tightened_at_start():
     with cluster(agents=1, gpus=1, name="secrets-old") as c:
         c.submit(["true"], gpus=1)
         work = c.work_dir(0)
+        c.node_secret(0)  # node.json is written a moment after the node is listed
         loose = {c.state_dir: 0o755}
         for name in ("anvil.db", "anvil.db-wal", "anvil.db-shm", "admin.token", "join.token"):
             loose[os.path.join(c.state_dir, name)] = 0o644

@@ -34,6 +34,10 @@ TEST(err_table_maps_codes)
 	CHECK_INT(err_http(ERR_NOTFOUND), 404);
 	CHECK_INT(err_http(ERR_UNFIT), 422);
 	CHECK_INT(err_http(-12345), 500);
+	/* a full disk is the server's want of room, not an internal error */
+	CHECK_INT(err_http(-ENOSPC), 507);
+	CHECK_INT(err_http(-EDQUOT), 507);
+	CHECK_STR(err_name(-ENOSPC), "no_space");
 }
 
 static const struct jv_field fields[] = {

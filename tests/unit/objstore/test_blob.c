@@ -123,9 +123,9 @@ TEST(a_corrupt_object_is_an_error_not_its_bytes)
 TEST(keys_and_uris_are_checked)
 {
 	char err[256];
-	static const char *const bad[] = {"",         "/abs",      "a//b",   "a/../b",
-	                                  "x.meta",   "a/b/",      "sp ace", "a.tmp.1",
-	                                  "sha256/x", "staging/y", "sha256", NULL};
+	static const char *const bad[] = {"",       "/abs",   "a//b",      "a/../b",   "x.meta",
+	                                  "a/b/",   "sp ace", "a.tmp.1",   "sha256/x", "staging/y",
+	                                  "sha256", "a\nb",   "tab\there", "del\x7f",  NULL};
 	for (int i = 0; bad[i]; i++)
 		if (blob_key_check(bad[i], err, sizeof(err)) != ERR_INVALID)
 			FAIL_AT("key '%s' was accepted", bad[i]);
@@ -138,6 +138,34 @@ TEST(keys_and_uris_are_checked)
 	fx_open(&f);
 	struct blob_info info;
 	CHECK_INT(blob_put_named(f.s, "../escape", "x", 1, &info), ERR_INVALID);
+	fx_close(&f);
+}
+
+/* A key is an object or a prefix of objects, never both: a then a/b (or
+ * a/b then a) is a conflict that names the other key, not an error of the
+ * file system ("Not a directory"), and neither object is touched. */
+TEST(a_key_and_a_key_under_it_conflict)
+{
+	struct fx f;
+	fx_open(&f);
+	struct blob_info info;
+	char other[128] = "";
+	CHECK_INT(blob_put_named(f.s, "out/a", "one", 3, &info), 0);
+	CHECK_INT(blob_put_named(f.s, "out/a/b", "two", 3, &info), ERR_CONFLICT);
+	CHECK_INT(blob_key_conflict(f.s, "out/a/b/c", other, sizeof(other)), ERR_CONFLICT);
+	CHECK_STR(other, "out/a");
+	CHECK_INT(blob_put_named(f.s, "out/x/y", "three", 5, &info), 0);
+	CHECK_INT(blob_put_named(f.s, "out/x", "four", 4, &info), ERR_CONFLICT);
+	CHECK_INT(blob_key_conflict(f.s, "out/x", other, sizeof(other)), ERR_CONFLICT);
+	CHECK_STR(other, "out/x/");
+	CHECK_INT(blob_stat(f.s, "out/a", &info), 0);
+	CHECK_INT(info.size, 3);
+	CHECK_INT(blob_stat(f.s, "out/x/y", &info), 0);
+	CHECK_INT(info.size, 5);
+	/* once what was under it is deleted, the key is free again */
+	CHECK_INT(blob_delete(f.s, "out/x/y"), 0);
+	CHECK_INT(blob_put_named(f.s, "out/x", "four", 4, &info), 0);
+	CHECK_INT(blob_key_conflict(f.s, "out/ab", other, sizeof(other)), 0);
 	fx_close(&f);
 }
 
