@@ -144,11 +144,14 @@ static int group_pids(pid_t pgid, pid_t *out, int max)
 		if (f)
 			fclose(f);
 		text[len] = '\0';
+		/* after "(comm)": " STATE PPID PGRP ..." */
 		const char *close = strrchr(text, ')');
-		int ppid, pgrp;
-		char state;
-		if (close && sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 &&
-		    pgrp == pgid)
+		char *end = NULL;
+		if (!close || strlen(close) < 4)
+			continue;
+		strtol(close + 3, &end, 10); /* the parent */
+		long pgrp = end && *end == ' ' ? strtol(end + 1, NULL, 10) : -1;
+		if (pgrp == pgid)
 			out[n++] = (pid_t)pid;
 	}
 	if (d)
